@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// modulePath is where the build writes the module, relative to this package.
+var modulePath = filepath.Join("..", "build", "tollgate.wasm")
+
+var (
+	moduleOnce  sync.Once
+	moduleBytes []byte
+	moduleErr   error
+	cache       = wazero.NewCompilationCache()
+)
+
+// module builds the filter exactly as `make build` does, once per test binary, and returns it.
+// A build failure fails the test: the suite never runs against a stale or missing module.
+func module(t testing.TB) []byte {
+	t.Helper()
+	moduleOnce.Do(func() {
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", modulePath, "./filter")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			moduleErr = fmt.Errorf("build %s: %v\n%s", modulePath, err, out)
+			return
+		}
+		moduleBytes, moduleErr = os.ReadFile(modulePath)
+	})
+	if moduleErr != nil {
+		t.Fatal(moduleErr)
+	}
+	return moduleBytes
+}
+
+// profiles are the Envoy generations every scenario runs under.
+var profiles = []host.Profile{host.Envoy133, host.Envoy139}
+
+// gateway is a host with its VMs, a manual clock and a log, for one scenario.
+type gateway struct {
+	t     testing.TB
+	host  *host.Host
+	vms   []*host.VM
+	clock *host.ManualClock
+	start int64
+
+	mu   sync.Mutex
+	logs []host.LogEntry
+}
+
+// monotonicStart is far from zero, like a host that has been up for a while.
+const monotonicStart = int64(3_600 * time.Second)
+
+func newGateway(t testing.TB, profile host.Profile, config string, workers int) *gateway {
+	t.Helper()
+	g := &gateway{t: t, clock: host.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), monotonicStart), start: monotonicStart}
+	h, err := host.New(context.Background(), module(t), host.Options{
+		Profile:          profile,
+		PluginName:       "tollgate",
+		RootID:           "tollgate",
+		VMID:             "tollgate",
+		PluginConfig:     []byte(config),
+		Clock:            g.clock,
+		CompilationCache: cache,
+		Log: func(e host.LogEntry) {
+			g.mu.Lock()
+			g.logs = append(g.logs, e)
+			g.mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatalf("load module: %v", err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	g.host = h
+	for i := 0; i < workers; i++ {
+		vm, err := h.NewVM(context.Background())
+		if err != nil {
+			t.Fatalf("start VM: %v\nlogs:\n%s", err, g.logText())
+		}
+		g.vms = append(g.vms, vm)
+	}
+	return g
+}
+
+func (g *gateway) logText() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var s string
+	for _, e := range g.logs {
+		s += fmt.Sprintf("  vm %d level %d: %s\n", e.VM, e.Level, e.Message)
+	}
+	return s
+}
+
+// at sets the clocks to the given offset from the scenario's start.
+func (g *gateway) at(offset time.Duration) {
+	g.clock.Advance(time.Duration(g.start+int64(offset)) - time.Duration(g.clock.Monotonic()))
+}
+
+// okUpstream answers every forwarded request with 200.
+func okUpstream(headers [][2]string) (*host.Response, error) {
+	return &host.Response{Status: 200, Headers: [][2]string{{"content-type", "text/plain"}}, Body: []byte("ok\n")}, nil
+}
+
+// request sends one GET through a VM with the given extra headers.
+func (g *gateway) request(vm *host.VM, headers ...[2]string) *host.Response {
+	g.t.Helper()
+	req := host.Request{
+		Headers:       append([][2]string{{":method", "GET"}, {":path", "/"}, {":authority", "example.test"}, {":scheme", "http"}}, headers...),
+		SourceAddress: "192.0.2.10:40000",
+		EndOfStream:   true,
+	}
+	resp, err := vm.Do(req, okUpstream)
+	if err != nil {
+		g.t.Fatalf("request: %v\nlogs:\n%s", err, g.logText())
+	}
+	return resp
+}

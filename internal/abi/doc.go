@@ -1,0 +1,21 @@
+// Package abi is Tollgate's own layer over the proxy-wasm ABI v0.2.1, for modules built with
+// upstream Go (GOOS=wasip1, -buildmode=c-shared, //go:wasmimport and //go:wasmexport).
+//
+// The only SDK release available for Go targets TinyGo, so this package implements the subset
+// of the ABI the filter uses, shaped like that SDK: a plugin implements the context interfaces of
+// github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types, registers them with SetVMContext from
+// an init function, and calls the functions here for headers, shared data, properties, metrics,
+// logs and local replies.
+//
+// Layout:
+//   - hostcalls_wasip1.go: the //go:wasmimport declarations of the env.proxy_* host functions
+//     (spec: proxy-wasm/spec abi-versions/v0.2.1/README.md) and their Go wrappers.
+//   - callbacks_wasip1.go: the //go:wasmexport callbacks Envoy calls, dispatching to the
+//     registered contexts. Every callback recovers from panics: a panic that escaped would trap
+//     the VM and fail every stream on that Envoy worker.
+//   - native.go: the twin for ordinary Go builds, forwarding to the SDK's proxywasm package so
+//     that its proxytest emulator can drive a plugin natively in unit tests.
+//   - pairs.go: the header-map serialization shared by both.
+//
+// Units: sizes are bytes, times are nanoseconds, metric values are plain counts.
+package abi

@@ -1,0 +1,85 @@
+package abi
+
+import "encoding/binary"
+
+// EncodePairs serializes header pairs in the proxy-wasm map format (spec "Serialization"):
+// u32 count, count × (u32 key length, u32 value length), then each key and value followed by NUL.
+// All integers are little-endian.
+func EncodePairs(pairs [][2]string) []byte {
+	size := 4 + 8*len(pairs)
+	for _, p := range pairs {
+		size += len(p[0]) + len(p[1]) + 2
+	}
+	buf := make([]byte, size)
+	binary.LittleEndian.PutUint32(buf, uint32(len(pairs)))
+	off := 4
+	for _, p := range pairs {
+		binary.LittleEndian.PutUint32(buf[off:], uint32(len(p[0])))
+		binary.LittleEndian.PutUint32(buf[off+4:], uint32(len(p[1])))
+		off += 8
+	}
+	for _, p := range pairs {
+		off += copy(buf[off:], p[0])
+		buf[off] = 0
+		off++
+		off += copy(buf[off:], p[1])
+		buf[off] = 0
+		off++
+	}
+	return buf
+}
+
+// DecodePairs parses the map format. It is strict like Envoy's host: a truncated buffer, a
+// missing NUL or trailing bytes yield ok == false. An empty buffer is an empty map.
+func DecodePairs(buf []byte) (pairs [][2]string, ok bool) {
+	if len(buf) == 0 {
+		return nil, true
+	}
+	if len(buf) < 4 {
+		return nil, false
+	}
+	count := binary.LittleEndian.Uint32(buf)
+	if uint64(count)*8 > uint64(len(buf)-4) {
+		return nil, false
+	}
+	sizes := buf[4 : 4+8*int(count)]
+	data := buf[4+8*int(count):]
+	pairs = make([][2]string, 0, count)
+	for i := 0; i < int(count); i++ {
+		keyLen := uint64(binary.LittleEndian.Uint32(sizes[8*i:]))
+		valueLen := uint64(binary.LittleEndian.Uint32(sizes[8*i+4:]))
+		if keyLen+valueLen+2 > uint64(len(data)) {
+			return nil, false
+		}
+		key := data[:keyLen]
+		if data[keyLen] != 0 {
+			return nil, false
+		}
+		value := data[keyLen+1 : keyLen+1+valueLen]
+		if data[keyLen+1+valueLen] != 0 {
+			return nil, false
+		}
+		pairs = append(pairs, [2]string{string(key), string(value)})
+		data = data[keyLen+valueLen+2:]
+	}
+	if len(data) != 0 {
+		return nil, false
+	}
+	return pairs, true
+}
+
+// PropertyPath joins property path segments with NUL, the form proxy_get_property expects.
+func PropertyPath(segments []string) []byte {
+	size := 0
+	for _, s := range segments {
+		size += len(s) + 1
+	}
+	buf := make([]byte, 0, size)
+	for i, s := range segments {
+		if i > 0 {
+			buf = append(buf, 0)
+		}
+		buf = append(buf, s...)
+	}
+	return buf
+}

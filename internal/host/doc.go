@@ -1,0 +1,32 @@
+// Package host runs a proxy-wasm module the way Envoy does, in-process on wazero. It is part of
+// the product: it backs the end-to-end tests, the benchmarks and `tollgate serve`.
+//
+// What it emulates (sources: proxy-wasm/proxy-wasm-cpp-host src/wasm.cc, src/exports.cc,
+// src/context.cc, src/shared_data.cc; envoyproxy/envoy source/extensions/common/wasm/context.cc):
+//
+//   - Imports: exactly the env.proxy_* functions of ABI 0.2.x and the WASI functions of the
+//     chosen Envoy generation (Profile). A module importing anything else is refused before it
+//     runs, as Envoy refuses it with "missing import".
+//   - Start: _initialize, with Envoy's restricted-call allowlist (a proxy_* call other than
+//     proxy_log during init traps the VM); then the allocator (malloc, else
+//     proxy_on_memory_allocate), also restricted while it runs; then per plugin
+//     proxy_on_context_create(root, 0), proxy_on_vm_start, proxy_on_configure with the plugin
+//     configuration readable only during that call.
+//   - Streams: context create, request headers, response headers (also for the module's own
+//     local reply, as Envoy's encoder chain does), then log, done, delete. Header maps are
+//     readable and writable only during their callback. Local replies are deferred until the
+//     callback returns and force the stream to stop.
+//   - Shared data: one store per vm_id with Envoy's CAS rules (global counter from 1, an absent
+//     key is stored whatever the CAS, CAS 0 overwrites, any other mismatch is CasMismatch).
+//   - Several worker VMs of one compiled module, each single-threaded, running in parallel
+//     goroutines against one store, as Envoy's worker threads do.
+//   - Clocks: wall (WASI clock 0) and monotonic (clock 1), both injectable.
+//   - Metrics with Envoy's id encoding, aggregated by name over all VMs; logs with the VM id.
+//   - poll_oneoff: ENOSYS in the Envoy 1.33–1.38 profile (Go's runtime throws on it), success
+//     with no events from Envoy 1.39.
+//
+// Not emulated: HTTP and gRPC callouts, shared queues, ticks, foreign functions and
+// set_property; their imports resolve (Envoy provides them) and return Unimplemented.
+//
+// Units: times in nanoseconds, sizes in bytes, linear memory in 64 KiB pages.
+package host

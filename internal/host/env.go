@@ -1,0 +1,551 @@
+package host
+
+import (
+	"encoding/binary"
+	"strconv"
+	"strings"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/tollgate-proxy/tollgate/internal/abi"
+)
+
+// envFuncs are the env imports cpp-host registers for ABI 0.2.x (include/proxy-wasm/exports.h)
+// plus Envoy's own. Each returns a proxy_status_t in stack[0].
+func envFuncs() []hostFunc {
+	unimplemented := func(vm *VM, stack []uint64) { stack[0] = uint64(StatusUnimplemented) }
+	f := func(name string, params []api.ValueType, fn func(vm *VM, stack []uint64)) hostFunc {
+		return hostFunc{module: "env", name: name, params: params, results: errno, fn: fn}
+	}
+	return []hostFunc{
+		f("proxy_log", sig(i32, i32, i32), proxyLog),
+		f("proxy_get_log_level", sig(i32), proxyGetLogLevel).onlyABI("0_2_1"),
+		f("proxy_get_status", sig(i32, i32, i32), unimplemented),
+		f("proxy_set_property", sig(i32, i32, i32, i32), unimplemented),
+		f("proxy_get_property", sig(i32, i32, i32, i32), proxyGetProperty),
+		f("proxy_send_local_response", sig(i32, i32, i32, i32, i32, i32, i32, i32), proxySendLocalResponse),
+		f("proxy_get_shared_data", sig(i32, i32, i32, i32, i32), proxyGetSharedData),
+		f("proxy_set_shared_data", sig(i32, i32, i32, i32, i32), proxySetSharedData),
+		f("proxy_register_shared_queue", sig(i32, i32, i32), unimplemented),
+		f("proxy_resolve_shared_queue", sig(i32, i32, i32, i32, i32), unimplemented),
+		f("proxy_dequeue_shared_queue", sig(i32, i32, i32), unimplemented),
+		f("proxy_enqueue_shared_queue", sig(i32, i32, i32), unimplemented),
+		f("proxy_get_header_map_value", sig(i32, i32, i32, i32, i32), proxyGetHeaderMapValue),
+		f("proxy_add_header_map_value", sig(i32, i32, i32, i32, i32), proxyAddHeaderMapValue),
+		f("proxy_replace_header_map_value", sig(i32, i32, i32, i32, i32), proxyReplaceHeaderMapValue),
+		f("proxy_remove_header_map_value", sig(i32, i32, i32), proxyRemoveHeaderMapValue),
+		f("proxy_get_header_map_pairs", sig(i32, i32, i32), proxyGetHeaderMapPairs),
+		f("proxy_set_header_map_pairs", sig(i32, i32, i32), proxySetHeaderMapPairs),
+		f("proxy_get_header_map_size", sig(i32, i32), proxyGetHeaderMapSize),
+		f("proxy_get_buffer_status", sig(i32, i32, i32), proxyGetBufferStatus),
+		f("proxy_get_buffer_bytes", sig(i32, i32, i32, i32, i32), proxyGetBufferBytes),
+		f("proxy_set_buffer_bytes", sig(i32, i32, i32, i32, i32), func(vm *VM, stack []uint64) { stack[0] = uint64(StatusBadArgument) }),
+		f("proxy_http_call", sig(i32, i32, i32, i32, i32, i32, i32, i32, i32, i32), unimplemented),
+		f("proxy_grpc_call", sig(i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32), unimplemented),
+		f("proxy_grpc_stream", sig(i32, i32, i32, i32, i32, i32, i32, i32, i32), unimplemented),
+		f("proxy_grpc_send", sig(i32, i32, i32, i32), unimplemented),
+		f("proxy_grpc_close", sig(i32), unimplemented),
+		f("proxy_grpc_cancel", sig(i32), unimplemented),
+		f("proxy_set_tick_period_milliseconds", sig(i32), unimplemented),
+		f("proxy_get_current_time_nanoseconds", sig(i32), proxyGetCurrentTimeNanoseconds),
+		f("proxy_define_metric", sig(i32, i32, i32, i32), proxyDefineMetric),
+		f("proxy_increment_metric", sig(i32, i64), proxyIncrementMetric),
+		f("proxy_record_metric", sig(i32, i64), proxyRecordMetric),
+		f("proxy_get_metric", sig(i32, i32), proxyGetMetric),
+		f("proxy_set_effective_context", sig(i32), proxySetEffectiveContext),
+		f("proxy_done", sig(), func(vm *VM, stack []uint64) { stack[0] = uint64(StatusNotFound) }),
+		f("proxy_call_foreign_function", sig(i32, i32, i32, i32, i32, i32), unimplemented),
+		f("proxy_continue_stream", sig(i32), proxyContinueStream),
+		f("proxy_close_stream", sig(i32), unimplemented),
+		f("envoy_resolve_dns", sig(i32, i32, i32), unimplemented),
+		f("pthread_equal", sig(i32, i32), func(vm *VM, stack []uint64) { stack[0] = boolArg(uint32(stack[0]) == uint32(stack[1])) }),
+		{module: "env", name: "emscripten_notify_memory_growth", params: sig(i32), fn: func(vm *VM, stack []uint64) {}},
+	}
+}
+
+func (f hostFunc) onlyABI(v string) hostFunc { f.abi = v; return f }
+
+func ret(stack []uint64, st Status) { stack[0] = uint64(st) }
+
+// proxy_log(level, msg_ptr, msg_size); levels above critical are BadArgument.
+func proxyLog(vm *VM, stack []uint64) {
+	level, ptr, size := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	if level > 5 {
+		ret(stack, StatusBadArgument)
+		return
+	}
+	msg, ok := vm.readString(ptr, size)
+	if !ok {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	vm.host.log(vm.id, level, msg)
+	ret(stack, StatusOK)
+}
+
+func proxyGetLogLevel(vm *VM, stack []uint64) {
+	if !vm.writeU32(uint32(stack[0]), vm.host.opts.LogLevel) {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	ret(stack, StatusOK)
+}
+
+// proxy_get_property(path_ptr, path_size, value_ptr_ptr, value_size_ptr): path segments joined by
+// NUL; unknown → NotFound; integers are 8 bytes little-endian (envoy context.cc serializeValue).
+func proxyGetProperty(vm *VM, stack []uint64) {
+	ptr, size, valuePtrPtr, valueSizePtr := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
+	path, ok := vm.readString(ptr, size)
+	if !ok {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	value, found := vm.property(strings.Split(strings.TrimSuffix(path, "\x00"), "\x00"))
+	if !found {
+		ret(stack, StatusNotFound)
+		return
+	}
+	ret(stack, vm.copyOut(value, valuePtrPtr, valueSizePtr))
+}
+
+func (vm *VM) property(path []string) ([]byte, bool) {
+	opts := vm.host.opts
+	switch path[0] {
+	case "plugin_name":
+		return []byte(opts.PluginName), len(path) == 1
+	case "plugin_root_id":
+		return []byte(opts.RootID), len(path) == 1
+	case "plugin_vm_id":
+		return []byte(opts.VMID), len(path) == 1
+	}
+	s := vm.current
+	if s == nil || len(path) < 2 {
+		return nil, false // stream attributes need a stream
+	}
+	switch path[0] + "." + path[1] {
+	case "source.address":
+		return []byte(s.req.SourceAddress), s.req.SourceAddress != "" && len(path) == 2
+	case "source.port":
+		return portOf(s.req.SourceAddress)
+	case "destination.address":
+		return []byte(s.req.DestinationAddress), s.req.DestinationAddress != "" && len(path) == 2
+	case "destination.port":
+		return portOf(s.req.DestinationAddress)
+	case "request.headers":
+		if len(path) != 3 {
+			return nil, false
+		}
+		var values []string
+		for _, h := range s.requestHeaders {
+			if h[0] == lower(path[2]) {
+				values = append(values, h[1])
+			}
+		}
+		return []byte(strings.Join(values, ",")), len(values) > 0
+	}
+	pseudo := map[string]string{
+		"request.path": ":path", "request.method": ":method", "request.host": ":authority",
+		"request.scheme": ":scheme", "request.id": "x-request-id", "request.useragent": "user-agent",
+	}
+	if name, ok := pseudo[path[0]+"."+path[1]]; ok && len(path) == 2 {
+		v, found := headerValue(s.requestHeaders, name)
+		return []byte(v), found
+	}
+	if path[0]+"."+path[1] == "request.url_path" && len(path) == 2 {
+		v, found := headerValue(s.requestHeaders, ":path")
+		if i := strings.IndexByte(v, '?'); i >= 0 {
+			v = v[:i]
+		}
+		return []byte(v), found
+	}
+	return nil, false
+}
+
+func portOf(addr string) ([]byte, bool) {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return nil, false
+	}
+	port, err := strconv.ParseInt(addr[i+1:], 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(port))
+	return b[:], true
+}
+
+func headerValue(headers [][2]string, name string) (string, bool) {
+	for _, h := range headers {
+		if h[0] == name {
+			return h[1], true
+		}
+	}
+	return "", false
+}
+
+// proxy_send_local_response(status, details, details_size, body, body_size, headers,
+// headers_size, grpc_status): recorded and sent after the callback returns. Malformed header
+// pairs count as no headers, as in cpp-host.
+func proxySendLocalResponse(vm *VM, stack []uint64) {
+	status := uint32(stack[0])
+	details, ok1 := vm.readString(uint32(stack[1]), uint32(stack[2]))
+	body, ok2 := vm.read(uint32(stack[3]), uint32(stack[4]))
+	rawHeaders, ok3 := vm.read(uint32(stack[5]), uint32(stack[6]))
+	if !ok1 || !ok2 || !ok3 {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	s := vm.current
+	if s == nil {
+		ret(stack, StatusNotFound)
+		return
+	}
+	headers, ok := abi.DecodePairs(rawHeaders)
+	if !ok || len(headers) > 1024 {
+		headers = nil
+	}
+	s.reply = &Response{
+		Status:     int(status),
+		Headers:    lowerKeys(headers),
+		Body:       body,
+		LocalReply: true,
+		Details:    strings.Join(strings.Fields(details), "_"),
+	}
+	ret(stack, StatusOK)
+}
+
+// proxy_get_shared_data(key, key_size, value_ptr_ptr, value_size_ptr, cas_ptr).
+func proxyGetSharedData(vm *VM, stack []uint64) {
+	key, ok := vm.readString(uint32(stack[0]), uint32(stack[1]))
+	if !ok {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	value, cas, st := vm.host.opts.SharedData.Get(vm.host.opts.VMID, key)
+	if st != StatusOK {
+		ret(stack, st)
+		return
+	}
+	if st := vm.copyOut(value, uint32(stack[2]), uint32(stack[3])); st != StatusOK {
+		ret(stack, st)
+		return
+	}
+	if !vm.writeU32(uint32(stack[4]), cas) {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	ret(stack, StatusOK)
+}
+
+// proxy_set_shared_data(key, key_size, value, value_size, cas).
+func proxySetSharedData(vm *VM, stack []uint64) {
+	key, ok1 := vm.readString(uint32(stack[0]), uint32(stack[1]))
+	value, ok2 := vm.read(uint32(stack[2]), uint32(stack[3]))
+	if !ok1 || !ok2 {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	ret(stack, vm.host.opts.SharedData.Set(vm.host.opts.VMID, key, value, uint32(stack[4])))
+}
+
+// headerMap returns the map a call addresses, if the current callback may use it.
+func (vm *VM) headerMap(mapType uint32, write bool) (*[][2]string, Status) {
+	if mapType > 7 {
+		return nil, StatusBadArgument
+	}
+	s := vm.current
+	if s == nil || (write && s.access.readOnly) {
+		return nil, StatusBadArgument
+	}
+	switch {
+	case mapType == 0 && s.access.request:
+		return &s.requestHeaders, StatusOK
+	case mapType == 2 && s.access.response:
+		return &s.responseHeaders, StatusOK
+	}
+	return nil, StatusBadArgument
+}
+
+// proxy_get_header_map_value(map, key, key_size, value_ptr_ptr, value_size_ptr): the first value;
+// NotFound when absent.
+func proxyGetHeaderMapValue(vm *VM, stack []uint64) {
+	m, st := vm.headerMap(uint32(stack[0]), false)
+	if st != StatusOK {
+		ret(stack, st)
+		return
+	}
+	key, ok := vm.readString(uint32(stack[1]), uint32(stack[2]))
+	if !ok {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	v, found := headerValue(*m, lower(key))
+	if !found {
+		ret(stack, StatusNotFound)
+		return
+	}
+	ret(stack, vm.copyOut([]byte(v), uint32(stack[3]), uint32(stack[4])))
+}
+
+func (vm *VM) readKeyValue(stack []uint64) (key, value string, st Status) {
+	key, ok1 := vm.readString(uint32(stack[1]), uint32(stack[2]))
+	value, ok2 := vm.readString(uint32(stack[3]), uint32(stack[4]))
+	if !ok1 || !ok2 {
+		return "", "", StatusInvalidMemoryAccess
+	}
+	return lower(key), value, StatusOK
+}
+
+func proxyAddHeaderMapValue(vm *VM, stack []uint64) {
+	m, st := vm.headerMap(uint32(stack[0]), true)
+	if st != StatusOK {
+		ret(stack, st)
+		return
+	}
+	key, value, st := vm.readKeyValue(stack)
+	if st == StatusOK {
+		*m = append(*m, [2]string{key, value})
+	}
+	ret(stack, st)
+}
+
+func proxyReplaceHeaderMapValue(vm *VM, stack []uint64) {
+	m, st := vm.headerMap(uint32(stack[0]), true)
+	if st != StatusOK {
+		ret(stack, st)
+		return
+	}
+	key, value, st := vm.readKeyValue(stack)
+	if st == StatusOK {
+		*m = append(removeHeader(*m, key), [2]string{key, value})
+	}
+	ret(stack, st)
+}
+
+func proxyRemoveHeaderMapValue(vm *VM, stack []uint64) {
+	m, st := vm.headerMap(uint32(stack[0]), true)
+	if st != StatusOK {
+		ret(stack, st)
+		return
+	}
+	key, ok := vm.readString(uint32(stack[1]), uint32(stack[2]))
+	if !ok {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	*m = removeHeader(*m, lower(key))
+	ret(stack, StatusOK)
+}
+
+func removeHeader(headers [][2]string, key string) [][2]string {
+	out := headers[:0:0]
+	for _, h := range headers {
+		if h[0] != key {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// proxy_get_header_map_pairs(map, ptr_ptr, size_ptr): an unavailable map is an empty result.
+func proxyGetHeaderMapPairs(vm *VM, stack []uint64) {
+	m, st := vm.headerMap(uint32(stack[0]), false)
+	if st != StatusOK {
+		if uint32(stack[0]) > 7 {
+			ret(stack, st)
+			return
+		}
+		ret(stack, vm.copyOut(nil, uint32(stack[1]), uint32(stack[2])))
+		return
+	}
+	ret(stack, vm.copyOut(abi.EncodePairs(*m), uint32(stack[1]), uint32(stack[2])))
+}
+
+func proxySetHeaderMapPairs(vm *VM, stack []uint64) {
+	m, st := vm.headerMap(uint32(stack[0]), true)
+	if st != StatusOK {
+		ret(stack, st)
+		return
+	}
+	raw, ok := vm.read(uint32(stack[1]), uint32(stack[2]))
+	if !ok {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	pairs, ok := abi.DecodePairs(raw)
+	if !ok {
+		ret(stack, StatusBadArgument)
+		return
+	}
+	*m = lowerKeys(pairs)
+	ret(stack, StatusOK)
+}
+
+// proxy_get_header_map_size(map, size_ptr): Envoy reports the map's byte size.
+func proxyGetHeaderMapSize(vm *VM, stack []uint64) {
+	m, st := vm.headerMap(uint32(stack[0]), false)
+	if st != StatusOK {
+		ret(stack, st)
+		return
+	}
+	size := 0
+	for _, h := range *m {
+		size += len(h[0]) + len(h[1])
+	}
+	if !vm.writeU32(uint32(stack[1]), uint32(size)) {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	ret(stack, StatusOK)
+}
+
+// buffer returns the bytes of a buffer type available now: the VM configuration always, the
+// plugin configuration only during proxy_on_configure. No bodies are emulated.
+func (vm *VM) buffer(bufferType uint32) ([]byte, Status) {
+	switch {
+	case bufferType > 8:
+		return nil, StatusBadArgument
+	case bufferType == 6:
+		return vm.host.opts.VMConfig, StatusOK
+	case bufferType == 7 && vm.configuring:
+		return vm.host.opts.PluginConfig, StatusOK
+	}
+	return nil, StatusNotFound
+}
+
+func proxyGetBufferStatus(vm *VM, stack []uint64) {
+	buf, st := vm.buffer(uint32(stack[0]))
+	if st != StatusOK {
+		ret(stack, st)
+		return
+	}
+	if !vm.writeU32(uint32(stack[1]), uint32(len(buf))) || !vm.writeU32(uint32(stack[2]), 0) {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	ret(stack, StatusOK)
+}
+
+// proxy_get_buffer_bytes(type, start, length, ptr_ptr, size_ptr): clamped to the buffer; a start
+// past the end gives an empty result.
+func proxyGetBufferBytes(vm *VM, stack []uint64) {
+	buf, st := vm.buffer(uint32(stack[0]))
+	if st != StatusOK {
+		ret(stack, st)
+		return
+	}
+	start, length := uint64(uint32(stack[1])), uint64(uint32(stack[2]))
+	if start >= uint64(len(buf)) {
+		buf = nil
+	} else {
+		buf = buf[start:min(start+length, uint64(len(buf)))]
+	}
+	ret(stack, vm.copyOut(buf, uint32(stack[3]), uint32(stack[4])))
+}
+
+func proxyGetCurrentTimeNanoseconds(vm *VM, stack []uint64) {
+	if !vm.writeU64(uint32(stack[0]), uint64(vm.host.opts.Clock.Wall())) {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	ret(stack, StatusOK)
+}
+
+// proxy_define_metric(type, name, name_size, id_ptr): ids are per VM, the type in the low two
+// bits, a step of 4 (cpp-host kMetricIdIncrement); one name is one stat across VMs.
+func proxyDefineMetric(vm *VM, stack []uint64) {
+	kind := uint32(stack[0])
+	if kind > 2 {
+		ret(stack, StatusBadArgument)
+		return
+	}
+	name, ok := vm.readString(uint32(stack[1]), uint32(stack[2]))
+	if !ok {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	vm.nextMetric[kind]++
+	id := vm.nextMetric[kind]*4 + kind
+	vm.metricIDs[id] = vm.host.metrics.define(MetricType(kind), name)
+	if !vm.writeU32(uint32(stack[3]), id) {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	ret(stack, StatusOK)
+}
+
+func proxyIncrementMetric(vm *VM, stack []uint64) {
+	m, ok := vm.metricIDs[uint32(stack[0])]
+	delta := int64(stack[1])
+	switch {
+	case !ok:
+		ret(stack, StatusNotFound)
+	case m.kind == Histogram, m.kind == Counter && delta <= 0:
+		ret(stack, StatusBadArgument)
+	default:
+		vm.host.metrics.add(m, delta)
+		ret(stack, StatusOK)
+	}
+}
+
+func proxyRecordMetric(vm *VM, stack []uint64) {
+	m, ok := vm.metricIDs[uint32(stack[0])]
+	if !ok {
+		ret(stack, StatusNotFound)
+		return
+	}
+	switch m.kind {
+	case Counter:
+		vm.host.metrics.add(m, int64(stack[1]))
+	case Gauge:
+		vm.host.metrics.set(m, int64(stack[1]))
+	default:
+		vm.host.metrics.observe(m, stack[1])
+	}
+	ret(stack, StatusOK)
+}
+
+func proxyGetMetric(vm *VM, stack []uint64) {
+	m, ok := vm.metricIDs[uint32(stack[0])]
+	switch {
+	case !ok:
+		ret(stack, StatusNotFound)
+	case m.kind == Histogram:
+		ret(stack, StatusBadArgument)
+	case !vm.writeU64(uint32(stack[1]), uint64(vm.host.metrics.get(m))):
+		ret(stack, StatusInvalidMemoryAccess)
+	default:
+		ret(stack, StatusOK)
+	}
+}
+
+func proxySetEffectiveContext(vm *VM, stack []uint64) {
+	id := uint32(stack[0])
+	if id == vm.rootID {
+		ret(stack, StatusOK)
+		return
+	}
+	if s, ok := vm.streams[id]; ok {
+		vm.current = s
+		ret(stack, StatusOK)
+		return
+	}
+	ret(stack, StatusBadArgument)
+}
+
+// proxy_continue_stream(type): 0 request, 1 response, 2 downstream; 3 upstream is unimplemented
+// in Envoy. Deferred until the callback returns.
+func proxyContinueStream(vm *VM, stack []uint64) {
+	switch t := uint32(stack[0]); {
+	case t > 3:
+		ret(stack, StatusBadArgument)
+	case t == 3:
+		ret(stack, StatusUnimplemented)
+	default:
+		if vm.current != nil {
+			vm.current.continued = true
+		}
+		ret(stack, StatusOK)
+	}
+}

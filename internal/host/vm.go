@@ -1,0 +1,314 @@
+package host
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+type phase int
+
+const (
+	phaseIdle phase = iota
+	phaseStart
+	phaseAllocate
+	phaseCallback
+)
+
+// ErrVMFailed is wrapped by every call on a VM that trapped. Envoy treats a trapped VM as failed:
+// with failure_policy FAIL_CLOSED every later stream on that worker gets a 503.
+var ErrVMFailed = errors.New("wasm VM failed")
+
+// trapError is raised (as a panic inside a host function) to trap the VM, the way cpp-host aborts
+// a VM that breaks a rule such as the restricted-call allowlist.
+type trapError struct{ reason string }
+
+func (e trapError) Error() string { return e.reason }
+
+// VM is one instance of the module: one Envoy worker thread's VM. It is single-threaded like
+// Envoy's: its methods serialize on a mutex, and different VMs run in parallel.
+type VM struct {
+	host *Host
+	id   int
+	mod  api.Module
+	ctx  context.Context
+
+	mu       sync.Mutex
+	phase    phase
+	failed   error
+	callback map[string]api.Function
+	alloc    api.Function
+	stack    []uint64
+
+	nextContextID uint32
+	rootID        uint32
+	configuring   bool
+	streams       map[uint32]*Stream
+	current       *Stream
+
+	metricIDs   map[uint32]*metric
+	nextMetric  [3]uint32
+	counters    counters
+	reportStats bool
+}
+
+type counters struct {
+	hostCalls, allocations, pollOneoff int64
+	byName                             map[string]int64
+}
+
+// Stats are a VM's crossing counts since it started.
+type Stats struct {
+	HostCalls   int64 // guest→host calls, every import
+	Allocations int64 // host→guest allocator calls
+	PollOneoff  int64 // poll_oneoff calls (fatal for Go on Envoy ≤ 1.38)
+	MemoryPages uint32
+	// ByName counts host calls per import, when enabled with CountHostCallsByName.
+	ByName map[string]int64
+}
+
+// callbacks the host calls when the module exports them; Envoy skips the missing ones.
+var callbackNames = []string{
+	"proxy_on_context_create", "proxy_on_vm_start", "proxy_on_configure",
+	"proxy_on_request_headers", "proxy_on_response_headers",
+	"proxy_on_log", "proxy_on_done", "proxy_on_delete",
+}
+
+// NewVM instantiates the module and starts it as Envoy starts a worker's VM: _initialize under
+// the start allowlist, the allocator lookup, then the plugin's root context (create, vm_start,
+// configure). A module that rejects its configuration yields an error and no VM.
+func (h *Host) NewVM(ctx context.Context) (*VM, error) {
+	id := int(h.nextVM.Add(1))
+	vm := &VM{
+		host:          h,
+		id:            id,
+		nextContextID: 1,
+		callback:      map[string]api.Function{},
+		streams:       map[uint32]*Stream{},
+		metricIDs:     map[uint32]*metric{},
+		stack:         make([]uint64, 8),
+	}
+	vm.ctx = context.WithValue(ctx, vmKey{}, vm)
+	mod, err := h.runtime.InstantiateModule(vm.ctx, h.compiled,
+		wazero.NewModuleConfig().WithName(fmt.Sprintf("vm-%d", id)).WithStartFunctions())
+	if err != nil {
+		return nil, fmt.Errorf("instantiate VM %d: %w", id, err)
+	}
+	vm.mod = mod
+	if err := vm.start(); err != nil {
+		_ = mod.Close(ctx)
+		return nil, fmt.Errorf("start VM %d: %w", id, err)
+	}
+	h.mu.Lock()
+	h.vms = append(h.vms, vm)
+	h.mu.Unlock()
+	return vm, nil
+}
+
+func (vm *VM) start() error {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	startFn := "_initialize"
+	if vm.mod.ExportedFunction(startFn) == nil {
+		startFn = "_start"
+	}
+	if f := vm.mod.ExportedFunction(startFn); f != nil {
+		vm.phase = phaseStart
+		_, err := f.Call(vm.ctx)
+		vm.phase = phaseIdle
+		if err != nil {
+			return vm.fail(fmt.Errorf("%s: %w", startFn, err))
+		}
+	}
+	// cpp-host looks for malloc first, then proxy_on_memory_allocate.
+	if vm.alloc = vm.mod.ExportedFunction("malloc"); vm.alloc == nil {
+		vm.alloc = vm.mod.ExportedFunction("proxy_on_memory_allocate")
+	}
+	if vm.alloc == nil {
+		return vm.fail(errors.New("Wasm module is missing malloc function (export malloc or proxy_on_memory_allocate)"))
+	}
+	for _, name := range callbackNames {
+		if f := vm.mod.ExportedFunction(name); f != nil {
+			vm.callback[name] = f
+		}
+	}
+	vm.rootID = vm.newContextID()
+	if _, err := vm.call("proxy_on_context_create", 0, uint64(vm.rootID), 0); err != nil {
+		return err
+	}
+	ok, err := vm.call("proxy_on_vm_start", 1, uint64(vm.rootID), uint64(len(vm.host.opts.VMConfig)))
+	if err != nil {
+		return err
+	}
+	if ok == 0 {
+		return errors.New("proxy_on_vm_start returned false: the module refused to start (see its log)")
+	}
+	vm.configuring = true
+	ok, err = vm.call("proxy_on_configure", 1, uint64(vm.rootID), uint64(len(vm.host.opts.PluginConfig)))
+	vm.configuring = false
+	if err != nil {
+		return err
+	}
+	if ok == 0 {
+		return errors.New("proxy_on_configure returned false: the module rejected its plugin configuration (see its log)")
+	}
+	return nil
+}
+
+// ID is the VM's number within its host, starting at 1.
+func (vm *VM) ID() int { return vm.id }
+
+// Err is why the VM failed, or nil.
+func (vm *VM) Err() error {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.failed
+}
+
+// CountHostCallsByName turns on per-import counting (slower; for tests and benchmarks).
+func (vm *VM) CountHostCallsByName() {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	vm.counters.byName = map[string]int64{}
+}
+
+// Stats returns the VM's crossing counts and its current linear memory size.
+func (vm *VM) Stats() Stats {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	s := Stats{HostCalls: vm.counters.hostCalls, Allocations: vm.counters.allocations, PollOneoff: vm.counters.pollOneoff}
+	if mem := vm.mod.Memory(); mem != nil {
+		s.MemoryPages = mem.Size() / 65536
+	}
+	if vm.counters.byName != nil {
+		s.ByName = map[string]int64{}
+		for k, v := range vm.counters.byName {
+			s.ByName[k] = v
+		}
+	}
+	return s
+}
+
+func (vm *VM) newContextID() uint32 {
+	id := vm.nextContextID
+	vm.nextContextID++
+	return id
+}
+
+func (vm *VM) fail(err error) error {
+	if vm.failed == nil {
+		vm.failed = err
+		vm.host.log(vm.id, 5, "wasm VM failed: "+err.Error())
+	}
+	return fmt.Errorf("%w: %w", ErrVMFailed, vm.failed)
+}
+
+// call runs a callback if the module exports it, returning def otherwise (Envoy's behaviour for
+// a missing callback). A trap fails the VM for good.
+func (vm *VM) call(name string, def uint64, args ...uint64) (uint64, error) {
+	if vm.failed != nil {
+		return 0, fmt.Errorf("%w: %w", ErrVMFailed, vm.failed)
+	}
+	f := vm.callback[name]
+	if f == nil {
+		return def, nil
+	}
+	copy(vm.stack, args)
+	vm.phase = phaseCallback
+	err := f.CallWithStack(vm.ctx, vm.stack)
+	vm.phase = phaseIdle
+	if err != nil {
+		return 0, vm.fail(fmt.Errorf("%s: %w", name, err))
+	}
+	if len(f.Definition().ResultTypes()) == 0 {
+		return 0, nil
+	}
+	return vm.stack[0], nil
+}
+
+// trap aborts the current call; the VM is failed when the call returns.
+func (vm *VM) trap(reason string) { panic(trapError{reason: reason}) }
+
+// allocate calls the module's allocator, with the allocation allowlist in force.
+func (vm *VM) allocate(size uint32) (uint32, Status) {
+	prev := vm.phase
+	vm.phase = phaseAllocate
+	vm.counters.allocations++
+	res, err := vm.alloc.Call(vm.ctx, uint64(size))
+	vm.phase = prev
+	if err != nil {
+		// Propagate the trap to the callback that made the host call.
+		panic(trapError{reason: "allocator: " + err.Error()})
+	}
+	if len(res) == 0 || uint32(res[0]) == 0 {
+		return 0, StatusInvalidMemoryAccess
+	}
+	return uint32(res[0]), StatusOK
+}
+
+// copyOut places data in module memory through the allocator and writes its address and size,
+// as cpp-host's copyToPointerSize does: nothing is allocated for empty data, (0, 0) is written.
+func (vm *VM) copyOut(data []byte, ptrPtr, sizePtr uint32) Status {
+	if len(data) == 0 {
+		if !vm.writeU32(ptrPtr, 0) || !vm.writeU32(sizePtr, 0) {
+			return StatusInvalidMemoryAccess
+		}
+		return StatusOK
+	}
+	addr, st := vm.allocate(uint32(len(data)))
+	if st != StatusOK {
+		return st
+	}
+	if !vm.write(addr, data) || !vm.writeU32(ptrPtr, addr) || !vm.writeU32(sizePtr, uint32(len(data))) {
+		return StatusInvalidMemoryAccess
+	}
+	return StatusOK
+}
+
+func (vm *VM) read(ptr, size uint32) ([]byte, bool) {
+	if size == 0 {
+		return nil, true
+	}
+	b, ok := vm.mod.Memory().Read(ptr, size)
+	if !ok {
+		return nil, false
+	}
+	return append([]byte(nil), b...), true
+}
+
+func (vm *VM) readString(ptr, size uint32) (string, bool) {
+	b, ok := vm.read(ptr, size)
+	return string(b), ok
+}
+
+func (vm *VM) readU32(ptr uint32) (uint32, bool) { return vm.mod.Memory().ReadUint32Le(ptr) }
+
+func (vm *VM) write(ptr uint32, data []byte) bool {
+	if len(data) == 0 {
+		return true
+	}
+	return vm.mod.Memory().Write(ptr, data)
+}
+
+func (vm *VM) writeU32(ptr, v uint32) bool { return vm.mod.Memory().WriteUint32Le(ptr, v) }
+
+func (vm *VM) writeU64(ptr uint32, v uint64) bool {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	return vm.write(ptr, b[:])
+}
+
+// Close releases the VM.
+func (vm *VM) Close(ctx context.Context) error {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.mod.Close(ctx)
+}
+
+func lower(s string) string { return strings.ToLower(s) }

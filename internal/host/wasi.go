@@ -1,0 +1,222 @@
+package host
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+)
+
+// WASI errno values (wasi_snapshot_preview1).
+const (
+	errnoSuccess = 0
+	errnoBadf    = 8
+	errnoFault   = 21
+	errnoInval   = 28
+	errnoNoent   = 44
+	errnoNosys   = 52
+	errnoNotsup  = 58
+)
+
+// wasiFuncs are the WASI functions with cpp-host's behaviour (src/exports.cc). Functions that are
+// stubs there are stubs here too, returning what cpp-host returns.
+func wasiFuncs() []hostFunc {
+	nosys := func(vm *VM, stack []uint64) { stack[0] = errnoNosys }
+	return []hostFunc{
+		// Envoy 1.33 (cpp-host c4d7bb0): 18 functions.
+		{name: "fd_write", params: sig(i32, i32, i32, i32), results: errno, fn: wasiFdWrite},
+		{name: "fd_read", params: sig(i32, i32, i32, i32), results: errno, fn: nosys},
+		{name: "fd_seek", params: sig(i32, i64, i32, i32), results: errno, fn: nosys},
+		{name: "fd_close", params: sig(i32), results: errno, fn: func(vm *VM, stack []uint64) { stack[0] = errnoSuccess }},
+		{name: "fd_fdstat_get", params: sig(i32, i32), results: errno, fn: wasiFdFdstatGet},
+		{name: "fd_fdstat_set_flags", params: sig(i32, i32), results: errno, fn: nosys},
+		{name: "environ_get", params: sig(i32, i32), results: errno, fn: wasiEnvironGet},
+		{name: "environ_sizes_get", params: sig(i32, i32), results: errno, fn: wasiEnvironSizesGet},
+		{name: "args_get", params: sig(i32, i32), results: errno, fn: func(vm *VM, stack []uint64) { stack[0] = errnoSuccess }},
+		{name: "args_sizes_get", params: sig(i32, i32), results: errno, fn: wasiArgsSizesGet},
+		{name: "clock_time_get", params: sig(i32, i64, i32), results: errno, fn: wasiClockTimeGet},
+		{name: "random_get", params: sig(i32, i32), results: errno, fn: wasiRandomGet},
+		{name: "sched_yield", results: errno, fn: func(vm *VM, stack []uint64) { stack[0] = errnoSuccess }},
+		{name: "poll_oneoff", params: sig(i32, i32, i32, i32), results: errno, fn: wasiPollOneoff},
+		{name: "proc_exit", params: sig(i32), fn: func(vm *VM, stack []uint64) {}},
+		{name: "path_open", params: sig(i32, i32, i32, i32, i32, i64, i64, i32, i32), results: errno, fn: func(vm *VM, stack []uint64) { stack[0] = errnoNoent }},
+		{name: "fd_prestat_get", params: sig(i32, i32), results: errno, fn: func(vm *VM, stack []uint64) { stack[0] = errnoBadf }},
+		{name: "fd_prestat_dir_name", params: sig(i32, i32, i32), results: errno, fn: nosys},
+
+		// Envoy 1.39 (cpp-host 94091cd) adds 28 functions, no-ops for a proxy with no file system.
+		{name: "fd_fdstat_set_rights", params: sig(i32, i64, i64), results: errno, since: Envoy139, fn: nosys},
+		{name: "clock_res_get", params: sig(i32, i32), results: errno, since: Envoy139, fn: wasiClockResGet},
+		{name: "fd_advise", params: sig(i32, i64, i64, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "fd_allocate", params: sig(i32, i64, i64), results: errno, since: Envoy139, fn: nosys},
+		{name: "fd_datasync", params: sig(i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "fd_filestat_set_size", params: sig(i32, i64), results: errno, since: Envoy139, fn: nosys},
+		{name: "fd_filestat_set_times", params: sig(i32, i64, i64, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "fd_pread", params: sig(i32, i32, i32, i64, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "fd_pwrite", params: sig(i32, i32, i32, i64, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "fd_readdir", params: sig(i32, i32, i32, i64, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "fd_renumber", params: sig(i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "fd_sync", params: sig(i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "fd_tell", params: sig(i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "path_create_directory", params: sig(i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "path_filestat_set_times", params: sig(i32, i32, i32, i32, i64, i64, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "path_link", params: sig(i32, i32, i32, i32, i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "path_readlink", params: sig(i32, i32, i32, i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "path_remove_directory", params: sig(i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "path_rename", params: sig(i32, i32, i32, i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "path_symlink", params: sig(i32, i32, i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "path_unlink_file", params: sig(i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "sock_accept", params: sig(i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "sock_recv", params: sig(i32, i32, i32, i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "sock_send", params: sig(i32, i32, i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "sock_shutdown", params: sig(i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "path_filestat_get", params: sig(i32, i32, i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "fd_filestat_get", params: sig(i32, i32), results: errno, since: Envoy139, fn: nosys},
+	}
+}
+
+// fd_write: fd 1 logs at info, fd 2 at error, one line per call with one trailing newline
+// stripped; other descriptors are EBADF.
+func wasiFdWrite(vm *VM, stack []uint64) {
+	fd, iovs, iovsLen, nwrittenPtr := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
+	if fd != 1 && fd != 2 {
+		stack[0] = errnoBadf
+		return
+	}
+	var msg []byte
+	for i := uint32(0); i < iovsLen; i++ {
+		ptr, ok1 := vm.readU32(iovs + 8*i)
+		size, ok2 := vm.readU32(iovs + 8*i + 4)
+		data, ok3 := vm.read(ptr, size)
+		if !ok1 || !ok2 || !ok3 {
+			stack[0] = errnoFault
+			return
+		}
+		msg = append(msg, data...)
+	}
+	if !vm.writeU32(nwrittenPtr, uint32(len(msg))) {
+		stack[0] = errnoFault
+		return
+	}
+	if n := len(msg); n > 0 && msg[n-1] == '\n' {
+		msg = msg[:n-1]
+	}
+	level := uint32(2)
+	if fd == 2 {
+		level = 4
+	}
+	vm.host.log(vm.id, level, string(msg))
+	stack[0] = errnoSuccess
+}
+
+// fd_fdstat_get: stdout and stderr are writable character devices; nothing else exists.
+func wasiFdFdstatGet(vm *VM, stack []uint64) {
+	fd, buf := uint32(stack[0]), uint32(stack[1])
+	if fd != 1 && fd != 2 {
+		stack[0] = errnoBadf
+		return
+	}
+	var stat [24]byte
+	stat[0] = 2                                 // filetype: character device
+	binary.LittleEndian.PutUint64(stat[8:], 64) // rights_base: FD_WRITE
+	binary.LittleEndian.PutUint64(stat[16:], 0) // rights_inheriting
+	if !vm.write(buf, stat[:]) {
+		stack[0] = errnoFault
+		return
+	}
+	stack[0] = errnoSuccess
+}
+
+func wasiEnvironSizesGet(vm *VM, stack []uint64) {
+	countPtr, sizePtr := uint32(stack[0]), uint32(stack[1])
+	size := 0
+	for _, kv := range vm.host.opts.Env {
+		size += len(kv) + 1
+	}
+	if !vm.writeU32(countPtr, uint32(len(vm.host.opts.Env))) || !vm.writeU32(sizePtr, uint32(size)) {
+		stack[0] = errnoFault
+		return
+	}
+	stack[0] = errnoSuccess
+}
+
+func wasiEnvironGet(vm *VM, stack []uint64) {
+	environ, buf := uint32(stack[0]), uint32(stack[1])
+	for i, kv := range vm.host.opts.Env {
+		if !vm.writeU32(environ+4*uint32(i), buf) || !vm.write(buf, append([]byte(kv), 0)) {
+			stack[0] = errnoFault
+			return
+		}
+		buf += uint32(len(kv) + 1)
+	}
+	stack[0] = errnoSuccess
+}
+
+func wasiArgsSizesGet(vm *VM, stack []uint64) {
+	if !vm.writeU32(uint32(stack[0]), 0) || !vm.writeU32(uint32(stack[1]), 0) {
+		stack[0] = errnoFault
+		return
+	}
+	stack[0] = errnoSuccess
+}
+
+// clock_time_get: clock 0 is the wall clock, 1 the monotonic clock; precision is ignored.
+func wasiClockTimeGet(vm *VM, stack []uint64) {
+	id, out := uint32(stack[0]), uint32(stack[2])
+	var now int64
+	switch id {
+	case 0:
+		now = vm.host.opts.Clock.Wall()
+	case 1:
+		now = vm.host.opts.Clock.Monotonic()
+	default:
+		stack[0] = errnoNotsup
+		return
+	}
+	if !vm.writeU64(out, uint64(now)) {
+		stack[0] = errnoFault
+		return
+	}
+	stack[0] = errnoSuccess
+}
+
+func wasiClockResGet(vm *VM, stack []uint64) {
+	id, out := uint32(stack[0]), uint32(stack[1])
+	if id > 1 {
+		stack[0] = errnoNotsup
+		return
+	}
+	if !vm.writeU64(out, 1) {
+		stack[0] = errnoFault
+		return
+	}
+	stack[0] = errnoSuccess
+}
+
+// random_get: at most 64 KiB per call, as BoringSSL's RAND_bytes is called in Envoy.
+func wasiRandomGet(vm *VM, stack []uint64) {
+	buf, size := uint32(stack[0]), uint32(stack[1])
+	if size > 64<<10 {
+		stack[0] = errnoInval
+		return
+	}
+	data := make([]byte, size)
+	_, _ = rand.Read(data)
+	if !vm.write(buf, data) {
+		stack[0] = errnoFault
+		return
+	}
+	stack[0] = errnoSuccess
+}
+
+// poll_oneoff: Envoy up to 1.38 does not implement it (ENOSYS, and Go's runtime throws on that);
+// from 1.39 it reports success with no events and never sleeps.
+func wasiPollOneoff(vm *VM, stack []uint64) {
+	vm.counters.pollOneoff++
+	if vm.host.opts.Profile < Envoy139 {
+		stack[0] = errnoNosys
+		return
+	}
+	if !vm.writeU32(uint32(stack[3]), 0) {
+		stack[0] = errnoFault
+		return
+	}
+	stack[0] = errnoSuccess
+}

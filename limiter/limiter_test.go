@@ -1,0 +1,453 @@
+package limiter_test
+
+import (
+	"encoding/binary"
+	"hash/fnv"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/limiter"
+)
+
+const ms = int64(time.Millisecond)
+
+// step is one request of a trace at a fixed instant.
+type step struct {
+	key  string // which key's State the request uses; "" for a single key
+	at   int64  // nanoseconds on the trace's time base
+	n    int64
+	want limiter.Decision
+}
+
+func allowed(remaining int64, reset time.Duration) limiter.Decision {
+	return limiter.Decision{Allowed: true, Remaining: remaining, Reset: reset}
+}
+
+func rejected(remaining int64, retryAfter, reset time.Duration) limiter.Decision {
+	return limiter.Decision{Remaining: remaining, RetryAfter: retryAfter, Reset: reset}
+}
+
+func mustBucket(t testing.TB, l limiter.Limit) limiter.Bucket {
+	t.Helper()
+	b, err := limiter.NewBucket(l)
+	if err != nil {
+		t.Fatalf("NewBucket(%+v): %v", l, err)
+	}
+	return b
+}
+
+// creditsPerToken recovers the bucket's token unit through the public API.
+func creditsPerToken(b limiter.Bucket) int64 {
+	return b.Full(0).Level / b.Limit().Capacity
+}
+
+// runTrace plays steps in order, each key starting from Full(start), and
+// reports every step whose decision differs from its want.
+func runTrace(t *testing.T, b limiter.Bucket, start int64, steps []step) {
+	t.Helper()
+	states := map[string]limiter.State{}
+	for i, st := range steps {
+		s, ok := states[st.key]
+		if !ok {
+			s = b.Full(start)
+		}
+		next, got := b.Take(s, st.at, st.n)
+		if got != st.want {
+			t.Errorf("step %d: %s take %d at %v: got %+v, want %+v",
+				i, st.key, st.n, time.Duration(st.at), got, st.want)
+		}
+		if !b.Valid(next) || next.Last != st.at {
+			t.Errorf("step %d: %s take %d at %v: state %+v invalid or not at now",
+				i, st.key, st.n, time.Duration(st.at), next)
+		}
+		states[st.key] = next
+	}
+}
+
+// The seed traces of the product design.
+
+func TestSeedTraceOneKey(t *testing.T) {
+	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	runTrace(t, b, 0, []step{
+		{at: 0, n: 1, want: allowed(2, 1000*time.Millisecond)},
+		{at: 100 * ms, n: 1, want: allowed(1, 1900*time.Millisecond)},
+		{at: 200 * ms, n: 1, want: allowed(0, 2800*time.Millisecond)},
+		{at: 300 * ms, n: 1, want: rejected(0, 700*time.Millisecond, 2700*time.Millisecond)},
+		{at: 500 * ms, n: 1, want: rejected(0, 500*time.Millisecond, 2500*time.Millisecond)},
+		{at: 1300 * ms, n: 1, want: allowed(0, 2700*time.Millisecond)},
+		{at: 1400 * ms, n: 1, want: rejected(0, 600*time.Millisecond, 2600*time.Millisecond)},
+		{at: 3500 * ms, n: 1, want: allowed(1, 1500*time.Millisecond)},
+	})
+}
+
+func TestSeedTraceHalfSecondRefill(t *testing.T) {
+	b := mustBucket(t, limiter.Limit{Capacity: 2, RefillTokens: 1, RefillInterval: 500 * time.Millisecond})
+	runTrace(t, b, 0, []step{
+		{at: 900 * ms, n: 1, want: allowed(1, 500*time.Millisecond)},
+		{at: 950 * ms, n: 1, want: allowed(0, 950*time.Millisecond)},
+		{at: 1000 * ms, n: 1, want: rejected(0, 400*time.Millisecond, 900*time.Millisecond)},
+		{at: 1050 * ms, n: 1, want: rejected(0, 350*time.Millisecond, 850*time.Millisecond)},
+		{at: 1400 * ms, n: 1, want: allowed(0, 1000*time.Millisecond)},
+	})
+}
+
+func TestSeedTraceTwoKeys(t *testing.T) {
+	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	steps := []step{
+		{key: "alice", at: 0, n: 1, want: allowed(2, 1000*time.Millisecond)},
+		{key: "alice", at: 100 * ms, n: 1, want: allowed(1, 1900*time.Millisecond)},
+		{key: "alice", at: 200 * ms, n: 1, want: allowed(0, 2800*time.Millisecond)},
+		{key: "bob", at: 250 * ms, n: 1, want: allowed(2, 1000*time.Millisecond)},
+		{key: "alice", at: 300 * ms, n: 1, want: rejected(0, 700*time.Millisecond, 2700*time.Millisecond)},
+		{key: "bob", at: 400 * ms, n: 1, want: allowed(1, 1850*time.Millisecond)},
+		{key: "alice", at: 1300 * ms, n: 1, want: allowed(0, 2700*time.Millisecond)},
+	}
+	runTrace(t, b, 0, steps)
+	// The rejection's Retry-After header is whole seconds, rounded up.
+	if got := (steps[4].want.RetryAfter + time.Second - 1) / time.Second; got != 1 {
+		t.Errorf("Retry-After header for 700ms: got %d s, want 1 s", got)
+	}
+}
+
+func TestTakeMoreThanOne(t *testing.T) {
+	b := mustBucket(t, limiter.Limit{Capacity: 10, RefillTokens: 2, RefillInterval: time.Second})
+	runTrace(t, b, 0, []step{
+		{at: 0, n: 7, want: allowed(3, 3500*time.Millisecond)},
+		{at: 0, n: 5, want: rejected(3, 1000*time.Millisecond, 3500*time.Millisecond)},
+		{at: 500 * ms, n: 5, want: rejected(4, 500*time.Millisecond, 3000*time.Millisecond)},
+		{at: 1000 * ms, n: 5, want: allowed(0, 5000*time.Millisecond)},
+		{at: 1000 * ms, n: 10, want: rejected(0, 5000*time.Millisecond, 5000*time.Millisecond)},
+		{at: 6000 * ms, n: 10, want: allowed(0, 5000*time.Millisecond)},
+	})
+}
+
+func TestTakeNonPositiveCountsAsOne(t *testing.T) {
+	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	runTrace(t, b, 0, []step{
+		{at: 0, n: 0, want: allowed(2, 1000*time.Millisecond)},
+		{at: 0, n: -5, want: allowed(1, 2000*time.Millisecond)},
+		{at: 0, n: math.MinInt64, want: allowed(0, 3000*time.Millisecond)},
+		{at: 0, n: 0, want: rejected(0, 1000*time.Millisecond, 3000*time.Millisecond)},
+	})
+}
+
+func TestTakeMoreThanCapacityNeverAdmitted(t *testing.T) {
+	never := time.Duration(math.MaxInt64)
+	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	runTrace(t, b, 0, []step{
+		{at: 0, n: 4, want: rejected(3, never, 0)},
+		{at: 0, n: math.MaxInt64, want: rejected(3, never, 0)},
+		{at: 0, n: 3, want: allowed(0, 3000*time.Millisecond)},
+		// Still refilled to now, but nothing taken.
+		{at: 1500 * ms, n: 4, want: rejected(1, never, 1500*time.Millisecond)},
+		{at: 1500 * ms, n: 1, want: allowed(0, 2500*time.Millisecond)},
+	})
+}
+
+// Refill with a rate that does not divide the interval (3 per second: one
+// token every 333.33...ms) stays exact however many small steps it takes.
+func TestFractionalRefillHasNoDrift(t *testing.T) {
+	const intervals = 10_000
+	const perInterval = 3
+	l := limiter.Limit{Capacity: intervals * perInterval, RefillTokens: perInterval, RefillInterval: time.Second}
+	b := mustBucket(t, l)
+	s := limiter.State{Level: 0, Last: 0}
+	// Irregular probe offsets within each interval, so refills land on
+	// fractional token boundaries; the last one lands on the boundary.
+	offsets := []int64{1, 333_333_333, 333_333_334, 700_000_001, 999_999_999, int64(time.Second)}
+	for k := int64(0); k < intervals; k++ {
+		for _, off := range offsets {
+			now := k*int64(time.Second) + off
+			var d limiter.Decision
+			// A request larger than the bucket refills without taking.
+			s, d = b.Take(s, now, l.Capacity+1)
+			wantTokens := perInterval * now / int64(time.Second) // floor
+			if d.Remaining != wantTokens {
+				t.Fatalf("at %v after %d probes: remaining %d, want %d", time.Duration(now), k, d.Remaining, wantTokens)
+			}
+			wantCredits := perInterval * now // exact: 1 token = 1e9 credits, 3 credits per ns
+			if s.Level != wantCredits {
+				t.Fatalf("at %v: level %d credits, want %d", time.Duration(now), s.Level, wantCredits)
+			}
+		}
+	}
+	if got := s.Level / creditsPerToken(b); got != intervals*perInterval {
+		t.Fatalf("after %d intervals: %d tokens, want %d", intervals, got, intervals*perInterval)
+	}
+}
+
+func TestGiveRefundsUpToCapacity(t *testing.T) {
+	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	token := creditsPerToken(b)
+	full := b.Full(0).Level
+	empty, _ := b.Take(b.Full(0), 0, 3)
+	tests := []struct {
+		name string
+		s    limiter.State
+		now  int64
+		n    int64
+		want limiter.State
+	}{
+		{"undo one", empty, 0, 1, limiter.State{Level: token, Last: 0}},
+		{"refill first", empty, 500 * ms, 1, limiter.State{Level: token + token/2, Last: 500 * ms}},
+		{"capped", empty, 2500 * ms, 2, limiter.State{Level: full, Last: 2500 * ms}},
+		{"full stays full", b.Full(0), 0, 1, limiter.State{Level: full, Last: 0}},
+		{"zero counts as one", empty, 0, 0, limiter.State{Level: token, Last: 0}},
+		{"negative counts as one", empty, 0, math.MinInt64, limiter.State{Level: token, Last: 0}},
+		{"more than capacity", empty, 0, math.MaxInt64, limiter.State{Level: full, Last: 0}},
+		{"garbage level", limiter.State{Level: math.MinInt64, Last: 0}, 0, 2, limiter.State{Level: 2 * token, Last: 0}},
+	}
+	for _, tt := range tests {
+		if got := b.Give(tt.s, tt.now, tt.n); got != tt.want {
+			t.Errorf("%s: Give(%+v, %v, %d) = %+v, want %+v", tt.name, tt.s, time.Duration(tt.now), tt.n, got, tt.want)
+		}
+	}
+}
+
+// Give must not overflow when the level and the refund are both near 2^62.
+func TestGiveNearMaximumCapacity(t *testing.T) {
+	b := mustBucket(t, limiter.Limit{Capacity: 1 << 62, RefillTokens: 1, RefillInterval: 1})
+	s := limiter.State{Level: 1<<62 - 5, Last: 0}
+	if got := b.Give(s, 0, math.MaxInt64); got.Level != 1<<62 {
+		t.Errorf("Give near 2^62: level %d, want %d", got.Level, int64(1)<<62)
+	}
+	if got := b.Give(s, 0, 1<<62-1); got.Level != 1<<62 {
+		t.Errorf("Give near 2^62: level %d, want %d", got.Level, int64(1)<<62)
+	}
+}
+
+func TestClockSteps(t *testing.T) {
+	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	token := creditsPerToken(b)
+	second := int64(time.Second)
+	last := 10 * second
+	half := limiter.State{Level: token / 2, Last: last}
+	tests := []struct {
+		name string
+		now  int64
+		want limiter.State // after a rejected Take(n=1)
+	}{
+		{"same instant", last, limiter.State{Level: token / 2, Last: last}},
+		{"1ns behind: clamped, Last kept", last - 1, limiter.State{Level: token / 2, Last: last}},
+		{"600ms behind: clamped", last - 600*ms, limiter.State{Level: token / 2, Last: last}},
+		{"exactly MaxClockSkew behind: clamped", last - int64(limiter.MaxClockSkew), limiter.State{Level: token / 2, Last: last}},
+		{"1ns beyond MaxClockSkew: rebased", last - int64(limiter.MaxClockSkew) - 1, limiter.State{Level: token / 2, Last: last - second - 1}},
+		{"far behind: rebased", -last, limiter.State{Level: token / 2, Last: -last}},
+		{"forward: refilled", last + 100*ms, limiter.State{Level: token/2 + token/10, Last: last + 100*ms}},
+	}
+	for _, tt := range tests {
+		got, d := b.Take(half, tt.now, 1)
+		if d.Allowed || got != tt.want {
+			t.Errorf("%s: Take at %v from %+v = %+v, %+v; want rejected with %+v", tt.name, time.Duration(tt.now), half, got, d, tt.want)
+		}
+	}
+
+	// After a clamp, refill continues from the kept Last: the clamped read
+	// gave away nothing.
+	s, _ := b.Take(half, last-600*ms, 1)
+	s, d := b.Take(s, last+500*ms, 1)
+	if !d.Allowed || s.Level != 0 {
+		t.Errorf("after clamp, at Last+500ms: %+v, %+v; want allowed with level 0", s, d)
+	}
+	// After a rebase, refill counts from the new time base.
+	s, _ = b.Take(half, -last, 1)
+	s, d = b.Take(s, -last+500*ms, 1)
+	if !d.Allowed || s.Level != 0 || s.Last != -last+500*ms {
+		t.Errorf("after rebase, at new base+500ms: %+v, %+v; want allowed with level 0", s, d)
+	}
+}
+
+func TestHugeElapsedFillsWithoutOverflow(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	limits := []limiter.Limit{
+		{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second},
+		{Capacity: 1 << 62, RefillTokens: 4, RefillInterval: 1}, // full after 36.5 years
+		{Capacity: 1, RefillTokens: math.MaxInt64, RefillInterval: 1},
+		{Capacity: 4, RefillTokens: 1, RefillInterval: year},
+		{Capacity: 1_000_000_000, RefillTokens: 1_000_000_007, RefillInterval: time.Second},
+	}
+	times := []struct{ last, now int64 }{
+		{0, int64(100 * year)},
+		{0, math.MaxInt64},
+		{math.MinInt64, math.MaxInt64},
+		{math.MinInt64, 0},
+	}
+	for _, l := range limits {
+		b := mustBucket(t, l)
+		full := b.Full(0).Level
+		for _, tm := range times {
+			s, d := b.Take(limiter.State{Level: 0, Last: tm.last}, tm.now, 1)
+			if !d.Allowed || s.Level != full-creditsPerToken(b) || d.Remaining != l.Capacity-1 {
+				t.Errorf("%+v empty at %d, take at %d: %+v, %+v; want full minus one", l, tm.last, tm.now, s, d)
+			}
+		}
+	}
+}
+
+func TestGarbageStateIsClamped(t *testing.T) {
+	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	full := b.Full(0).Level
+	token := creditsPerToken(b)
+	never := time.Duration(math.MaxInt64)
+	tests := []struct {
+		name      string
+		s         limiter.State
+		now       int64
+		wantState limiter.State
+		want      limiter.Decision
+	}{
+		{"negative level", limiter.State{Level: -1, Last: 0}, 0, limiter.State{Level: 0, Last: 0}, rejected(0, time.Second, 3*time.Second)},
+		{"MinInt64 level", limiter.State{Level: math.MinInt64, Last: 0}, 500 * ms, limiter.State{Level: token / 2, Last: 500 * ms}, rejected(0, 500*time.Millisecond, 2500*time.Millisecond)},
+		{"level above capacity", limiter.State{Level: full + 1, Last: 0}, 0, limiter.State{Level: full - token, Last: 0}, allowed(2, time.Second)},
+		{"MaxInt64 level", limiter.State{Level: math.MaxInt64, Last: 0}, 0, limiter.State{Level: full - token, Last: 0}, allowed(2, time.Second)},
+		{"Last far in the future", limiter.State{Level: 0, Last: math.MaxInt64}, 0, limiter.State{Level: 0, Last: 0}, rejected(0, time.Second, 3*time.Second)},
+		{"Last MaxInt64, now MinInt64", limiter.State{Level: 0, Last: math.MaxInt64}, math.MinInt64, limiter.State{Level: 0, Last: math.MinInt64}, rejected(0, time.Second, 3*time.Second)},
+		{"Last just ahead at MaxInt64", limiter.State{Level: 0, Last: math.MaxInt64}, math.MaxInt64 - 1, limiter.State{Level: 0, Last: math.MaxInt64}, rejected(0, time.Second, 3*time.Second)},
+		{"Last far in the past", limiter.State{Level: 0, Last: -int64(1000 * time.Hour)}, 0, limiter.State{Level: full - token, Last: 0}, allowed(2, time.Second)},
+		{"Last MinInt64", limiter.State{Level: 0, Last: math.MinInt64}, math.MaxInt64, limiter.State{Level: full - token, Last: math.MaxInt64}, allowed(2, time.Second)},
+		{"everything extreme, n too large", limiter.State{Level: math.MinInt64, Last: math.MaxInt64}, math.MinInt64, limiter.State{Level: 0, Last: math.MinInt64}, rejected(0, never, 3*time.Second)},
+	}
+	for _, tt := range tests {
+		n := int64(1)
+		if tt.want.RetryAfter == never {
+			n = math.MaxInt64
+		}
+		s, d := b.Take(tt.s, tt.now, n)
+		if s != tt.wantState || d != tt.want {
+			t.Errorf("%s: Take(%+v, %d, %d) = %+v, %+v; want %+v, %+v", tt.name, tt.s, tt.now, n, s, d, tt.wantState, tt.want)
+		}
+	}
+}
+
+func TestValid(t *testing.T) {
+	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	full := b.Full(0).Level
+	for _, tt := range []struct {
+		level int64
+		want  bool
+	}{{0, true}, {1, true}, {full, true}, {-1, false}, {full + 1, false}, {math.MinInt64, false}, {math.MaxInt64, false}} {
+		if got := b.Valid(limiter.State{Level: tt.level}); got != tt.want {
+			t.Errorf("Valid(level %d) = %v, want %v", tt.level, got, tt.want)
+		}
+	}
+}
+
+func TestZeroBucketAdmitsNothing(t *testing.T) {
+	var b limiter.Bucket
+	s := limiter.State{Level: 5, Last: 7}
+	got, d := b.Take(s, 100, 1)
+	if d.Allowed || d.RetryAfter != time.Duration(math.MaxInt64) || got != s {
+		t.Errorf("zero Bucket Take = %+v, %+v; want rejected forever, state unchanged", got, d)
+	}
+	if got := b.Give(s, 100, 1); got != s {
+		t.Errorf("zero Bucket Give = %+v, want state unchanged", got)
+	}
+}
+
+func TestNewBucketValidates(t *testing.T) {
+	tests := []struct {
+		l       limiter.Limit
+		wantErr string // "" if accepted; else a word the error must name
+	}{
+		{limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second}, ""},
+		{limiter.Limit{Capacity: 1_000_000, RefillTokens: 1_000_000, RefillInterval: 24 * time.Hour}, ""},
+		{limiter.Limit{Capacity: 1_000_000_000, RefillTokens: 1_000_000_000, RefillInterval: time.Second}, ""},
+		{limiter.Limit{Capacity: 1_000_000_000, RefillTokens: 1, RefillInterval: time.Second}, ""},
+		{limiter.Limit{Capacity: 1, RefillTokens: math.MaxInt64, RefillInterval: 1}, ""},
+		{limiter.Limit{Capacity: 1 << 62, RefillTokens: 1, RefillInterval: 1}, ""},
+		{limiter.Limit{Capacity: 1 << 62, RefillTokens: 7, RefillInterval: 7}, ""},
+		{limiter.Limit{Capacity: 1, RefillTokens: 1, RefillInterval: 1 << 62}, ""},
+		{limiter.Limit{Capacity: 0, RefillTokens: 1, RefillInterval: time.Second}, "Capacity"},
+		{limiter.Limit{Capacity: -1, RefillTokens: 1, RefillInterval: time.Second}, "Capacity"},
+		{limiter.Limit{Capacity: math.MinInt64, RefillTokens: 1, RefillInterval: time.Second}, "Capacity"},
+		{limiter.Limit{Capacity: 3, RefillTokens: 0, RefillInterval: time.Second}, "RefillTokens"},
+		{limiter.Limit{Capacity: 3, RefillTokens: -1, RefillInterval: time.Second}, "RefillTokens"},
+		{limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: 0}, "RefillInterval"},
+		{limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: -time.Second}, "RefillInterval"},
+		{limiter.Limit{Capacity: 1<<62 + 1, RefillTokens: 1, RefillInterval: 1}, "2^62"},
+		{limiter.Limit{Capacity: math.MaxInt64, RefillTokens: 1, RefillInterval: 1}, "2^62"},
+		{limiter.Limit{Capacity: math.MaxInt64, RefillTokens: 1, RefillInterval: time.Second}, "2^62"},
+		{limiter.Limit{Capacity: 1, RefillTokens: 1, RefillInterval: 1<<62 + 1}, "2^62"},
+		{limiter.Limit{Capacity: 2, RefillTokens: 1, RefillInterval: math.MaxInt64}, "2^62"},
+		// 4.7e9 tokens per 1s reduces to 1 token = 1e9 credits: too many.
+		{limiter.Limit{Capacity: 4_700_000_000, RefillTokens: 1, RefillInterval: time.Second}, "2^62"},
+		// The same capacity at 7 tokens per second: still 1e9 credits per token.
+		{limiter.Limit{Capacity: 4_700_000_000, RefillTokens: 7, RefillInterval: time.Second}, "2^62"},
+		// ...but at 1000 per second a token is only 1e6 credits.
+		{limiter.Limit{Capacity: 4_700_000_000, RefillTokens: 1000, RefillInterval: time.Second}, ""},
+	}
+	for _, tt := range tests {
+		b, err := limiter.NewBucket(tt.l)
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("NewBucket(%+v): unexpected error %v", tt.l, err)
+		case tt.wantErr == "" && b.Limit() != tt.l:
+			t.Errorf("NewBucket(%+v).Limit() = %+v", tt.l, b.Limit())
+		case tt.wantErr != "" && err == nil:
+			t.Errorf("NewBucket(%+v): accepted, want error naming %q", tt.l, tt.wantErr)
+		case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+			t.Errorf("NewBucket(%+v): error %q does not name %q", tt.l, err, tt.wantErr)
+		}
+	}
+}
+
+// fnvFingerprint is Fingerprint's documented hash, computed with hash/fnv.
+func fnvFingerprint(l limiter.Limit) uint32 {
+	var buf [25]byte
+	buf[0] = 1 // format version
+	binary.LittleEndian.PutUint64(buf[1:], uint64(l.Capacity))
+	binary.LittleEndian.PutUint64(buf[9:], uint64(l.RefillTokens))
+	binary.LittleEndian.PutUint64(buf[17:], uint64(l.RefillInterval))
+	h := fnv.New32a()
+	h.Write(buf[:])
+	return h.Sum32()
+}
+
+func TestFingerprint(t *testing.T) {
+	limits := []limiter.Limit{
+		{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second},
+		{Capacity: 4, RefillTokens: 1, RefillInterval: time.Second},
+		{Capacity: 3, RefillTokens: 2, RefillInterval: time.Second},
+		{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second + 1},
+		{Capacity: 3, RefillTokens: 2, RefillInterval: 2 * time.Second},
+		{Capacity: 1, RefillTokens: 3, RefillInterval: time.Second},
+		{Capacity: 1, RefillTokens: 1, RefillInterval: 3 * time.Second},
+		{Capacity: 1_000_000, RefillTokens: 1_000_000, RefillInterval: 24 * time.Hour},
+	}
+	seen := map[uint32]limiter.Limit{}
+	for _, l := range limits {
+		fp := mustBucket(t, l).Fingerprint()
+		if other, dup := seen[fp]; dup {
+			t.Errorf("Fingerprint %#x shared by %+v and %+v", fp, l, other)
+		}
+		seen[fp] = l
+		if again := mustBucket(t, l).Fingerprint(); again != fp {
+			t.Errorf("Fingerprint of %+v not stable: %#x then %#x", l, fp, again)
+		}
+		if want := fnvFingerprint(l); fp != want {
+			t.Errorf("Fingerprint of %+v = %#x, want FNV-1a %#x", l, fp, want)
+		}
+	}
+	// Pinned so a change to the hash, which would discard every stored
+	// State, cannot go unnoticed.
+	if got := mustBucket(t, limits[0]).Fingerprint(); got != 0x4d43145f {
+		t.Errorf("Fingerprint of %+v = %#x, want %#x", limits[0], got, 0x4d43145f)
+	}
+}
+
+func TestTakeDoesNotAllocate(t *testing.T) {
+	b := mustBucket(t, limiter.Limit{Capacity: 100, RefillTokens: 10, RefillInterval: time.Second})
+	s := b.Full(0)
+	now := int64(0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		now += ms
+		s, _ = b.Take(s, now, 1)
+		s = b.Give(s, now, 1)
+		_ = b.Fingerprint()
+	})
+	if allocs != 0 {
+		t.Errorf("Take/Give/Fingerprint allocate %v times per run, want 0", allocs)
+	}
+}
