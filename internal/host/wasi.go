@@ -41,7 +41,7 @@ func wasiFuncs() []hostFunc {
 		{name: "fd_prestat_get", params: sig(i32, i32), results: errno, fn: func(vm *VM, stack []uint64) { stack[0] = errnoBadf }},
 		{name: "fd_prestat_dir_name", params: sig(i32, i32, i32), results: errno, fn: nosys},
 
-		// Envoy 1.39 (cpp-host 94091cd) adds 28 functions, no-ops for a proxy with no file system.
+		// Envoy 1.39 (cpp-host 94091cd) adds the rest of WASI preview1 (28 functions), no-ops for a proxy with no file system.
 		{name: "fd_fdstat_set_rights", params: sig(i32, i64, i64), results: errno, since: Envoy139, fn: nosys},
 		{name: "clock_res_get", params: sig(i32, i32), results: errno, since: Envoy139, fn: wasiClockResGet},
 		{name: "fd_advise", params: sig(i32, i64, i64, i32), results: errno, since: Envoy139, fn: nosys},
@@ -69,6 +69,7 @@ func wasiFuncs() []hostFunc {
 		{name: "sock_shutdown", params: sig(i32, i32), results: errno, since: Envoy139, fn: nosys},
 		{name: "path_filestat_get", params: sig(i32, i32, i32, i32, i32), results: errno, since: Envoy139, fn: nosys},
 		{name: "fd_filestat_get", params: sig(i32, i32), results: errno, since: Envoy139, fn: nosys},
+		{name: "proc_raise", params: sig(i32), results: errno, since: Envoy139, fn: nosys},
 	}
 }
 

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+// check validates one configuration file: one line per problem, each naming the field.
+func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintf(stderr, "tollgate check: expected one FILE argument (use - for stdin), got %d\n", len(args))
+		return 2
+	}
+	name := args[0]
+	data, err := readInput(name, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate check: %v\n", err)
+		return 1
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		printProblems(stderr, name, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: valid: %d rule(s), failure_mode %s\n", name, len(cfg.Rules), cfg.FailureMode)
+	return 0
+}
+
+func readInput(name string, stdin io.Reader) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(name)
+}
+
+// printProblems writes one line per configuration problem, prefixed with the file name.
+func printProblems(w io.Writer, name string, err error) {
+	var cfgErr *config.Error
+	if errors.As(err, &cfgErr) {
+		for _, p := range cfgErr.Problems {
+			fmt.Fprintf(w, "%s: %s\n", name, p)
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s: %v\n", name, err)
+}

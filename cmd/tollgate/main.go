@@ -1,0 +1,49 @@
+// Command tollgate validates Tollgate configurations and runs the module locally.
+//
+//	tollgate check FILE
+//	tollgate serve --config FILE --listen ADDR --upstream URL [--wasm FILE] [--workers N]
+//	tollgate demo-upstream --listen ADDR
+//
+// check parses a plugin configuration with the same code the module runs, so a file it accepts
+// is a file the module accepts. serve runs build/tollgate.wasm in the embedded Envoy-faithful
+// host behind a real HTTP listener and proxies admitted requests to the upstream.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `usage:
+  tollgate check FILE                 validate a plugin configuration (FILE "-" reads stdin)
+  tollgate serve --config FILE --upstream URL [--listen ADDR] [--wasm FILE] [--workers N] [--envoy 1.33|1.39]
+                                      run the module in the embedded host in front of URL
+  tollgate demo-upstream [--listen ADDR]
+                                      a small upstream that answers every request with 200
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+// run is the whole command, with its streams passed in for tests; it returns the exit code:
+// 0 success, 1 the work failed (an invalid config, a server error), 2 bad usage.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "check":
+		return check(args[1:], stdin, stdout, stderr)
+	case "serve":
+		return serve(args[1:], stdout, stderr)
+	case "demo-upstream":
+		return demoUpstream(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "tollgate: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+}

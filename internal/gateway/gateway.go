@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"log"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// Gateway is an http.Handler that runs every request through the module.
+type Gateway struct {
+	host     *host.Host
+	vms      []*host.VM
+	next     atomic.Uint64
+	upstream *url.URL
+	proxy    *httputil.ReverseProxy
+	errorLog *log.Logger
+}
+
+// New starts workers VMs of the host and returns a gateway in front of upstream.
+func New(ctx context.Context, h *host.Host, workers int, upstream *url.URL, errorLog *log.Logger) (*Gateway, error) {
+	if workers < 1 {
+		return nil, fmt.Errorf("workers must be at least 1, got %d", workers)
+	}
+	g := &Gateway{host: h, upstream: upstream, errorLog: errorLog}
+	for i := 0; i < workers; i++ {
+		vm, err := h.NewVM(ctx)
+		if err != nil {
+			return nil, err
+		}
+		g.vms = append(g.vms, vm)
+	}
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			pr.SetXForwarded()
+			pr.Out.Host = pr.In.Host
+		},
+		ModifyResponse: g.responseHeaders,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			g.logf("upstream %s: %v", upstream, err)
+			http.Error(w, "Bad Gateway: the upstream did not answer", http.StatusBadGateway)
+		},
+		ErrorLog: errorLog,
+	}
+	return g, nil
+}
+
+type streamKey struct{}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	vm := g.vms[g.next.Add(1)%uint64(len(g.vms))]
+	stream, decision, err := vm.StartStream(toHostRequest(r))
+	if stream != nil {
+		defer stream.Finish()
+	}
+	if err != nil {
+		g.fail(w, err)
+		return
+	}
+	if reply := decision.Reply; reply != nil {
+		for _, h := range reply.Headers {
+			w.Header().Add(h[0], h[1])
+		}
+		if w.Header().Get("content-length") == "" {
+			w.Header().Set("content-length", strconv.Itoa(len(reply.Body)))
+		}
+		w.WriteHeader(reply.Status)
+		_, _ = w.Write(reply.Body)
+		return
+	}
+	// The module may have changed the request headers; the upstream gets them as it left them.
+	out := r.Clone(context.WithValue(r.Context(), streamKey{}, stream))
+	out.Header = http.Header{}
+	for _, h := range decision.RequestHeaders {
+		if !strings.HasPrefix(h[0], ":") {
+			out.Header.Add(h[0], h[1])
+		}
+	}
+	g.proxy.ServeHTTP(w, out)
+}
+
+// responseHeaders passes the upstream's response headers through the module.
+func (g *Gateway) responseHeaders(resp *http.Response) error {
+	stream, _ := resp.Request.Context().Value(streamKey{}).(*host.Stream)
+	if stream == nil {
+		return errors.New("response without its stream")
+	}
+	var headers [][2]string
+	for name, values := range resp.Header {
+		for _, v := range values {
+			headers = append(headers, [2]string{strings.ToLower(name), v})
+		}
+	}
+	final, err := stream.ResponseHeaders(resp.StatusCode, headers, resp.ContentLength == 0)
+	if err != nil {
+		return err
+	}
+	resp.Header = http.Header{}
+	for _, h := range final {
+		resp.Header.Add(h[0], h[1])
+	}
+	return nil
+}
+
+func (g *Gateway) fail(w http.ResponseWriter, err error) {
+	g.logf("%v", err)
+	if errors.Is(err, host.ErrVMFailed) {
+		http.Error(w, "Service Unavailable: the rate limit filter failed", http.StatusServiceUnavailable)
+		return
+	}
+	http.Error(w, "Internal Server Error: "+err.Error(), http.StatusInternalServerError)
+}
+
+func (g *Gateway) logf(format string, args ...any) {
+	if g.errorLog != nil {
+		g.errorLog.Printf(format, args...)
+	}
+}
+
+// toHostRequest turns a Go request into the header list Envoy gives the filter chain: the
+// pseudo-headers first, then every header value as its own entry, names lower-cased.
+func toHostRequest(r *http.Request) host.Request {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	headers := [][2]string{
+		{":method", r.Method}, {":path", r.URL.RequestURI()}, {":authority", r.Host}, {":scheme", scheme},
+	}
+	for name, values := range r.Header {
+		for _, v := range values {
+			headers = append(headers, [2]string{strings.ToLower(name), v})
+		}
+	}
+	return host.Request{
+		Headers:       headers,
+		SourceAddress: r.RemoteAddr,
+		EndOfStream:   r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0,
+	}
+}

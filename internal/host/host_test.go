@@ -1,0 +1,296 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+var (
+	buildMu sync.Mutex
+	built   = map[string][]byte{}
+	cache   = wazero.NewCompilationCache()
+)
+
+// testModule builds testdata/<name> with the same flags as the product module.
+func testModule(t *testing.T, name string) []byte {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if wasm, ok := built[name]; ok {
+		return wasm
+	}
+	out := filepath.Join(t.TempDir(), name+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "./testdata/"+name)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, msg)
+	}
+	wasm, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built[name] = wasm
+	return wasm
+}
+
+type logSink struct {
+	mu      sync.Mutex
+	entries []LogEntry
+}
+
+func (l *logSink) add(e LogEntry) { l.mu.Lock(); l.entries = append(l.entries, e); l.mu.Unlock() }
+
+func (l *logSink) contains(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.entries {
+		if strings.Contains(e.Message, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func probeVM(t *testing.T, profile Profile, mode string, env ...string) (*VM, *logSink, error) {
+	t.Helper()
+	logs := &logSink{}
+	h, err := New(context.Background(), testModule(t, "probe"), Options{
+		Profile: profile, PluginConfig: []byte(mode), Env: env, Log: logs.add,
+		CompilationCache: cache,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	vm, err := h.NewVM(context.Background())
+	return vm, logs, err
+}
+
+var getRoot = Request{Headers: [][2]string{{":method", "GET"}, {":path", "/"}, {":authority", "a"}}, SourceAddress: "198.51.100.7:1234", EndOfStream: true}
+
+func upstream200(upstreamCalls *int) Upstream {
+	return func([][2]string) (*Response, error) {
+		*upstreamCalls++
+		return &Response{Status: 200}, nil
+	}
+}
+
+func TestImportsOutsideTheProfileAreRefused(t *testing.T) {
+	wasm := testModule(t, "fsimport")
+	_, err := New(context.Background(), wasm, Options{Profile: Envoy133, CompilationCache: cache})
+	if !errors.Is(err, ErrImports) || !strings.Contains(err.Error(), "wasi_snapshot_preview1.path_filestat_get") {
+		t.Fatalf("Envoy133: got %v, want ErrImports naming path_filestat_get", err)
+	}
+	h, err := New(context.Background(), wasm, Options{Profile: Envoy139, CompilationCache: cache})
+	if err != nil {
+		t.Fatalf("Envoy139 provides path_filestat_get, got %v", err)
+	}
+	h.Close(context.Background())
+}
+
+func TestRestrictedCallDuringInitializeTraps(t *testing.T) {
+	for _, p := range []Profile{Envoy133, Envoy139} {
+		_, _, err := probeVM(t, p, "", "PROBE_CALL_IN_INIT=1")
+		if !errors.Is(err, ErrVMFailed) || !strings.Contains(err.Error(), "restricted_callback: env.proxy_get_shared_data") {
+			t.Errorf("%v: got %v, want a restricted_callback trap", p, err)
+		}
+	}
+}
+
+func TestRejectedConfigurationFailsStart(t *testing.T) {
+	_, logs, err := probeVM(t, Envoy133, "reject")
+	if err == nil || !strings.Contains(err.Error(), "proxy_on_configure returned false") {
+		t.Fatalf("got %v", err)
+	}
+	if !logs.contains("probe: rejecting configuration") {
+		t.Error("the module's log line is missing")
+	}
+}
+
+// Go's runtime reaches poll_oneoff during a collection: Envoy up to 1.38 answers ENOSYS and the
+// runtime throws, which traps the VM; 1.39 answers success.
+func TestPollOneoffProfiles(t *testing.T) {
+	vm, _, err := probeVM(t, Envoy133, "gc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	if _, err := vm.Do(getRoot, upstream200(&calls)); !errors.Is(err, ErrVMFailed) {
+		t.Fatalf("Envoy133: got %v, want the VM to fail", err)
+	}
+	if _, err := vm.Do(getRoot, upstream200(&calls)); !errors.Is(err, ErrVMFailed) {
+		t.Fatalf("a failed VM must stay failed, got %v", err)
+	}
+	if vm.Stats().PollOneoff == 0 {
+		t.Error("poll_oneoff was not called")
+	}
+
+	vm, _, err = probeVM(t, Envoy139, "gc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if resp, err := vm.Do(getRoot, upstream200(&calls)); err != nil || resp.Status != 200 {
+			t.Fatalf("Envoy139 request %d: %v %v", i, resp, err)
+		}
+	}
+}
+
+func TestRecoveredPanicKeepsTheVMServing(t *testing.T) {
+	vm, logs, err := probeVM(t, Envoy133, "panic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	for i := 0; i < 2; i++ {
+		resp, err := vm.Do(getRoot, upstream200(&calls))
+		if err != nil || resp.Status != 200 {
+			t.Fatalf("request %d: %v %v", i, resp, err)
+		}
+	}
+	if !logs.contains("recovered panic in proxy_on_request_headers: probe panic") {
+		t.Error("the recovered panic was not logged")
+	}
+}
+
+func TestLocalReplyWinsOverContinue(t *testing.T) {
+	vm, _, err := probeVM(t, Envoy133, "reply-continue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	resp, err := vm.Do(getRoot, upstream200(&calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 0 || resp.Status != 418 || !resp.LocalReply || string(resp.Body) != "teapot" || resp.Header("x-probe") != "yes" {
+		t.Fatalf("got %+v after %d upstream calls; want the local 418 and no upstream call", resp, calls)
+	}
+}
+
+func TestPausedRequestWithoutReplyIsReported(t *testing.T) {
+	vm, _, err := probeVM(t, Envoy133, "pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	if _, err := vm.Do(getRoot, upstream200(&calls)); !errors.Is(err, ErrStreamPaused) || calls != 0 {
+		t.Fatalf("got %v after %d upstream calls", err, calls)
+	}
+}
+
+func TestRequestHeadersAreGoneAfterTheRequestPhase(t *testing.T) {
+	vm, _, err := probeVM(t, Envoy133, "late-request-read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	resp, err := vm.Do(getRoot, upstream200(&calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Header("x-late-read"); !strings.Contains(got, "bad argument") {
+		t.Fatalf("x-late-read = %q, want a bad argument error", got)
+	}
+}
+
+func TestSourceAddressProperty(t *testing.T) {
+	vm, _, err := probeVM(t, Envoy133, "echo-source")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	resp, err := vm.Do(getRoot, upstream200(&calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Header("x-source"); got != "198.51.100.7:1234" {
+		t.Fatalf("x-source = %q", got)
+	}
+}
+
+// Envoy's CAS rules (cpp-host src/shared_data.cc), step by step.
+func TestSharedDataCASRules(t *testing.T) {
+	s := NewSharedData()
+	steps := []struct {
+		op      string
+		key     string
+		cas     uint32
+		want    Status
+		wantCAS uint32
+	}{
+		{"get", "k", 0, StatusNotFound, 0},
+		{"set", "k", 77, StatusOK, 0}, // absent: stored whatever the cas
+		{"get", "k", 0, StatusOK, 1},  // the counter starts at 1
+		{"set", "k", 5, StatusCasMismatch, 0},
+		{"set", "k", 1, StatusOK, 0},
+		{"get", "k", 0, StatusOK, 2},
+		{"set", "k", 0, StatusOK, 0}, // cas 0 overwrites
+		{"set", "other", 0, StatusOK, 0},
+		{"get", "other", 0, StatusOK, 4}, // one counter for all keys
+		{"get", "k", 0, StatusOK, 3},
+	}
+	for i, st := range steps {
+		var got Status
+		var cas uint32
+		if st.op == "get" {
+			_, cas, got = s.Get("vm", st.key)
+		} else {
+			got = s.Set("vm", st.key, []byte("v"), st.cas)
+		}
+		if got != st.want || (st.op == "get" && cas != st.wantCAS) {
+			t.Fatalf("step %d %s(%q, cas %d) = status %d cas %d; want %d cas %d", i, st.op, st.key, st.cas, got, cas, st.want, st.wantCAS)
+		}
+	}
+	if _, _, st := s.Get("other-vm-id", "k"); st != StatusNotFound {
+		t.Fatalf("namespaces must be separate by vm_id, got %d", st)
+	}
+}
+
+// Every WASI function the host provides has the signature of the WASI specification, checked
+// against wazero's own implementation of it.
+func TestWASISignaturesMatchTheSpecification(t *testing.T) {
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	compiled, err := wasi_snapshot_preview1.NewBuilder(r).Compile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := compiled.ExportedFunctions()
+	for _, f := range wasiFuncs() {
+		def, ok := defs[f.name]
+		if !ok {
+			t.Errorf("%s is not a WASI preview1 function", f.name)
+			continue
+		}
+		if !sameTypes(def.ParamTypes(), f.params) || !sameTypes(def.ResultTypes(), f.results) {
+			t.Errorf("%s: host %s, spec %s", f.name, signature(f.params, f.results), signature(def.ParamTypes(), def.ResultTypes()))
+		}
+	}
+	if got := len(ProvidedImports(Envoy133, "0_2_1")) - len(envFuncs()); got != 2*18 {
+		t.Errorf("Envoy133 provides %d WASI imports under two module names, want 36", got)
+	}
+	if got := len(ProvidedImports(Envoy139, "0_2_1")) - len(envFuncs()); got != 2*46 {
+		t.Errorf("Envoy139 provides %d WASI imports under two module names, want 92", got)
+	}
+}
+
+func TestManualClockStepsWallOnly(t *testing.T) {
+	c := NewManualClock(time.Unix(100, 0), 5)
+	c.StepWall(-time.Hour)
+	c.Advance(time.Second)
+	if c.Monotonic() != 5+int64(time.Second) || c.Wall() != time.Unix(100, 0).Add(-time.Hour+time.Second).UnixNano() {
+		t.Fatalf("wall %d mono %d", c.Wall(), c.Monotonic())
+	}
+}

@@ -1,0 +1,83 @@
+// Command probe is a test module for the host: its plugin configuration names a misbehaviour,
+// so each host rule can be exercised by a real upstream-Go module.
+package main
+
+import (
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+
+	"github.com/tollgate-proxy/tollgate/internal/abi"
+)
+
+func main() {}
+
+func init() {
+	// A proxy_* call other than proxy_log during _initialize is restricted in Envoy.
+	if os.Getenv("PROBE_CALL_IN_INIT") != "" {
+		_, _, _ = abi.GetSharedData("init")
+	}
+	abi.SetVMContext(&vmContext{})
+}
+
+type vmContext struct{ types.DefaultVMContext }
+
+func (*vmContext) NewPluginContext(uint32) types.PluginContext { return &plugin{} }
+
+type plugin struct {
+	types.DefaultPluginContext
+	mode string
+}
+
+func (p *plugin) OnPluginStart(int) types.OnPluginStartStatus {
+	cfg, err := abi.GetPluginConfiguration()
+	if err != nil || string(cfg) == "reject" {
+		abi.Log(abi.LogLevelCritical, "probe: rejecting configuration")
+		return types.OnPluginStartStatusFailed
+	}
+	p.mode = string(cfg)
+	return types.OnPluginStartStatusOK
+}
+
+func (p *plugin) NewHttpContext(uint32) types.HttpContext { return &stream{mode: p.mode} }
+
+type stream struct {
+	types.DefaultHttpContext
+	mode string
+}
+
+func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
+	switch s.mode {
+	case "gc":
+		// A timer initializes the runtime's netpoller; from then on every collection polls it
+		// (poll_oneoff) when it restarts the world.
+		time.AfterFunc(time.Hour, func() {})
+		runtime.GC()
+	case "panic":
+		panic("probe panic")
+	case "reply-continue":
+		// The reply must win even though the callback says Continue.
+		_ = abi.SendHttpResponse(418, [][2]string{{"X-Probe", "yes"}}, []byte("teapot"), -1)
+	case "pause":
+		return types.ActionPause
+	case "echo-source":
+		addr, err := abi.GetProperty("source", "address")
+		if err != nil {
+			addr = []byte("error: " + err.Error())
+		}
+		_ = abi.SendHttpResponse(200, [][2]string{{"x-source", string(addr)}}, nil, -1)
+	}
+	return types.ActionContinue
+}
+
+func (s *stream) OnHttpResponseHeaders(int, bool) types.Action {
+	if s.mode == "late-request-read" {
+		// Envoy drops the request header map after the request phase: BadArgument.
+		if _, err := abi.GetHttpRequestHeader(":path"); err != nil {
+			_ = abi.AddHttpResponseHeader("x-late-read", err.Error())
+		}
+	}
+	return types.ActionContinue
+}
