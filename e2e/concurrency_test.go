@@ -19,7 +19,7 @@ func TestFourWorkersAdmitExactlyCapacity(t *testing.T) {
 	  "limits": [{"capacity": ` + strconv.Itoa(capacity) + `, "refill_tokens": 1, "refill_interval": "1s"}]}]}`
 	for _, p := range profiles {
 		t.Run(p.String(), func(t *testing.T) {
-			g := newGateway(t, p, config, workers)
+			g := newRig(t, p, config, workers)
 			var admitted, limited atomic.Int64
 			var wg sync.WaitGroup
 			start := make(chan struct{})

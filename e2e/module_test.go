@@ -48,8 +48,8 @@ func module(t testing.TB) []byte {
 // profiles are the Envoy generations every scenario runs under.
 var profiles = []host.Profile{host.Envoy133, host.Envoy139}
 
-// gateway is a host with its VMs, a manual clock and a log, for one scenario.
-type gateway struct {
+// rig is a host with its VMs, a manual clock and a log, for one scenario.
+type rig struct {
 	t     testing.TB
 	host  *host.Host
 	vms   []*host.VM
@@ -63,9 +63,9 @@ type gateway struct {
 // monotonicStart is far from zero, like a host that has been up for a while.
 const monotonicStart = int64(3_600 * time.Second)
 
-func newGateway(t testing.TB, profile host.Profile, config string, workers int) *gateway {
+func newRig(t testing.TB, profile host.Profile, config string, workers int) *rig {
 	t.Helper()
-	g := &gateway{t: t, clock: host.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), monotonicStart), start: monotonicStart}
+	g := &rig{t: t, clock: host.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), monotonicStart), start: monotonicStart}
 	h, err := host.New(context.Background(), module(t), host.Options{
 		Profile:          profile,
 		PluginName:       "tollgate",
@@ -95,7 +95,7 @@ func newGateway(t testing.TB, profile host.Profile, config string, workers int) 
 	return g
 }
 
-func (g *gateway) logText() string {
+func (g *rig) logText() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var s string
@@ -106,7 +106,7 @@ func (g *gateway) logText() string {
 }
 
 // at sets the clocks to the given offset from the scenario's start.
-func (g *gateway) at(offset time.Duration) {
+func (g *rig) at(offset time.Duration) {
 	g.clock.Advance(time.Duration(g.start+int64(offset)) - time.Duration(g.clock.Monotonic()))
 }
 
@@ -116,7 +116,7 @@ func okUpstream(headers [][2]string) (*host.Response, error) {
 }
 
 // request sends one GET through a VM with the given extra headers.
-func (g *gateway) request(vm *host.VM, headers ...[2]string) *host.Response {
+func (g *rig) request(vm *host.VM, headers ...[2]string) *host.Response {
 	g.t.Helper()
 	req := host.Request{
 		Headers:       append([][2]string{{":method", "GET"}, {":path", "/"}, {":authority", "example.test"}, {":scheme", "http"}}, headers...),

@@ -28,7 +28,7 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // runTrace sends the steps through one VM and renders one line per request, in the golden
 // format.
-func runTrace(t *testing.T, g *gateway, steps []seedStep) []string {
+func runTrace(t *testing.T, g *rig, steps []seedStep) []string {
 	var lines []string
 	for _, s := range steps {
 		g.at(s.at)
@@ -83,7 +83,7 @@ func TestSeedTraceSingleKey(t *testing.T) {
 		{ms(500), "alice"}, {ms(1300), "alice"}, {ms(1400), "alice"}, {ms(3500), "alice"}}
 	for _, p := range profiles {
 		t.Run(p.String(), func(t *testing.T) {
-			g := newGateway(t, p, seedConfig, 1)
+			g := newRig(t, p, seedConfig, 1)
 			compareGolden(t, "seed_single_key.golden", runTrace(t, g, steps))
 		})
 	}
@@ -94,7 +94,7 @@ func TestSeedTraceTwoKeys(t *testing.T) {
 		{ms(300), "alice"}, {ms(350), "none"}, {ms(400), "bob"}, {ms(1300), "alice"}}
 	for _, p := range profiles {
 		t.Run(p.String(), func(t *testing.T) {
-			g := newGateway(t, p, seedConfig, 1)
+			g := newRig(t, p, seedConfig, 1)
 			compareGolden(t, "seed_two_keys.golden", runTrace(t, g, steps))
 		})
 	}

@@ -1,0 +1,60 @@
+# Tollgate: a per-key rate limiter for Envoy, as a proxy-wasm module written in Go.
+#
+#   make build   the module (build/tollgate.wasm) and the CLI (build/tollgate)
+#   make run     the module in the embedded host, in front of a demo upstream
+#   make test    the whole suite (it builds the module itself)
+#   make bench   benchmarks
+#   make fuzz    every fuzz target for FUZZTIME each
+#   make check   gofmt, go vet (native and wasip1), go mod tidy
+
+GO       ?= go
+WASM     := build/tollgate.wasm
+BIN      := build/tollgate
+LISTEN   ?= 127.0.0.1:8080
+UPSTREAM ?= 127.0.0.1:8081
+CONFIG   ?= examples/tollgate.json
+FUZZTIME ?= 30s
+# Packages linked into the module: they must also vet for wasip1.
+WASM_PKGS := ./filter ./internal/abi ./internal/admission ./config ./limiter
+
+.PHONY: build run test bench fuzz check lint clean
+
+build:
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(WASM) ./filter
+	$(GO) build -trimpath -o $(BIN) ./cmd/tollgate
+	@echo "built $(WASM) ($$(wc -c < $(WASM)) bytes) and $(BIN)"
+
+run: build
+	@echo
+	@echo "Tollgate is starting on http://$(LISTEN) with $(CONFIG): 3 requests per API key, then one more every 10 s."
+	@echo "In another terminal:"
+	@echo "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%{http_code}\n' -H 'x-api-key: alice' http://$(LISTEN)/; done   # 200 200 200 429"
+	@echo "  curl -i -H 'x-api-key: alice' http://$(LISTEN)/    # 429 Too Many Requests, Retry-After: seconds until the next token"
+	@echo "  curl -i -H 'x-api-key: bob' http://$(LISTEN)/      # 200: another key has its own bucket"
+	@echo "  curl -i http://$(LISTEN)/                          # 401: no x-api-key"
+	@echo "Stop with Ctrl-C."
+	@echo
+	@$(BIN) demo-upstream --listen $(UPSTREAM) & upstream=$$!; \
+	trap 'kill $$upstream 2>/dev/null' EXIT INT TERM; \
+	$(BIN) serve --config $(CONFIG) --listen $(LISTEN) --upstream http://$(UPSTREAM)
+
+test:
+	$(GO) test -count=1 ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+fuzz:
+	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./limiter -run '^$$' -fuzz '^FuzzTake$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/admission -run '^$$' -fuzz '^FuzzDecodeState$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/abi -run '^$$' -fuzz '^FuzzDecodePairs$$' -fuzztime $(FUZZTIME)
+
+check lint:
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet $(WASM_PKGS)
+	$(GO) mod tidy -diff
+
+clean:
+	rm -rf build

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(stdin string, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCheck(t *testing.T) {
+	valid := writeFile(t, "valid.json", `{"rules": [{"name": "per-api-key", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
+	invalid := writeFile(t, "invalid.json", `{"rules": [{"name": "per-api-key", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 0, "refill_tokens": 1, "refill_interval": 1}]}]}`)
+	tests := []struct {
+		name       string
+		stdin      string
+		args       []string
+		code       int
+		stdout     []string
+		stderrLine []string // each must appear on its own line
+	}{
+		{"valid", "", []string{"check", valid}, 0, []string{valid + ": valid: 1 rule(s), failure_mode allow"}, nil},
+		{"invalid names each field on its own line", "", []string{"check", invalid}, 1, nil, []string{
+			invalid + ": rules[0].limits[0].capacity: ",
+			invalid + ": rules[0].limits[0].refill_interval: ",
+		}},
+		{"stdin", `{"rules": []}`, []string{"check", "-"}, 1, nil, []string{"-: rules: "}},
+		{"missing file", "", []string{"check", filepath.Join(t.TempDir(), "nope.json")}, 1, nil, []string{"tollgate check: open "}},
+		{"no argument", "", []string{"check"}, 2, nil, []string{"tollgate check: expected one FILE argument"}},
+		{"unknown command", "", []string{"chek"}, 2, nil, []string{`tollgate: unknown command "chek"`}},
+		{"no command", "", nil, 2, nil, []string{"usage:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(tt.stdin, tt.args...)
+			if code != tt.code {
+				t.Errorf("exit code %d, want %d (stderr %q)", code, tt.code, stderr)
+			}
+			for _, s := range tt.stdout {
+				if !strings.Contains(stdout, s) {
+					t.Errorf("stdout %q lacks %q", stdout, s)
+				}
+			}
+			lines := strings.Split(stderr, "\n")
+			for _, prefix := range tt.stderrLine {
+				found := false
+				for _, l := range lines {
+					found = found || strings.HasPrefix(l, prefix)
+				}
+				if !found {
+					t.Errorf("stderr has no line starting with %q:\n%s", prefix, stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestServeRejectsBadUsageBeforeStarting(t *testing.T) {
+	invalid := writeFile(t, "invalid.json", `{"rules": [{"name": "r", "key": [], "limits": []}]}`)
+	valid := writeFile(t, "valid.json", `{"rules": [{"name": "r", "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"serve"}, 2, "--config is required"},
+		{[]string{"serve", "--config", valid}, 2, "--upstream is required"},
+		{[]string{"serve", "--config", valid, "--upstream", "localhost:80"}, 2, "is not an http(s) URL"},
+		{[]string{"serve", "--config", valid, "--upstream", "http://127.0.0.1:1", "--workers", "0"}, 2, "--workers 0 is out of range"},
+		{[]string{"serve", "--config", valid, "--upstream", "http://127.0.0.1:1", "--envoy", "1.20"}, 2, `--envoy "1.20" is not supported`},
+		{[]string{"serve", "--config", invalid, "--upstream", "http://127.0.0.1:1"}, 1, invalid + ": rules[0].key: "},
+		{[]string{"serve", "--config", valid, "--upstream", "http://127.0.0.1:1", "--wasm", filepath.Join(t.TempDir(), "none.wasm")}, 1, "cannot read the module"},
+	}
+	for _, tt := range tests {
+		code, _, stderr := runCLI("", tt.args...)
+		if code != tt.code || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%q: exit %d stderr %q; want exit %d and %q", tt.args, code, stderr, tt.code, tt.want)
+		}
+	}
+}

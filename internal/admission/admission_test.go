@@ -1,0 +1,253 @@
+package admission
+
+import (
+
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/limiter"
+)
+
+// memStore is shared data with Envoy's CAS rules, plus hooks to inject faults.
+type memStore struct {
+	values  map[string][]byte
+	cas     map[string]uint32
+	lastCAS uint32
+	// beforeSet runs before every Set; a non-nil error is returned instead.
+	beforeSet func(key string) error
+	getErr    error
+}
+
+func newMemStore() *memStore { return &memStore{values: map[string][]byte{}, cas: map[string]uint32{}} }
+
+func (m *memStore) Get(key string) ([]byte, uint32, error) {
+	if m.getErr != nil {
+		return nil, 0, m.getErr
+	}
+	v, ok := m.values[key]
+	if !ok {
+		return nil, 0, types.ErrorStatusNotFound
+	}
+	return append([]byte(nil), v...), m.cas[key], nil
+}
+
+func (m *memStore) Set(key string, value []byte, cas uint32) error {
+	if m.beforeSet != nil {
+		if err := m.beforeSet(key); err != nil {
+			return err
+		}
+	}
+	if old, ok := m.cas[key]; ok && cas != 0 && cas != old {
+		return types.ErrorStatusCasMismatch
+	}
+	m.lastCAS++
+	m.values[key] = append([]byte(nil), value...)
+	m.cas[key] = m.lastCAS
+	return nil
+}
+
+type fakeRequest struct {
+	headers map[string]string
+	source  string
+}
+
+func (r fakeRequest) Header(name string) (string, bool) { v, ok := r.headers[name]; return v, ok }
+func (r fakeRequest) SourceAddress() (string, bool)     { return r.source, r.source != "" }
+
+func header(name, value string) fakeRequest {
+	return fakeRequest{headers: map[string]string{name: value}, source: "192.0.2.1:5000"}
+}
+
+func mustGate(t *testing.T, doc string) *Gate {
+	t.Helper()
+	cfg, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(cfg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+const sec = int64(time.Second)
+
+func TestAdmitSteps(t *testing.T) {
+	// Two rules, one with two limits: 2 per second per key and 3 per minute per client IP.
+	g := mustGate(t, `{"rules": [
+	  {"name": "key", "key": [{"header": "x-api-key"}], "limits": [{"capacity": 2, "refill_tokens": 2, "refill_interval": "1s"}]},
+	  {"name": "ip", "key": [{"client_ip": {}}], "limits": [
+	    {"capacity": 5, "refill_tokens": 5, "refill_interval": "1s"},
+	    {"capacity": 3, "refill_tokens": 3, "refill_interval": "1m"}]}]}`)
+	store := newMemStore()
+	base := 1000 * sec
+	steps := []struct {
+		at        int64
+		req       fakeRequest
+		verdict   Verdict
+		rule      string
+		remaining int64
+		retry     time.Duration
+	}{
+		{0, header("x-api-key", "a"), Allow, "", 1, 0},
+		{0, header("x-api-key", "a"), Allow, "", 0, 0},
+		// The key's bucket rejects; the IP limits charged before it... none: rules run in order,
+		// and the key rule is first, so nothing is charged.
+		// The key rule is first and rejects, so nothing is charged.
+		{0, header("x-api-key", "a"), Limited, "key", 0, 500 * time.Millisecond},
+		// Another key: the per-minute IP limit has one token left.
+		{0, header("x-api-key", "b"), Allow, "", 0, 0},
+		// Now that limit rejects; the charges of the key rule and the per-second IP limit made
+		// before it are refunded.
+		{0, header("x-api-key", "b"), Limited, "ip", 0, 20 * time.Second},
+		{0, header("x-api-key", "b"), Limited, "ip", 0, 20 * time.Second},
+		{0, fakeRequest{source: "192.0.2.1:5000"}, MissingKey, "key", 0, 0},
+	}
+	for i, s := range steps {
+		out := g.Admit(s.req, store, base+s.at)
+		if out.Verdict != s.verdict || out.Rule != s.rule || (s.verdict == Allow && out.Remaining != s.remaining) || out.RetryAfter != s.retry {
+			t.Fatalf("step %d at %ds: got %+v, want verdict %d rule %q remaining %d retry %v", i, s.at/sec, out, s.verdict, s.rule, s.remaining, s.retry)
+		}
+	}
+	// The refunds left b's key bucket and the per-second IP bucket as the one admitted request
+	// left them.
+	for _, c := range []struct {
+		limit *limit
+		key   string
+		want  int64
+	}{
+		{&g.rules[0].limits[0], "1:b", 1},
+		{&g.rules[1].limits[0], "9:192.0.2.1", 2},
+	} {
+		st, ok := DecodeState(store.values[c.limit.keyPrefix+c.key], c.limit.fingerprint)
+		_, d := c.limit.bucket.Take(st, base, 1)
+		if !ok || !d.Allowed || d.Remaining+1 != c.want {
+			t.Errorf("%s%s holds %d tokens, want %d", c.limit.keyPrefix, c.key, d.Remaining+1, c.want)
+		}
+	}
+}
+
+func TestMissingKeyChargesNothing(t *testing.T) {
+	g := mustGate(t, `{"rules": [
+	  {"name": "ip", "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]},
+	  {"name": "user", "key": [{"header": "x-user"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
+	store := newMemStore()
+	out := g.Admit(fakeRequest{source: "192.0.2.1:5000"}, store, sec)
+	if out.Verdict != MissingKey || out.MissingPart != "header x-user" || len(store.values) != 0 {
+		t.Fatalf("got %+v with %d stored values", out, len(store.values))
+	}
+}
+
+func TestForeignOrCorruptValuesAreAFullBucket(t *testing.T) {
+	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
+	key := g.rules[0].limits[0].keyPrefix + "1:x"
+	other, _ := limiter.NewBucket(limiter.Limit{Capacity: 9, RefillTokens: 1, RefillInterval: time.Second})
+	var otherLimit [StateSize]byte
+	EncodeState(otherLimit[:], other.Fingerprint(), limiter.State{Level: 0, Last: sec})
+	var overfull [StateSize]byte
+	EncodeState(overfull[:], g.rules[0].limits[0].fingerprint, limiter.State{Level: -5, Last: sec})
+	for name, value := range map[string][]byte{
+		"short": []byte("garbage"), "wrong magic": make([]byte, StateSize),
+		"another limit's state": otherLimit[:], "negative level": overfull[:],
+	} {
+		store := newMemStore()
+		store.values[key], store.cas[key] = value, 7
+		out := g.Admit(header("k", "x"), store, 2*sec)
+		if out.Verdict != Allow || out.Remaining != 1 {
+			t.Errorf("%s: got %+v, want a full bucket minus one", name, out)
+		}
+		if _, ok := DecodeState(store.values[key], g.rules[0].limits[0].fingerprint); !ok {
+			t.Errorf("%s: the value was not replaced by a valid state", name)
+		}
+	}
+}
+
+func TestStoreFailures(t *testing.T) {
+	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
+
+	store := newMemStore()
+	store.getErr = types.ErrorInternalFailure
+	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Failed || out.Err == nil {
+		t.Fatalf("get failure: %+v", out)
+	}
+
+	// Another worker wins every race: the loop gives up after MaxAttempts.
+	store = newMemStore()
+	sets := 0
+	store.beforeSet = func(string) error { sets++; return types.ErrorStatusCasMismatch }
+	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Failed || sets != MaxAttempts {
+		t.Fatalf("contention: %+v after %d sets", out, sets)
+	}
+}
+
+// Two workers read an absent key at once; both must not take from two full buckets.
+func TestConcurrentCreationIsACASMismatch(t *testing.T) {
+	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	store := newMemStore()
+	raced := false
+	store.beforeSet = func(key string) error {
+		if !raced {
+			raced = true
+			// The other worker admits its request first, writing the key.
+			store.beforeSet = nil
+			if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Allow {
+				t.Fatalf("the racing worker: %+v", out)
+			}
+			store.beforeSet = func(string) error { return nil }
+		}
+		return nil
+	}
+	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Limited {
+		t.Fatalf("the second request for a capacity-1 bucket was %+v, want Limited", out)
+	}
+}
+
+func TestPartitionKeysDoNotCollide(t *testing.T) {
+	parts := []config.KeyPart{{Kind: config.KeyHeader, Header: "a"}, {Kind: config.KeyHeader, Header: "b"}}
+	k1, _ := partitionKey(fakeRequest{headers: map[string]string{"a": "x|y", "b": "z"}}, parts)
+	k2, _ := partitionKey(fakeRequest{headers: map[string]string{"a": "x", "b": "y|z"}}, parts)
+	k3, _ := partitionKey(fakeRequest{headers: map[string]string{"a": "1:x", "b": "z"}}, parts)
+	k4, _ := partitionKey(fakeRequest{headers: map[string]string{"a": "1", "b": "x1:z"}}, parts)
+	if k1 == k2 || k3 == k4 {
+		t.Fatalf("collision: %q %q / %q %q", k1, k2, k3, k4)
+	}
+}
+
+func TestHostOf(t *testing.T) {
+	for addr, want := range map[string]string{
+		"10.0.0.1:5000": "10.0.0.1", "[::1]:5000": "::1", "[2001:db8::1]:443": "2001:db8::1",
+		"10.0.0.1": "10.0.0.1", "2001:db8::1": "2001:db8::1", "[::1": "", "": "",
+	} {
+		if got := hostOf(addr); got != want {
+			t.Errorf("hostOf(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]int64{
+		0: 1, time.Nanosecond: 1, 700 * time.Millisecond: 1, time.Second: 1,
+		time.Second + time.Nanosecond: 2, 59500 * time.Millisecond: 60,
+	} {
+		if got := (Outcome{RetryAfter: d}).RetryAfterSeconds(); got != want {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", d, got, want)
+		}
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	var buf [StateSize]byte
+	want := limiter.State{Level: 123456789, Last: -42}
+	EncodeState(buf[:], 0xdeadbeef, want)
+	got, ok := DecodeState(buf[:], 0xdeadbeef)
+	if !ok || got != want {
+		t.Fatalf("got %+v %v", got, ok)
+	}
+	if _, ok := DecodeState(buf[:], 0xdeadbeee); ok {
+		t.Fatal("a state of another limit decoded")
+	}
+}
