@@ -28,7 +28,7 @@ run: build
 	@echo
 	@echo "Tollgate is starting on http://$(LISTEN) with $(CONFIG): 3 requests per API key, then one more every 10 s."
 	@echo "In another terminal:"
-	@echo "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%{http_code}\n' -H 'x-api-key: alice' http://$(LISTEN)/; done   # 200 200 200 429"
+	@echo "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%{http_code} ' -H 'x-api-key: alice' http://$(LISTEN)/; done; echo   # 200 200 200 429"
 	@echo "  curl -i -H 'x-api-key: alice' http://$(LISTEN)/    # 429 Too Many Requests, Retry-After: seconds until the next token"
 	@echo "  curl -i -H 'x-api-key: bob' http://$(LISTEN)/      # 200: another key has its own bucket"
 	@echo "  curl -i http://$(LISTEN)/                          # 401: no x-api-key"

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
 )
 
 const seedConfig = `{
@@ -26,17 +28,17 @@ type seedStep struct {
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
-// runTrace sends the steps through one VM and renders one line per request, in the golden
-// format.
+// runTrace sends the steps through the rig's VMs in turn and renders one line per request, in
+// the golden format.
 func runTrace(t *testing.T, g *rig, steps []seedStep) []string {
 	var lines []string
-	for _, s := range steps {
+	for i, s := range steps {
 		g.at(s.at)
 		var headers [][2]string
 		if s.key != "none" {
 			headers = append(headers, [2]string{"x-api-key", s.key})
 		}
-		resp := g.request(g.vms[0], headers...)
+		resp := g.request(g.vms[i%len(g.vms)], headers...)
 		line := "t=" + itoa(int(s.at/time.Millisecond)) + "ms key=" + s.key + " -> " + itoa(resp.Status)
 		switch resp.Status {
 		case 200:
@@ -82,10 +84,12 @@ func TestSeedTraceSingleKey(t *testing.T) {
 	steps := []seedStep{{ms(0), "alice"}, {ms(100), "alice"}, {ms(200), "alice"}, {ms(300), "alice"},
 		{ms(500), "alice"}, {ms(1300), "alice"}, {ms(1400), "alice"}, {ms(3500), "alice"}}
 	for _, p := range profiles {
-		t.Run(p.String(), func(t *testing.T) {
-			g := newRig(t, p, seedConfig, 1)
-			compareGolden(t, "seed_single_key.golden", runTrace(t, g, steps))
-		})
+		for _, workers := range []int{1, 3} {
+			t.Run(p.String()+"/"+strconv.Itoa(workers)+" workers", func(t *testing.T) {
+				g := newRig(t, p, seedConfig, workers)
+				compareGolden(t, "seed_single_key.golden", runTrace(t, g, steps))
+			})
+		}
 	}
 }
 
@@ -93,9 +97,30 @@ func TestSeedTraceTwoKeys(t *testing.T) {
 	steps := []seedStep{{ms(0), "alice"}, {ms(100), "alice"}, {ms(200), "alice"}, {ms(250), "bob"},
 		{ms(300), "alice"}, {ms(350), "none"}, {ms(400), "bob"}, {ms(1300), "alice"}}
 	for _, p := range profiles {
-		t.Run(p.String(), func(t *testing.T) {
-			g := newRig(t, p, seedConfig, 1)
-			compareGolden(t, "seed_two_keys.golden", runTrace(t, g, steps))
-		})
+		for _, workers := range []int{1, 3} {
+			t.Run(p.String()+"/"+strconv.Itoa(workers)+" workers", func(t *testing.T) {
+				g := newRig(t, p, seedConfig, workers)
+				compareGolden(t, "seed_two_keys.golden", runTrace(t, g, steps))
+			})
+		}
 	}
+}
+
+// Steps of the wall clock (NTP, an operator) do not touch the buckets: the module's time base is
+// the host's monotonic clock.
+func TestWallClockStepsDoNotMatter(t *testing.T) {
+	steps := []seedStep{{ms(0), "alice"}, {ms(100), "alice"}, {ms(200), "alice"}, {ms(300), "alice"},
+		{ms(500), "alice"}, {ms(1300), "alice"}, {ms(1400), "alice"}, {ms(3500), "alice"}}
+	g := newRig(t, host.Envoy133, seedConfig, 2)
+	var lines []string
+	for i, s := range steps {
+		// Alternate big steps back and forth between requests.
+		if i%2 == 0 {
+			g.clock.StepWall(-time.Hour)
+		} else {
+			g.clock.StepWall(3 * time.Hour)
+		}
+		lines = append(lines, runTrace(t, g, []seedStep{s})...)
+	}
+	compareGolden(t, "seed_single_key.golden", lines)
 }

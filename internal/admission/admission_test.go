@@ -1,7 +1,6 @@
 package admission
 
 import (
-
 	"testing"
 	"time"
 

@@ -79,6 +79,25 @@ type Options struct {
 	LogLevel uint32
 	// CompilationCache is reused across Hosts to skip recompiling the same module.
 	CompilationCache wazero.CompilationCache
+	// Trace, when set, receives every crossing of the boundary in order: callbacks into the
+	// module (including the allocator) and host calls out of it. Called from the VM's goroutine.
+	Trace func(TraceEvent)
+}
+
+// TraceEvent is one crossing of the host boundary.
+type TraceEvent struct {
+	VM int
+	// Depth is 0 for a callback from the host, 1 for a host call it makes, 2 for the allocator
+	// called inside that host call, and so on.
+	Depth int
+	// Callback is true for host→module calls (proxy_on_*, the allocator), false for
+	// module→host calls.
+	Callback bool
+	// Name is the export ("proxy_on_request_headers") or the import with its module
+	// ("env.proxy_get_shared_data").
+	Name string
+	// Result is what a host call returned (a proxy_status_t or WASI errno); 0 for callbacks.
+	Result uint32
 }
 
 // Host is one compiled module with its emulated Envoy: the store, the metrics and the VMs.

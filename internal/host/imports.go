@@ -116,7 +116,17 @@ func (h *Host) wrap(f hostFunc) api.GoModuleFunction {
 		if vm.counters.byName != nil {
 			vm.counters.byName[qualified]++
 		}
+		if h.opts.Trace == nil {
+			f.fn(vm, stack)
+			return
+		}
+		i := vm.traceBegin(false, qualified)
 		f.fn(vm, stack)
+		var result uint32
+		if len(f.results) > 0 {
+			result = uint32(stack[0])
+		}
+		vm.traceEnd(i, result)
 	})
 }
 

@@ -52,10 +52,14 @@ type VM struct {
 	streams       map[uint32]*Stream
 	current       *Stream
 
-	metricIDs   map[uint32]*metric
-	nextMetric  [3]uint32
-	counters    counters
-	reportStats bool
+	metricIDs  map[uint32]*metric
+	nextMetric [3]uint32
+	counters   counters
+
+	// Tracing (Options.Trace): events of the current top-level callback, in call order, with
+	// results filled in as calls return; handed over when the callback returns.
+	depth       int
+	traceEvents []TraceEvent
 }
 
 type counters struct {
@@ -221,8 +225,17 @@ func (vm *VM) call(name string, def uint64, args ...uint64) (uint64, error) {
 	}
 	copy(vm.stack, args)
 	vm.phase = phaseCallback
+	trace := vm.host.opts.Trace != nil
+	if trace {
+		vm.traceBegin(true, name)
+	}
 	err := f.CallWithStack(vm.ctx, vm.stack)
 	vm.phase = phaseIdle
+	if trace {
+		// A trap unwinds without closing the events it opened.
+		vm.depth = 1
+		vm.traceEnd(0, 0)
+	}
 	if err != nil {
 		return 0, vm.fail(fmt.Errorf("%s: %w", name, err))
 	}
@@ -230,6 +243,23 @@ func (vm *VM) call(name string, def uint64, args ...uint64) (uint64, error) {
 		return 0, nil
 	}
 	return vm.stack[0], nil
+}
+
+func (vm *VM) traceBegin(callback bool, name string) int {
+	vm.traceEvents = append(vm.traceEvents, TraceEvent{VM: vm.id, Depth: vm.depth, Callback: callback, Name: name})
+	vm.depth++
+	return len(vm.traceEvents) - 1
+}
+
+func (vm *VM) traceEnd(event int, result uint32) {
+	vm.depth--
+	vm.traceEvents[event].Result = result
+	if vm.depth == 0 {
+		for _, e := range vm.traceEvents {
+			vm.host.opts.Trace(e)
+		}
+		vm.traceEvents = vm.traceEvents[:0]
+	}
 }
 
 // trap aborts the current call; the VM is failed when the call returns.
@@ -240,7 +270,15 @@ func (vm *VM) allocate(size uint32) (uint32, Status) {
 	prev := vm.phase
 	vm.phase = phaseAllocate
 	vm.counters.allocations++
+	trace := vm.host.opts.Trace != nil
+	var event int
+	if trace {
+		event = vm.traceBegin(true, vm.alloc.Definition().ExportNames()[0])
+	}
 	res, err := vm.alloc.Call(vm.ctx, uint64(size))
+	if trace {
+		vm.traceEnd(event, 0)
+	}
 	vm.phase = prev
 	if err != nil {
 		// Propagate the trap to the callback that made the host call.
