@@ -30,14 +30,22 @@ var (
 func module(t testing.TB) []byte {
 	t.Helper()
 	moduleOnce.Do(func() {
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", modulePath, "./filter")
+		out, err := filepath.Abs(modulePath)
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(out), 0o755)
+		}
+		if err != nil {
+			moduleErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./filter")
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			moduleErr = fmt.Errorf("build %s: %v\n%s", modulePath, err, out)
 			return
 		}
-		moduleBytes, moduleErr = os.ReadFile(modulePath)
+		moduleBytes, moduleErr = os.ReadFile(out)
 	})
 	if moduleErr != nil {
 		t.Fatal(moduleErr)
