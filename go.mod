@@ -1,6 +1,6 @@
 module github.com/tollgate-proxy/tollgate
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/tetratelabs/proxy-wasm-go-sdk v0.24.0

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +11,17 @@ import (
 type Config struct {
 	Rules       []Rule
 	FailureMode FailureMode // default FailureAllow
+	// ClientIP says how the client address is found, for client_ip key parts and CIDR
+	// exemptions.
+	ClientIP ClientIP
+	// Exempt requests are never limited and consume no tokens.
+	Exempt Exemptions
+	// Shadow makes every rule a shadow rule (see Rule.Shadow).
+	Shadow bool
+	// Response is what a rejected request gets.
+	Response Response
+	// RateLimitHeaders selects the rate-limit headers added to responses; off by default.
+	RateLimitHeaders HeaderStyle
 }
 
 // FailureMode says what to do with a request when the limiter itself fails,
@@ -36,12 +48,78 @@ func (m FailureMode) String() string {
 	return "FailureMode(" + strconv.Itoa(int(m)) + ")"
 }
 
-// Rule is one named rate limit: requests that produce the same Key share
-// the token buckets described by Limits, and a request must pass all of them.
+// ClientIP configures how the client address is derived.
+type ClientIP struct {
+	// XFFNumTrustedHops is 0 to use the connection's address (source.address) only. N > 0 takes
+	// the Nth address from the right of x-forwarded-for: the N entries nearest Envoy were
+	// written by trusted proxies, so a client cannot change its address by adding entries on
+	// the left. With fewer than N entries, source.address is used.
+	XFFNumTrustedHops int
+}
+
+// Exemptions are requests that bypass every rule. A request matching any entry is exempt.
+type Exemptions struct {
+	Paths       []PathMatch
+	ClientCIDRs []netip.Prefix
+	Headers     []HeaderMatch
+}
+
+// PathMatch matches the request path without its query string. Exactly one field is set.
+type PathMatch struct {
+	Exact  string
+	Prefix string
+}
+
+// HeaderMatchKind is what a HeaderMatch checks.
+type HeaderMatchKind uint8
+
+const (
+	// HeaderPresent: the header is present (any value).
+	HeaderPresent HeaderMatchKind = iota + 1
+	// HeaderAbsent: the header is absent.
+	HeaderAbsent
+	// HeaderExact: the header's first value equals Value.
+	HeaderExact
+)
+
+var headerMatchKindNames = [...]string{HeaderPresent: "present", HeaderAbsent: "absent", HeaderExact: "exact"}
+
+// String returns "present", "absent" or "exact".
+func (k HeaderMatchKind) String() string {
+	if int(k) < len(headerMatchKindNames) && headerMatchKindNames[k] != "" {
+		return headerMatchKindNames[k]
+	}
+	return "HeaderMatchKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// HeaderMatch checks one request header.
+type HeaderMatch struct {
+	Name  string // lower-cased
+	Kind  HeaderMatchKind
+	Value string // HeaderExact
+}
+
+// Match selects the requests a rule applies to; every set condition must hold. The zero Match
+// matches every request.
+type Match struct {
+	Path    *PathMatch    // nil: any path
+	Methods []string      // upper-case; empty: any method
+	Hosts   []string      // lower-case, compared with the request's host without its port; empty: any
+	Headers []HeaderMatch // all must hold
+}
+
+// Rule is one named rate limit: requests it matches that produce the same Key share the limits
+// described by Limits, and a request must pass all of them.
 type Rule struct {
-	Name   string
-	Key    []KeyPart
-	Limits []Limit
+	Name       string
+	Match      Match
+	Key        []KeyPart
+	MissingKey MissingKey
+	Limits     []Limit
+	Cost       Cost
+	// Shadow rules decide and count as usual but never reject: a request they would have
+	// limited goes through, marked for the upstream and counted as shadow-limited.
+	Shadow bool
 }
 
 // KeyKind says where a KeyPart takes its value from. The zero value is
@@ -51,22 +129,147 @@ type KeyKind uint8
 const (
 	// KeyHeader takes the value of a request header.
 	KeyHeader KeyKind = iota + 1
-	// KeyClientIP takes the address of the downstream client.
+	// KeyClientIP takes the address of the downstream client (see Config.ClientIP).
 	KeyClientIP
+	// KeyPath takes the request path without the query string.
+	KeyPath
+	// KeyMethod takes the request method.
+	KeyMethod
+	// KeyAuthority takes the request's host (:authority), lower-cased, port included.
+	KeyAuthority
+	// KeyQuery takes the first value of one query parameter, percent-decoded.
+	KeyQuery
+	// KeyAttribute takes an Envoy attribute (proxy_get_property), such as xds.route_name.
+	KeyAttribute
 )
+
+// keyKindNames are the key part fields of the JSON configuration, by kind.
+var keyKindNames = [...]string{
+	KeyHeader: "header", KeyClientIP: "client_ip", KeyPath: "path", KeyMethod: "method",
+	KeyAuthority: "authority", KeyQuery: "query", KeyAttribute: "attribute",
+}
+
+// String returns the key part's field name in the JSON configuration, such as "client_ip".
+func (k KeyKind) String() string {
+	if int(k) < len(keyKindNames) && keyKindNames[k] != "" {
+		return keyKindNames[k]
+	}
+	return "KeyKind(" + strconv.Itoa(int(k)) + ")"
+}
 
 // KeyPart is one component of a rule's bucket key.
 type KeyPart struct {
-	Kind   KeyKind
-	Header string // KeyHeader: the header name, lower-cased
+	Kind      KeyKind
+	Header    string   // KeyHeader: the header name, lower-cased
+	Query     string   // KeyQuery: the parameter name
+	Attribute []string // KeyAttribute: the property path, e.g. ["xds", "route_name"]
 }
 
-// Limit is a token bucket: it holds up to Capacity tokens and gains
-// RefillTokens tokens every RefillInterval; each request takes one token.
+// MissingKeyAction is what happens to a request a rule's key cannot be built for.
+type MissingKeyAction uint8
+
+const (
+	// MissingKeyReject answers with MissingKey.Status (401 by default).
+	MissingKeyReject MissingKeyAction = iota
+	// MissingKeyAllow lets the request through; the rule does not apply to it.
+	MissingKeyAllow
+	// MissingKeyFallback uses MissingKey.Fallback as the key instead (tiered keys: the user id
+	// when there is one, else the client address). If that key is missing too, the request
+	// is rejected with Status.
+	MissingKeyFallback
+)
+
+var missingKeyActionNames = [...]string{MissingKeyReject: "reject", MissingKeyAllow: "allow", MissingKeyFallback: "fallback"}
+
+// String returns the spelling used in the JSON configuration.
+func (a MissingKeyAction) String() string {
+	if int(a) < len(missingKeyActionNames) {
+		return missingKeyActionNames[a]
+	}
+	return "MissingKeyAction(" + strconv.Itoa(int(a)) + ")"
+}
+
+// MissingKey configures requests without the rule's key.
+type MissingKey struct {
+	Action   MissingKeyAction
+	Status   int       // default 401
+	Fallback []KeyPart // MissingKeyFallback
+}
+
+// Algorithm is how a limit counts.
+type Algorithm uint8
+
+const (
+	// TokenBucket holds up to Capacity tokens and gains RefillTokens every RefillInterval,
+	// continuously (the default).
+	TokenBucket Algorithm = iota
+	// FixedWindow admits Capacity units per Window, windows aligned on the host's monotonic
+	// clock; the count starts again at each window's start.
+	FixedWindow
+	// SlidingWindow estimates the units of the last Window as the current window's count plus
+	// the previous window's count weighted by how much of it the sliding window still covers.
+	SlidingWindow
+)
+
+var algorithmNames = [...]string{TokenBucket: "token_bucket", FixedWindow: "fixed_window", SlidingWindow: "sliding_window"}
+
+// String returns the spelling used in the JSON configuration.
+func (a Algorithm) String() string {
+	if int(a) < len(algorithmNames) {
+		return algorithmNames[a]
+	}
+	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Limit is one limit of a rule. TokenBucket uses Capacity, RefillTokens and RefillInterval; the
+// window algorithms use Capacity and Window.
 type Limit struct {
+	Algorithm      Algorithm
 	Capacity       int64
 	RefillTokens   int64
 	RefillInterval time.Duration
+	Window         time.Duration
+}
+
+// Cost is how many units a request takes from each limit of its rule.
+type Cost struct {
+	// Units is the fixed cost (default 1), or, when Header is set, the cost of a request
+	// without that header.
+	Units int64
+	// Header, when set, names a request header whose value (a whole number from 0) is the
+	// cost; values above Max count as Max. A value that is not a whole number gets a 400.
+	Header string
+	Max    int64
+}
+
+// HeaderStyle selects the rate-limit headers on responses.
+type HeaderStyle uint8
+
+const (
+	// HeadersOff adds none (the default); Retry-After is always sent on rejections.
+	HeadersOff HeaderStyle = iota
+	// HeadersDraft adds RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers).
+	HeadersDraft
+	// HeadersXRateLimit adds X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset.
+	HeadersXRateLimit
+)
+
+var headerStyleNames = [...]string{HeadersOff: "off", HeadersDraft: "draft", HeadersXRateLimit: "x-ratelimit"}
+
+// String returns the spelling used in the JSON configuration.
+func (s HeaderStyle) String() string {
+	if int(s) < len(headerStyleNames) {
+		return headerStyleNames[s]
+	}
+	return "HeaderStyle(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Response is the reply to a rejected request.
+type Response struct {
+	Status      int    // default 429
+	Body        string // "{retry_after}" is replaced with the Retry-After seconds
+	ContentType string // default "text/plain; charset=utf-8"
+	Headers     [][2]string
 }
 
 // Problem is one thing wrong with a configuration document.

@@ -11,34 +11,107 @@
 // # Schema
 //
 // Field names are snake_case. Unknown and repeated fields are rejected at
-// every level, and JSON null counts as a value of the wrong type.
+// every level, and JSON null counts as a value of the wrong type. Only
+// "rules" is required; every other field has a default, which Parse fills in.
 //
 //	{
 //	  "rules": [                          required, 1 to 64 rules
 //	    {
 //	      "name": "per-api-key",          required, 1 to 64 of A-Z a-z 0-9 . _ -, unique
+//	      "match": {                      optional, the requests the rule applies to (default all);
+//	                                      every condition given must hold
+//	        "path": {"prefix": "/api/"},  exactly one of "exact" or "prefix", starting with "/",
+//	                                      without query string or fragment
+//	        "methods": ["GET", "POST"],   1 to 16 RFC 9110 tokens, stored upper-cased, no repeats
+//	        "hosts": ["api.example.com"], 1 to 16 names of letters, digits, '.' and '-' (no port,
+//	                                      no wildcards), stored lower-cased, no repeats
+//	        "headers": [...]              1 to 16 header matches (below)
+//	      },
 //	      "key": [                        required, 1 to 8 parts, each with exactly one of:
 //	        {"header": "x-api-key"},      an RFC 9110 header name (up to 256 characters, stored
 //	                                      lower-cased) or a request pseudo-header such as ":authority"
-//	        {"client_ip": {}}             the downstream client address; takes no fields yet
-//	      ],
-//	      "limits": [                     required, 1 to 8 token buckets, all of which must pass
+//	        {"client_ip": {}},            the client address (see the top-level "client_ip")
+//	        {"path": {}},                 the path without the query string
+//	        {"method": {}},               the method
+//	        {"authority": {}},            the host, lower-cased, port included
+//	        {"query": "tenant"},          a query parameter's first value: 1 to 256 bytes,
+//	                                      without & = # ? spaces or control characters
+//	        {"attribute": ["xds", "route_name"]}
+//	                                      an Envoy attribute path: 1 to 8 segments of 1 to 256
+//	                                      bytes, without NUL
+//	      ],                              client_ip, path, method and authority take no fields yet
+//	      "missing_key": {                optional, for requests the key cannot be built for
+//	        "action": "reject",           "reject" (default), "allow" (the rule does not apply)
+//	                                      or "fallback" (use "key" below instead)
+//	        "status": 401,                400 to 599, default 401; not with "allow"
+//	        "key": [{"client_ip": {}}]    required with "fallback" and only allowed there; must
+//	                                      leave out at least one part of the rule's key
+//	      },
+//	      "limits": [                     required, 1 to 8 limits, all of which must pass
 //	        {
-//	          "capacity": 3,              required, tokens: the burst size, 1 to 1000000000
-//	          "refill_tokens": 1,         required, tokens added per interval, 1 to 1000000000
-//	          "refill_interval": "1s"     required, a Go duration string from "1ms" to "24h"
+//	          "algorithm": "token_bucket",
+//	                                      optional: "token_bucket" (default), "fixed_window" or
+//	                                      "sliding_window"
+//	          "capacity": 3,              required, 1 to 1000000000: the burst size of a token
+//	                                      bucket, or the units admitted per window
+//	          "refill_tokens": 1,         token_bucket only, required: tokens added per interval,
+//	                                      1 to 1000000000
+//	          "refill_interval": "1s",    token_bucket only, required: a Go duration from "1ms" to "24h"
+//	          "window": "1m"              fixed_window and sliding_window only, required: a Go
+//	                                      duration from "1ms" to "24h"
 //	        }
-//	      ]
+//	      ],
+//	      "cost": 1,                      optional: units per request, 0 to 1000000000 (default 1),
+//	                                      or {"header": "x-cost", "max": 100, "default": 1} to read
+//	                                      it from a request header (max 1 to 1000000000; default 0
+//	                                      to max, 1 if absent); the cost, or max, must not exceed
+//	                                      the smallest capacity of the rule's limits
+//	      "shadow": false                 optional: true decides and counts but never rejects
 //	    }
 //	  ],
-//	  "failure_mode": "allow"             optional: "allow" (default) or "deny" the request
-//	}                                     when the limiter itself fails (shared memory errors)
+//	  "failure_mode": "allow",            optional: "allow" (default) or "deny" the request
+//	                                      when the limiter itself fails (shared memory errors)
+//	  "client_ip": {                      optional
+//	    "xff_num_trusted_hops": 0         0 to 10, default 0: use the connection's address; N > 0
+//	  },                                  uses the Nth address from the right of x-forwarded-for
+//	  "exempt": {                         optional, requests no rule limits; any entry matching
+//	                                      exempts the request; each list has 1 to 64 entries
+//	    "paths": [{"exact": "/healthz"}, {"prefix": "/internal/"}],
+//	    "client_cidrs": ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7"],
+//	                                      a single address means /32 or /128; stored masked
+//	    "headers": [...]                  header matches (below)
+//	  },
+//	  "shadow": false,                    optional: true makes every rule a shadow rule
+//	  "response": {                       optional, the reply to a rejected request
+//	    "status": 429,                    400 to 599, default 429
+//	    "body": "...",                    at most 4096 bytes, "{retry_after}" replaced with the
+//	                                      seconds to wait; default
+//	                                      "Too Many Requests: retry after {retry_after} s\n"
+//	    "content_type": "text/plain; charset=utf-8"
+//	                                      1 to 256 characters of visible ASCII and spaces
+//	    "headers": {"x-served-by": "tollgate"}
+//	                                      up to 16, kept in order; names are RFC 9110 tokens
+//	                                      (stored lower-cased) other than pseudo-headers and those
+//	                                      the filter sets (retry-after, content-type,
+//	                                      content-length, ratelimit, ratelimit-policy,
+//	                                      x-ratelimit-limit, -remaining and -reset); values are at
+//	                                      most 1024 bytes without CR, LF or NUL
+//	  },
+//	  "rate_limit_headers": "off"         optional: "off" (default), "draft" (RateLimit and
+//	}                                     RateLimit-Policy) or "x-ratelimit" (X-RateLimit-*)
 //
-// Token counts may be written as 3, 3.0 or 3e0, because Istio converts
+// A header match is {"name": "x-tier", "exact": "free"} (the header's first
+// value equals "free"), {"name": "authorization", "present": true} (the
+// header is there) or {"name": "x-debug", "present": false} (it is not). The
+// name follows the rules of a key part's header; an exact value cannot
+// contain CR, LF or NUL, nor start or end with a space or tab, since such a
+// value could never match.
+//
+// Whole numbers may be written as 3, 3.0 or 3e0, because Istio converts
 // pluginConfig through protobuf Struct where every number is a double, but
 // must be whole. Durations use time.ParseDuration syntax such as "500ms",
 // "1s", "1m" or "24h"; a bare number is rejected because its unit would be
-// a guess. A limit is also rejected when capacity × (refill_interval in
+// a guess. A token bucket is also rejected when capacity × (refill_interval in
 // nanoseconds / gcd(refill_interval in nanoseconds, refill_tokens)) exceeds
 // 2^62, since the limiter's exact token arithmetic would overflow.
 //

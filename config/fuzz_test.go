@@ -3,6 +3,7 @@ package config_test
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"math/big"
 	"reflect"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 // written back out as JSON and parsed again unchanged.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(exampleJSON))
+	f.Add([]byte(kitchenSinkJSON))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := config.Parse(data)
 		if err != nil {
@@ -64,6 +66,20 @@ func revalidate(cfg *config.Config) error {
 	if cfg.FailureMode != config.FailureAllow && cfg.FailureMode != config.FailureDeny {
 		return errors.New("failure mode " + cfg.FailureMode.String())
 	}
+	if cfg.ClientIP.XFFNumTrustedHops < 0 || cfg.ClientIP.XFFNumTrustedHops > 10 {
+		return errors.New("xff_num_trusted_hops " + strconv.Itoa(cfg.ClientIP.XFFNumTrustedHops))
+	}
+	if err := revalidateExempt(cfg.Exempt); err != nil {
+		return errors.New("exempt: " + err.Error())
+	}
+	if err := revalidateResponse(cfg.Response); err != nil {
+		return errors.New("response: " + err.Error())
+	}
+	switch cfg.RateLimitHeaders {
+	case config.HeadersOff, config.HeadersDraft, config.HeadersXRateLimit:
+	default:
+		return errors.New("rate_limit_headers " + cfg.RateLimitHeaders.String())
+	}
 	if len(cfg.Rules) < 1 || len(cfg.Rules) > 64 {
 		return errors.New(strconv.Itoa(len(cfg.Rules)) + " rules")
 	}
@@ -76,53 +92,148 @@ func revalidate(cfg *config.Config) error {
 			return errors.New("repeated rule name " + strconv.Quote(rule.Name))
 		}
 		names[rule.Name] = true
-		if len(rule.Key) < 1 || len(rule.Key) > 8 {
-			return errors.New(rule.Name + ": " + strconv.Itoa(len(rule.Key)) + " key parts")
+		if err := revalidateRule(rule); err != nil {
+			return errors.New(rule.Name + ": " + err.Error())
 		}
-		for _, part := range rule.Key {
-			if err := revalidateKeyPart(part); err != nil {
-				return errors.New(rule.Name + ": " + err.Error())
-			}
+	}
+	return nil
+}
+
+func revalidateRule(rule config.Rule) error {
+	if err := revalidateMatch(rule.Match); err != nil {
+		return errors.New("match: " + err.Error())
+	}
+	if err := revalidateKey(rule.Key); err != nil {
+		return err
+	}
+	switch rule.MissingKey.Action {
+	case config.MissingKeyReject, config.MissingKeyAllow:
+		if rule.MissingKey.Fallback != nil {
+			return errors.New("fallback key with action " + rule.MissingKey.Action.String())
 		}
-		if len(rule.Limits) < 1 || len(rule.Limits) > 8 {
-			return errors.New(rule.Name + ": " + strconv.Itoa(len(rule.Limits)) + " limits")
+	case config.MissingKeyFallback:
+		if err := revalidateKey(rule.MissingKey.Fallback); err != nil {
+			return errors.New("fallback " + err.Error())
 		}
-		for _, limit := range rule.Limits {
-			if err := revalidateLimit(limit); err != nil {
-				return errors.New(rule.Name + ": " + err.Error())
-			}
+	default:
+		return errors.New("missing_key action " + rule.MissingKey.Action.String())
+	}
+	if rule.MissingKey.Status < 400 || rule.MissingKey.Status > 599 {
+		return errors.New("missing_key status " + strconv.Itoa(rule.MissingKey.Status))
+	}
+	if len(rule.Limits) < 1 || len(rule.Limits) > 8 {
+		return errors.New(strconv.Itoa(len(rule.Limits)) + " limits")
+	}
+	smallest := int64(math.MaxInt64)
+	for _, limit := range rule.Limits {
+		if err := revalidateLimit(limit); err != nil {
+			return err
+		}
+		smallest = min(smallest, limit.Capacity)
+	}
+	cost := rule.Cost
+	if cost.Units < 0 || cost.Units > 1_000_000_000 {
+		return errors.New("cost " + strconv.FormatInt(cost.Units, 10))
+	}
+	if cost.Header == "" {
+		if cost.Max != 0 {
+			return errors.New("cost max without a header")
+		}
+		if cost.Units > smallest {
+			return errors.New("cost above the smallest capacity")
+		}
+		return nil
+	}
+	if err := revalidateHeaderName(cost.Header); err != nil {
+		return errors.New("cost " + err.Error())
+	}
+	if cost.Max < 1 || cost.Max > smallest || cost.Units > cost.Max {
+		return errors.New("cost max " + strconv.FormatInt(cost.Max, 10) + " default " + strconv.FormatInt(cost.Units, 10))
+	}
+	return nil
+}
+
+func revalidateKey(key []config.KeyPart) error {
+	if len(key) < 1 || len(key) > 8 {
+		return errors.New(strconv.Itoa(len(key)) + " key parts")
+	}
+	for _, part := range key {
+		if err := revalidateKeyPart(part); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 func revalidateKeyPart(part config.KeyPart) error {
+	if part.Kind != config.KeyHeader && part.Header != "" || part.Kind != config.KeyQuery && part.Query != "" ||
+		part.Kind != config.KeyAttribute && part.Attribute != nil {
+		return errors.New("stray fields in a " + part.Kind.String() + " key part")
+	}
 	switch part.Kind {
-	case config.KeyClientIP:
-		if part.Header != "" {
-			return errors.New("client_ip part with header " + strconv.Quote(part.Header))
-		}
+	case config.KeyClientIP, config.KeyPath, config.KeyMethod, config.KeyAuthority:
 		return nil
 	case config.KeyHeader:
-		header := part.Header
-		if header != strings.ToLower(header) {
-			return errors.New("header not lower-cased: " + strconv.Quote(header))
+		return revalidateHeaderName(part.Header)
+	case config.KeyQuery:
+		if len(part.Query) < 1 || len(part.Query) > 256 || strings.ContainsAny(part.Query, "&=#? \t\r\n\x00\x7f") {
+			return errors.New("query " + strconv.Quote(part.Query))
 		}
-		switch header {
-		case ":authority", ":method", ":path", ":scheme", ":protocol":
-			return nil
+		for _, r := range part.Query {
+			if r < ' ' {
+				return errors.New("query " + strconv.Quote(part.Query))
+			}
 		}
-		if len(header) < 1 || len(header) > 256 || strings.Trim(header, "abcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~") != "" {
-			return errors.New("header " + strconv.Quote(header))
+		return nil
+	case config.KeyAttribute:
+		if len(part.Attribute) < 1 || len(part.Attribute) > 8 {
+			return errors.New(strconv.Itoa(len(part.Attribute)) + " attribute segments")
+		}
+		for _, segment := range part.Attribute {
+			if len(segment) < 1 || len(segment) > 256 || strings.Contains(segment, "\x00") {
+				return errors.New("attribute segment " + strconv.Quote(segment))
+			}
 		}
 		return nil
 	}
 	return errors.New("key part kind " + strconv.Itoa(int(part.Kind)))
 }
 
+// revalidateHeaderName checks a request header name: lower-cased, and a
+// request pseudo-header or an RFC 9110 token of 1 to 256 characters.
+func revalidateHeaderName(header string) error {
+	if header != strings.ToLower(header) {
+		return errors.New("header not lower-cased: " + strconv.Quote(header))
+	}
+	switch header {
+	case ":authority", ":method", ":path", ":scheme", ":protocol":
+		return nil
+	}
+	if len(header) < 1 || len(header) > 256 || strings.Trim(header, "abcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~") != "" {
+		return errors.New("header " + strconv.Quote(header))
+	}
+	return nil
+}
+
 func revalidateLimit(limit config.Limit) error {
 	if limit.Capacity < 1 || limit.Capacity > 1_000_000_000 {
 		return errors.New("capacity " + strconv.FormatInt(limit.Capacity, 10))
+	}
+	switch limit.Algorithm {
+	case config.FixedWindow, config.SlidingWindow:
+		if limit.RefillTokens != 0 || limit.RefillInterval != 0 {
+			return errors.New("refill fields on a " + limit.Algorithm.String())
+		}
+		if limit.Window < time.Millisecond || limit.Window > 24*time.Hour {
+			return errors.New("window " + limit.Window.String())
+		}
+		return nil
+	case config.TokenBucket:
+	default:
+		return errors.New("algorithm " + limit.Algorithm.String())
+	}
+	if limit.Window != 0 {
+		return errors.New("window on a token bucket")
 	}
 	if limit.RefillTokens < 1 || limit.RefillTokens > 1_000_000_000 {
 		return errors.New("refill_tokens " + strconv.FormatInt(limit.RefillTokens, 10))
@@ -141,36 +252,221 @@ func revalidateLimit(limit config.Limit) error {
 	return nil
 }
 
+func revalidateMatch(match config.Match) error {
+	if match.Path != nil {
+		if err := revalidatePathMatch(*match.Path); err != nil {
+			return err
+		}
+	}
+	if match.Methods != nil && (len(match.Methods) < 1 || len(match.Methods) > 16) {
+		return errors.New(strconv.Itoa(len(match.Methods)) + " methods")
+	}
+	seen := make(map[string]bool)
+	for _, method := range match.Methods {
+		if method != strings.ToUpper(method) || len(method) < 1 || len(method) > 256 ||
+			strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~") != "" || seen[method] {
+			return errors.New("method " + strconv.Quote(method))
+		}
+		seen[method] = true
+	}
+	if match.Hosts != nil && (len(match.Hosts) < 1 || len(match.Hosts) > 16) {
+		return errors.New(strconv.Itoa(len(match.Hosts)) + " hosts")
+	}
+	seenHosts := make(map[string]bool)
+	for _, host := range match.Hosts {
+		if len(host) < 1 || len(host) > 253 || strings.Trim(host, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" || seenHosts[host] {
+			return errors.New("host " + strconv.Quote(host))
+		}
+		seenHosts[host] = true
+	}
+	return revalidateHeaderMatches(match.Headers, 16)
+}
+
+func revalidatePathMatch(match config.PathMatch) error {
+	path := match.Exact
+	if (match.Exact == "") == (match.Prefix == "") {
+		return errors.New("path match with both or neither of exact and prefix")
+	}
+	if path == "" {
+		path = match.Prefix
+	}
+	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "?# \x7f") {
+		return errors.New("path " + strconv.Quote(path))
+	}
+	for _, r := range path {
+		if r < ' ' {
+			return errors.New("path " + strconv.Quote(path))
+		}
+	}
+	return nil
+}
+
+func revalidateHeaderMatches(matches []config.HeaderMatch, maximum int) error {
+	if matches != nil && (len(matches) < 1 || len(matches) > maximum) {
+		return errors.New(strconv.Itoa(len(matches)) + " header matches")
+	}
+	for _, match := range matches {
+		if err := revalidateHeaderName(match.Name); err != nil {
+			return err
+		}
+		switch match.Kind {
+		case config.HeaderPresent, config.HeaderAbsent:
+			if match.Value != "" {
+				return errors.New("value with a " + match.Kind.String() + " header match")
+			}
+		case config.HeaderExact:
+			if strings.ContainsAny(match.Value, "\r\n\x00") || strings.Trim(match.Value, " \t") != match.Value {
+				return errors.New("header match value " + strconv.Quote(match.Value))
+			}
+		default:
+			return errors.New("header match kind " + match.Kind.String())
+		}
+	}
+	return nil
+}
+
+func revalidateExempt(exempt config.Exemptions) error {
+	if exempt.Paths != nil && (len(exempt.Paths) < 1 || len(exempt.Paths) > 64) {
+		return errors.New(strconv.Itoa(len(exempt.Paths)) + " paths")
+	}
+	for _, path := range exempt.Paths {
+		if err := revalidatePathMatch(path); err != nil {
+			return err
+		}
+	}
+	if exempt.ClientCIDRs != nil && (len(exempt.ClientCIDRs) < 1 || len(exempt.ClientCIDRs) > 64) {
+		return errors.New(strconv.Itoa(len(exempt.ClientCIDRs)) + " CIDRs")
+	}
+	for _, prefix := range exempt.ClientCIDRs {
+		if !prefix.IsValid() || prefix != prefix.Masked() || prefix.Addr().Zone() != "" {
+			return errors.New("CIDR " + prefix.String())
+		}
+	}
+	return revalidateHeaderMatches(exempt.Headers, 64)
+}
+
+func revalidateResponse(response config.Response) error {
+	if response.Status < 400 || response.Status > 599 {
+		return errors.New("status " + strconv.Itoa(response.Status))
+	}
+	if len(response.Body) > 4096 {
+		return errors.New("body of " + strconv.Itoa(len(response.Body)) + " bytes")
+	}
+	if len(response.ContentType) < 1 || len(response.ContentType) > 256 {
+		return errors.New("content type " + strconv.Quote(response.ContentType))
+	}
+	for i := 0; i < len(response.ContentType); i++ {
+		if c := response.ContentType[i]; c < ' ' || c > '~' {
+			return errors.New("content type " + strconv.Quote(response.ContentType))
+		}
+	}
+	if len(response.Headers) > 16 {
+		return errors.New(strconv.Itoa(len(response.Headers)) + " headers")
+	}
+	seen := make(map[string]bool)
+	for _, header := range response.Headers {
+		name, value := header[0], header[1]
+		switch name {
+		case "retry-after", "content-type", "content-length", "ratelimit", "ratelimit-policy",
+			"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset":
+			return errors.New("header the filter sets: " + name)
+		}
+		if seen[name] || strings.HasPrefix(name, ":") {
+			return errors.New("header " + strconv.Quote(name))
+		}
+		seen[name] = true
+		if err := revalidateHeaderName(name); err != nil {
+			return err
+		}
+		if len(value) > 1024 || strings.ContainsAny(value, "\r\n\x00") {
+			return errors.New("header value " + strconv.Quote(value))
+		}
+	}
+	return nil
+}
+
 // encode writes cfg back out in the configuration's JSON schema.
 func encode(t *testing.T, cfg *config.Config) []byte {
-	type limitJSON struct {
-		Capacity       int64  `json:"capacity"`
-		RefillTokens   int64  `json:"refill_tokens"`
-		RefillInterval string `json:"refill_interval"`
+	document := map[string]any{
+		"failure_mode":       cfg.FailureMode.String(),
+		"client_ip":          map[string]any{"xff_num_trusted_hops": cfg.ClientIP.XFFNumTrustedHops},
+		"shadow":             cfg.Shadow,
+		"rate_limit_headers": cfg.RateLimitHeaders.String(),
 	}
-	type ruleJSON struct {
-		Name   string           `json:"name"`
-		Key    []map[string]any `json:"key"`
-		Limits []limitJSON      `json:"limits"`
+	exempt := map[string]any{}
+	if cfg.Exempt.Paths != nil {
+		exempt["paths"] = encodePaths(cfg.Exempt.Paths)
 	}
-	document := struct {
-		Rules       []ruleJSON `json:"rules"`
-		FailureMode string     `json:"failure_mode"`
-	}{FailureMode: cfg.FailureMode.String()}
+	if cfg.Exempt.ClientCIDRs != nil {
+		var cidrs []string
+		for _, prefix := range cfg.Exempt.ClientCIDRs {
+			cidrs = append(cidrs, prefix.String())
+		}
+		exempt["client_cidrs"] = cidrs
+	}
+	if cfg.Exempt.Headers != nil {
+		exempt["headers"] = encodeHeaderMatches(cfg.Exempt.Headers)
+	}
+	document["exempt"] = exempt
+	response := map[string]any{
+		"status":       cfg.Response.Status,
+		"body":         cfg.Response.Body,
+		"content_type": cfg.Response.ContentType,
+	}
+	if cfg.Response.Headers != nil {
+		// An object whose members keep Response.Headers' order.
+		var members []string
+		for _, header := range cfg.Response.Headers {
+			members = append(members, marshal(t, header[0])+": "+marshal(t, header[1]))
+		}
+		response["headers"] = json.RawMessage("{" + strings.Join(members, ", ") + "}")
+	}
+	document["response"] = response
+	var rules []map[string]any
 	for _, rule := range cfg.Rules {
-		encoded := ruleJSON{Name: rule.Name}
-		for _, part := range rule.Key {
-			if part.Kind == config.KeyHeader {
-				encoded.Key = append(encoded.Key, map[string]any{"header": part.Header})
-			} else {
-				encoded.Key = append(encoded.Key, map[string]any{"client_ip": struct{}{}})
-			}
+		encoded := map[string]any{"name": rule.Name, "key": encodeKey(rule.Key), "shadow": rule.Shadow}
+		match := map[string]any{}
+		if rule.Match.Path != nil {
+			match["path"] = encodePaths([]config.PathMatch{*rule.Match.Path})[0]
 		}
+		if rule.Match.Methods != nil {
+			match["methods"] = rule.Match.Methods
+		}
+		if rule.Match.Hosts != nil {
+			match["hosts"] = rule.Match.Hosts
+		}
+		if rule.Match.Headers != nil {
+			match["headers"] = encodeHeaderMatches(rule.Match.Headers)
+		}
+		encoded["match"] = match
+		missingKey := map[string]any{"action": rule.MissingKey.Action.String()}
+		if rule.MissingKey.Action != config.MissingKeyAllow {
+			missingKey["status"] = rule.MissingKey.Status
+		}
+		if rule.MissingKey.Action == config.MissingKeyFallback {
+			missingKey["key"] = encodeKey(rule.MissingKey.Fallback)
+		}
+		encoded["missing_key"] = missingKey
+		var limits []map[string]any
 		for _, limit := range rule.Limits {
-			encoded.Limits = append(encoded.Limits, limitJSON{limit.Capacity, limit.RefillTokens, limit.RefillInterval.String()})
+			encodedLimit := map[string]any{"algorithm": limit.Algorithm.String(), "capacity": limit.Capacity}
+			if limit.Algorithm == config.TokenBucket {
+				encodedLimit["refill_tokens"] = limit.RefillTokens
+				encodedLimit["refill_interval"] = limit.RefillInterval.String()
+			} else {
+				encodedLimit["window"] = limit.Window.String()
+			}
+			limits = append(limits, encodedLimit)
 		}
-		document.Rules = append(document.Rules, encoded)
+		encoded["limits"] = limits
+		if rule.Cost.Header != "" {
+			encoded["cost"] = map[string]any{"header": rule.Cost.Header, "max": rule.Cost.Max, "default": rule.Cost.Units}
+		} else {
+			encoded["cost"] = rule.Cost.Units
+		}
+		rules = append(rules, encoded)
 	}
+	document["rules"] = rules
 	data, err := json.Marshal(document)
 	if err != nil {
 		t.Fatalf("encoding the accepted Config: %v", err)
@@ -178,12 +474,71 @@ func encode(t *testing.T, cfg *config.Config) []byte {
 	return data
 }
 
-func TestRevalidateAcceptsExample(t *testing.T) {
-	cfg, err := config.Parse([]byte(exampleJSON))
-	if err != nil {
-		t.Fatal(err)
+func encodeKey(key []config.KeyPart) []map[string]any {
+	var parts []map[string]any
+	for _, part := range key {
+		switch part.Kind {
+		case config.KeyHeader:
+			parts = append(parts, map[string]any{"header": part.Header})
+		case config.KeyQuery:
+			parts = append(parts, map[string]any{"query": part.Query})
+		case config.KeyAttribute:
+			parts = append(parts, map[string]any{"attribute": part.Attribute})
+		default:
+			parts = append(parts, map[string]any{part.Kind.String(): struct{}{}})
+		}
 	}
-	if err := revalidate(cfg); err != nil {
-		t.Fatal(err)
+	return parts
+}
+
+func encodePaths(paths []config.PathMatch) []map[string]string {
+	var encoded []map[string]string
+	for _, path := range paths {
+		if path.Exact != "" {
+			encoded = append(encoded, map[string]string{"exact": path.Exact})
+		} else {
+			encoded = append(encoded, map[string]string{"prefix": path.Prefix})
+		}
+	}
+	return encoded
+}
+
+func encodeHeaderMatches(matches []config.HeaderMatch) []map[string]any {
+	var encoded []map[string]any
+	for _, match := range matches {
+		switch match.Kind {
+		case config.HeaderExact:
+			encoded = append(encoded, map[string]any{"name": match.Name, "exact": match.Value})
+		default:
+			encoded = append(encoded, map[string]any{"name": match.Name, "present": match.Kind == config.HeaderPresent})
+		}
+	}
+	return encoded
+}
+
+func marshal(t *testing.T, s string) string {
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatalf("encoding %q: %v", s, err)
+	}
+	return string(data)
+}
+
+func TestRevalidateAcceptsExample(t *testing.T) {
+	for _, input := range []string{exampleJSON, kitchenSinkJSON} {
+		cfg, err := config.Parse([]byte(input))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := revalidate(cfg); err != nil {
+			t.Fatal(err)
+		}
+		again, err := config.Parse(encode(t, cfg))
+		if err != nil {
+			t.Fatalf("re-parsing the encoded Config: %v", err)
+		}
+		if !reflect.DeepEqual(again, cfg) {
+			t.Fatalf("re-parsed Config differs:\n got %+v\nwant %+v", again, cfg)
+		}
 	}
 }

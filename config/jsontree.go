@@ -51,8 +51,8 @@ func (v *jsonValue) member(name string) *jsonValue {
 }
 
 // maxJSONDepth bounds nesting so that hostile input cannot make the
-// recursive decoder use unbounded stack. The schema itself nests 6 levels
-// (document, rules, rule, key, key part, client_ip).
+// recursive decoder use unbounded stack. The schema itself nests at most 7
+// levels (document, rules, rule, missing_key, key, key part, attribute).
 const maxJSONDepth = 32
 
 // errTooDeep is returned by readJSONValue when nesting exceeds maxJSONDepth.
@@ -186,7 +186,7 @@ func syntaxProblem(data []byte, decoder *json.Decoder, err error) *Problem {
 	case errors.Is(err, errTooDeep):
 		return &Problem{Message: "the JSON nests deeper than " + strconv.Itoa(maxJSONDepth) + " levels at " +
 			position(data, int(decoder.InputOffset())) +
-			": a configuration nests at most 6 levels; remove the extra [ and {"}
+			": a configuration nests at most 7 levels; remove the extra [ and {"}
 	case isSyntaxErr:
 		// For an error inside a value, encoding/json's Offset can lag behind
 		// the offending byte, so take the later of the two offsets and step

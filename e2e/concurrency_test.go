@@ -45,7 +45,7 @@ func TestFourWorkersAdmitExactlyCapacity(t *testing.T) {
 			if admitted.Load() != capacity || limited.Load() != requests-capacity {
 				t.Fatalf("admitted %d, limited %d; want %d and %d", admitted.Load(), limited.Load(), capacity, requests-capacity)
 			}
-			for name, want := range map[string]int64{"tollgate_requests_allowed": capacity, "tollgate_requests_limited": requests - capacity} {
+			for name, want := range map[string]int64{"tollgate.rule.hot.admitted": capacity, "tollgate.rule.hot.limited": requests - capacity} {
 				if got, _ := g.host.Metrics().Value(name); got != want {
 					t.Errorf("metric %s = %d, want %d", name, got, want)
 				}

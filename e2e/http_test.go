@@ -77,6 +77,23 @@ func TestThroughHTTP(t *testing.T) {
 			t.Fatalf("step %d: the upstream's headers were lost", i)
 		}
 	}
+	admin := httptest.NewServer(gateway.AdminHandler(h.Metrics()))
+	defer admin.Close()
+	resp, err := http.Get(admin.URL + "/stats/prometheus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`tollgate_rule_admitted{tollgate_rule="per-api-key"} 4`,
+		`tollgate_rule_limited{tollgate_rule="per-api-key"} 1`,
+		`tollgate_rule_missing_key{tollgate_rule="per-api-key"} 1`,
+	} {
+		if !strings.Contains(string(prom), want) {
+			t.Errorf("/stats/prometheus lacks %q:\n%s", want, prom)
+		}
+	}
 	if upstreamHits.Load() != 4 {
 		t.Fatalf("the upstream saw %d requests, want 4: rejected requests must not reach it", upstreamHits.Load())
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,6 +122,45 @@ func (g *rig) at(offset time.Duration) {
 // okUpstream answers every forwarded request with 200.
 func okUpstream(headers [][2]string) (*host.Response, error) {
 	return &host.Response{Status: 200, Headers: [][2]string{{"content-type", "text/plain"}}, Body: []byte("ok\n")}, nil
+}
+
+// send runs one request through a VM and fails the test on a host error.
+func (g *rig) send(vm *host.VM, req host.Request, upstream host.Upstream) *host.Response {
+	g.t.Helper()
+	if upstream == nil {
+		upstream = okUpstream
+	}
+	resp, err := vm.Do(req, upstream)
+	if err != nil {
+		g.t.Fatalf("request: %v\nlogs:\n%s", err, g.logText())
+	}
+	return resp
+}
+
+// lastLog returns the last log line that starts with prefix, or "".
+func (g *rig) lastLog(prefix string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i := len(g.logs) - 1; i >= 0; i-- {
+		if strings.HasPrefix(g.logs[i].Message, prefix) {
+			return g.logs[i].Message
+		}
+	}
+	return ""
+}
+
+// exactWait is the exact wait of the last rejection, from the module's debug line for it
+// ("tollgate: decision limited rule R retry_after 700ms [...]").
+func (g *rig) exactWait() string {
+	_, wait, _ := strings.Cut(g.lastLog("tollgate: decision limited"), " retry_after ")
+	wait, _, _ = strings.Cut(wait, " ")
+	return wait
+}
+
+// counter returns a metric's value, 0 when it was never defined.
+func (g *rig) counter(name string) int64 {
+	v, _ := g.host.Metrics().Value(name)
+	return v
 }
 
 // request sends one GET through a VM with the given extra headers.

@@ -11,6 +11,8 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
 
+// seedConfig is the design's core rule, with the X-RateLimit headers on so that the remaining
+// tokens are visible to the client.
 const seedConfig = `{
   "rules": [
     {
@@ -18,8 +20,13 @@ const seedConfig = `{
       "key": [{"header": "x-api-key"}],
       "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}]
     }
-  ]
+  ],
+  "rate_limit_headers": "x-ratelimit"
 }`
+
+// coreConfig is the design's core rule exactly, with every option at its default.
+const coreConfig = `{"rules": [{"name": "per-api-key", "key": [{"header": "x-api-key"}],
+  "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}]}]}`
 
 type seedStep struct {
 	at  time.Duration
@@ -44,7 +51,8 @@ func runTrace(t *testing.T, g *rig, steps []seedStep) []string {
 		case 200:
 			line += " remaining=" + resp.Header("x-ratelimit-remaining")
 		case 429:
-			line += " retry-after=" + resp.Header("retry-after")
+			// The exact wait is in the module's debug line for the decision.
+			line += " retry-after=" + resp.Header("retry-after") + " wait=" + g.exactWait()
 		}
 		lines = append(lines, line)
 	}

@@ -13,7 +13,7 @@ import (
 var statusNames = map[uint32]string{0: "OK", 1: "NotFound", 2: "BadArgument", 8: "CasMismatch"}
 
 // TestCrossingTrace pins every crossing between Envoy and the module for the request types of
-// the seed rule (WASI calls of the Go runtime left out): what the module asks of the host, in
+// the design's core rule, every option at its default (WASI calls of the Go runtime left out): what the module asks of the host, in
 // order, and nothing more. A change here changes the per-request cost in Envoy.
 func TestCrossingTrace(t *testing.T) {
 	var mu sync.Mutex
@@ -21,7 +21,9 @@ func TestCrossingTrace(t *testing.T) {
 	record := false
 	clock := host.NewManualClock(time.Now(), monotonicStart)
 	h, err := host.New(context.Background(), module(t), host.Options{
-		PluginName: "tollgate", VMID: "tollgate", PluginConfig: []byte(seedConfig), Clock: clock, CompilationCache: cache,
+		PluginName: "tollgate", VMID: "tollgate", PluginConfig: []byte(coreConfig), Clock: clock, CompilationCache: cache,
+		// Info, as Envoy runs by default: the per-decision debug line is off.
+		LogLevel: 2,
 		Trace: func(e host.TraceEvent) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -2,12 +2,13 @@
 // with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared.
 //
 // It is glue only. On plugin start it parses the configuration with package config (one log line
-// per problem, and the start fails); on request headers it asks package admission for a decision
-// and turns it into the ABI's answers: continue, a 429 with Retry-After, a 401 for a request
-// without its key, or the failure mode when shared data fails.
+// per problem, and the start fails) and defines the counters; on request headers it asks package
+// admission for a decision and turns it into the ABI's answers: continue (marking shadow-limited
+// requests for the upstream), the configured rejection with an exact Retry-After, the rule's
+// status for a request without its key, 400 for a bad cost header, or the failure mode when
+// shared data fails. Rate-limit headers, when configured, are added to rejections and, in the
+// response-headers callback, to admitted responses.
 //
-// Responses: admitted requests continue untouched and their responses gain
-// x-ratelimit-remaining (whole tokens). Rejections are local replies sent before any upstream
-// work. Counters: tollgate_requests_allowed, tollgate_requests_limited,
-// tollgate_requests_missing_key, tollgate_internal_errors.
+// Counters: tollgate.rule.<rule>.{admitted,limited,shadow_limited,missing_key,invalid_cost},
+// tollgate.exempt, tollgate.internal_errors.
 package main

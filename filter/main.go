@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
@@ -21,18 +22,26 @@ func (*vmContext) NewPluginContext(contextID uint32) types.PluginContext {
 	return &pluginContext{}
 }
 
+// ShadowHeader is added to requests that a shadow rule would have limited, for the upstream;
+// its value lists those rules.
+const ShadowHeader = "x-tollgate-shadow-limited"
+
 type pluginContext struct {
 	types.DefaultPluginContext
-	gate        *admission.Gate
-	failureMode config.FailureMode
-	metrics     metrics
+	cfg   *config.Config
+	gate  *admission.Gate
+	rules []ruleMetrics
+	// exempt and internalErrors are plugin-wide counters.
+	exempt, internalErrors abi.Counter
+	debug                  bool
 	// lastFailure is the last internal error logged; a failing store fails every request the
 	// same way, and one line per distinct error is enough.
 	lastFailure string
 }
 
-type metrics struct {
-	allowed, limited, missingKey, internalErrors abi.Counter
+// ruleMetrics are a rule's counters, named tollgate.rule.<rule>.<event>.
+type ruleMetrics struct {
+	admitted, limited, shadowLimited, missingKey, invalidCost abi.Counter
 }
 
 func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPluginStartStatus {
@@ -60,21 +69,29 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		abi.Log(abi.LogLevelCritical, "tollgate: invalid configuration: "+err.Error())
 		return types.OnPluginStartStatusFailed
 	}
-	p.gate, p.failureMode = gate, cfg.FailureMode
-	for _, m := range []struct {
-		counter *abi.Counter
-		name    string
-	}{
-		{&p.metrics.allowed, "tollgate_requests_allowed"},
-		{&p.metrics.limited, "tollgate_requests_limited"},
-		{&p.metrics.missingKey, "tollgate_requests_missing_key"},
-		{&p.metrics.internalErrors, "tollgate_internal_errors"},
-	} {
-		if *m.counter, err = abi.DefineCounter(m.name); err != nil {
-			abi.Log(abi.LogLevelCritical, "tollgate: cannot define metric "+m.name+": "+err.Error())
-			return types.OnPluginStartStatusFailed
+	gate.CollectStatus = cfg.RateLimitHeaders != config.HeadersOff
+	p.cfg, p.gate = cfg, gate
+	define := func(name string, counter *abi.Counter) bool {
+		if *counter, err = abi.DefineCounter(name); err != nil {
+			abi.Log(abi.LogLevelCritical, "tollgate: cannot define metric "+name+": "+err.Error())
+			return false
 		}
+		return true
 	}
+	p.rules = make([]ruleMetrics, len(cfg.Rules))
+	ok := define("tollgate.exempt", &p.exempt) && define("tollgate.internal_errors", &p.internalErrors)
+	for i, r := range cfg.Rules {
+		m := &p.rules[i]
+		prefix := "tollgate.rule." + r.Name + "."
+		ok = ok && define(prefix+"admitted", &m.admitted) && define(prefix+"limited", &m.limited) &&
+			define(prefix+"shadow_limited", &m.shadowLimited) && define(prefix+"missing_key", &m.missingKey) &&
+			define(prefix+"invalid_cost", &m.invalidCost)
+	}
+	if !ok {
+		return types.OnPluginStartStatusFailed
+	}
+	level, _ := abi.GetLogLevel()
+	p.debug = level <= abi.LogLevelDebug
 	abi.Log(abi.LogLevelInfo, "tollgate: started with "+strconv.Itoa(len(cfg.Rules))+" rule(s), failure_mode "+cfg.FailureMode.String())
 	return types.OnPluginStartStatusOK
 }
@@ -85,18 +102,18 @@ func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
 
 // failed logs an internal error once per distinct message and counts every occurrence.
 func (p *pluginContext) failed(msg string) {
-	_ = p.metrics.internalErrors.Increment(1)
+	_ = p.internalErrors.Increment(1)
 	if msg != p.lastFailure {
 		p.lastFailure = msg
-		abi.Log(abi.LogLevelError, "tollgate: "+msg+" (failure_mode "+p.failureMode.String()+")")
+		abi.Log(abi.LogLevelError, "tollgate: "+msg+" (failure_mode "+p.cfg.FailureMode.String()+")")
 	}
 }
 
 type httpContext struct {
 	types.DefaultHttpContext
 	plugin *pluginContext
-	// remaining is the header value for the response of an admitted request; empty otherwise.
-	remaining string
+	// responseHeaders are added to the response of an admitted request.
+	responseHeaders [][2]string
 }
 
 func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (action types.Action) {
@@ -114,20 +131,43 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 		return h.failOpenOrDeny()
 	}
 	out := p.gate.Admit(request{}, store{}, now)
+	if p.debug {
+		h.logDecision(out)
+	}
+	for _, i := range out.MissingKeys {
+		_ = p.rules[i].missingKey.Increment(1)
+	}
 	switch out.Verdict {
 	case admission.Allow:
-		_ = p.metrics.allowed.Increment(1)
-		h.remaining = strconv.FormatInt(out.Remaining, 10)
+		for _, i := range out.Admitted {
+			_ = p.rules[i].admitted.Increment(1)
+		}
+		if len(out.ShadowLimited) > 0 {
+			names := make([]string, len(out.ShadowLimited))
+			for j, i := range out.ShadowLimited {
+				_ = p.rules[i].shadowLimited.Increment(1)
+				names[j] = p.gate.RuleName(i)
+			}
+			if err := abi.AddHttpRequestHeader(ShadowHeader, strings.Join(names, ",")); err != nil {
+				p.failed("cannot mark a shadow-limited request: " + err.Error())
+			}
+		}
+		h.responseHeaders = p.gate.RateLimitHeaders(p.cfg.RateLimitHeaders, out)
+		return types.ActionContinue
+	case admission.Exempt:
+		_ = p.exempt.Increment(1)
 		return types.ActionContinue
 	case admission.Limited:
-		_ = p.metrics.limited.Increment(1)
-		retryAfter := strconv.FormatInt(out.RetryAfterSeconds(), 10)
-		h.reply(429, "Too Many Requests: retry after "+retryAfter+" s\n",
-			[2]string{"retry-after", retryAfter}, [2]string{"x-ratelimit-remaining", "0"})
+		_ = p.rules[out.Rule].limited.Increment(1)
+		h.rejectLimited(out)
 		return types.ActionPause
 	case admission.MissingKey:
-		_ = p.metrics.missingKey.Increment(1)
-		h.reply(401, "Unauthorized: the request has no "+out.MissingPart+" (rate limit rule "+out.Rule+")\n")
+		_ = p.rules[out.Rule].missingKey.Increment(1)
+		h.reply(uint32(out.Status), "the request has no "+out.MissingPart+" (rate limit rule "+p.gate.RuleName(out.Rule)+")\n")
+		return types.ActionPause
+	case admission.BadCost:
+		_ = p.rules[out.Rule].invalidCost.Increment(1)
+		h.reply(400, "header "+p.cfg.Rules[out.Rule].Cost.Header+" must be a whole number (rate limit rule "+p.gate.RuleName(out.Rule)+")\n")
 		return types.ActionPause
 	default:
 		p.failed(out.Err.Error())
@@ -135,32 +175,86 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 	}
 }
 
+// rejectLimited sends the configured rejection: status, body, content type and headers, with an
+// exact Retry-After and the rate-limit headers if configured.
+func (h *httpContext) rejectLimited(out *admission.Outcome) {
+	resp := &h.plugin.cfg.Response
+	retryAfter := strconv.FormatInt(out.RetryAfterSeconds(), 10)
+	headers := make([][2]string, 0, 2+len(resp.Headers)+3)
+	headers = append(headers, [2]string{"retry-after", retryAfter}, [2]string{"content-type", resp.ContentType})
+	headers = append(headers, resp.Headers...)
+	headers = append(headers, h.plugin.gate.RateLimitHeaders(h.plugin.cfg.RateLimitHeaders, out)...)
+	body := strings.ReplaceAll(resp.Body, "{retry_after}", retryAfter)
+	if err := abi.SendHttpResponse(uint32(resp.Status), headers, []byte(body), -1); err != nil {
+		h.plugin.failed("cannot send a local reply: " + err.Error())
+	}
+}
+
 // failOpenOrDeny applies the failure mode: allow lets the request through; deny answers 503.
 func (h *httpContext) failOpenOrDeny() types.Action {
-	if h.plugin.failureMode == config.FailureDeny {
-		h.reply(503, "Service Unavailable: the rate limiter failed\n")
+	if h.plugin.cfg == nil || h.plugin.cfg.FailureMode == config.FailureDeny {
+		h.reply(503, "the rate limiter failed\n")
 		return types.ActionPause
 	}
 	return types.ActionContinue
 }
 
-func (h *httpContext) reply(status uint32, body string, headers ...[2]string) {
-	headers = append(headers, [2]string{"content-type", "text/plain; charset=utf-8"})
+// reply sends a plain-text local reply; the status text leads the body.
+func (h *httpContext) reply(status uint32, detail string) {
+	body := statusText(status) + ": " + detail
+	headers := [][2]string{{"content-type", "text/plain; charset=utf-8"}}
 	if err := abi.SendHttpResponse(status, headers, []byte(body), -1); err != nil {
 		h.plugin.failed("cannot send a local reply: " + err.Error())
 	}
 }
 
+func statusText(status uint32) string {
+	switch status {
+	case 400:
+		return "Bad Request"
+	case 401:
+		return "Unauthorized"
+	case 403:
+		return "Forbidden"
+	case 429:
+		return "Too Many Requests"
+	case 503:
+		return "Service Unavailable"
+	}
+	return strconv.Itoa(int(status))
+}
+
 func (h *httpContext) OnHttpResponseHeaders(numHeaders int, endOfStream bool) types.Action {
-	if h.remaining != "" {
-		if err := abi.AddHttpResponseHeader("x-ratelimit-remaining", h.remaining); err != nil {
-			h.plugin.failed("cannot add x-ratelimit-remaining: " + err.Error())
+	for _, header := range h.responseHeaders {
+		if err := abi.AddHttpResponseHeader(header[0], header[1]); err != nil {
+			h.plugin.failed("cannot add " + header[0] + ": " + err.Error())
 		}
 	}
 	return types.ActionContinue
 }
 
-// request reads key parts through the ABI.
+// logDecision logs one line per decision at debug level, identifying keys by hash only.
+func (h *httpContext) logDecision(out *admission.Outcome) {
+	msg := "tollgate: decision " + verdictNames[out.Verdict]
+	if out.Rule >= 0 {
+		msg += " rule " + h.plugin.gate.RuleName(out.Rule)
+	}
+	if out.Verdict == admission.Limited {
+		msg += " retry_after " + out.RetryAfter.String()
+	}
+	for _, l := range out.Limits {
+		msg += " [" + h.plugin.gate.RuleName(l.Rule) + "." + strconv.Itoa(l.Limit) + " key#" +
+			strconv.FormatUint(l.PartitionHash, 16) + " remaining " + strconv.FormatInt(l.Remaining, 10) + "]"
+	}
+	abi.Log(abi.LogLevelDebug, msg)
+}
+
+var verdictNames = map[admission.Verdict]string{
+	admission.Allow: "allow", admission.Limited: "limited", admission.MissingKey: "missing_key",
+	admission.Exempt: "exempt", admission.BadCost: "invalid_cost", admission.Failed: "failed",
+}
+
+// request reads request attributes through the ABI.
 type request struct{}
 
 func (request) Header(name string) (string, bool) {
@@ -168,8 +262,18 @@ func (request) Header(name string) (string, bool) {
 	return v, err == nil
 }
 
+func (request) HeaderValues(name string) (string, bool) {
+	v, err := abi.GetProperty("request", "headers", name)
+	return string(v), err == nil
+}
+
 func (request) SourceAddress() (string, bool) {
 	v, err := abi.GetProperty("source", "address")
+	return string(v), err == nil
+}
+
+func (request) Property(path []string) (string, bool) {
+	v, err := abi.GetProperty(path...)
 	return string(v), err == nil
 }
 

@@ -13,7 +13,7 @@ import (
 // e2e suite in the Envoy-faithful host.
 
 const testConfig = `{"rules": [{"name": "per-api-key", "key": [{"header": "x-api-key"}],
-  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"}]}]}`
+  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"}]}], "rate_limit_headers": "x-ratelimit"}`
 
 func startPlugin(t *testing.T, config string) (proxytest.HostEmulator, types.OnPluginStartStatus) {
 	t.Helper()
@@ -67,7 +67,7 @@ func TestGlueAnswersEachVerdict(t *testing.T) {
 		}
 		host.CompleteHttpContext(id)
 	}
-	for name, want := range map[string]uint64{"tollgate_requests_allowed": 2, "tollgate_requests_limited": 1, "tollgate_requests_missing_key": 1} {
+	for name, want := range map[string]uint64{"tollgate.rule.per-api-key.admitted": 2, "tollgate.rule.per-api-key.limited": 1, "tollgate.rule.per-api-key.missing_key": 1} {
 		if got, err := host.GetCounterMetric(name); err != nil || got != want {
 			t.Errorf("%s = %d (%v), want %d", name, got, err, want)
 		}

@@ -1,7 +1,16 @@
-// Package limiter is a token bucket with continuous refill, computed in
+// Package limiter implements three rate-limiting algorithms, a token bucket
+// with continuous refill, a fixed window and a sliding window, computed in
 // exact integer arithmetic, with the current time always passed in.
 //
-// # Model
+// Each algorithm is an immutable value made from a validated limit (Bucket
+// from Limit, FixedWindow and SlidingWindow from WindowLimit) and decides on
+// a per-key state that the caller stores (State, WindowState): Take returns
+// the new state and a Decision, Give refunds a Take that another limit
+// overruled. A state is only meaningful for the limiter that produced it,
+// which Fingerprint lets a caller check before reusing stored state; the
+// fingerprints of the three algorithms differ even for the same numbers.
+//
+// # Token bucket
 //
 // A bucket holds up to Limit.Capacity tokens and gains Limit.RefillTokens
 // tokens every Limit.RefillInterval, continuously rather than in steps: half
@@ -11,20 +20,45 @@
 // exceed Capacity + RefillTokens×T/RefillInterval, the token bucket bound of
 // RFC 1363.
 //
-// # Units
-//
 // Tokens are counted in credits so that continuous refill stays exact. With
 // g = gcd(RefillTokens, RefillInterval in nanoseconds), one token is
 // RefillInterval/g credits and each nanosecond adds RefillTokens/g credits.
 // Every quantity the bucket reports (Remaining, RetryAfter, Reset) is then an
 // exact integer division of credits, with no floating point and no drift over
-// any number of steps. State.Level is stored in credits; a State is only
-// meaningful for the Bucket that produced it, which Bucket.Fingerprint lets a
-// caller check before reusing stored state.
+// any number of steps. State.Level is stored in credits.
 //
 // NewBucket rejects limits whose capacity in credits exceeds 2^62, so no
 // computation in this package can overflow, whatever State and times it is
 // given.
+//
+// # Fixed and sliding windows
+//
+// The windows count whole units (requests, or a request's cost) in windows
+// of WindowLimit.Window aligned on the time base: window k is
+// [k×Window, (k+1)×Window), and WindowState.Start is the start of the current
+// one, WindowState.Count the units admitted in it.
+//
+// A fixed window admits a request for n units when Count+n <= Capacity. Its
+// count starts again at each window's start, so up to 2×Capacity units may be
+// admitted across a window boundary.
+//
+// A sliding window also keeps WindowState.Previous, the units admitted in
+// the window just before the current one, and estimates the units of the
+// last Window as Previous weighted by the share of the previous window still
+// inside it, plus Count: with e the time elapsed since Start, a request for n
+// units is admitted when
+//
+//	Previous×(Window-e)/Window + Count + n <= Capacity.
+//
+// This is the usual two-window approximation: it assumes the previous
+// window's units were spread evenly, so it admits at most 2×Capacity units in
+// any interval of length Window, and at most Capacity in each aligned window.
+//
+// The estimate is never divided: both sides are multiplied by Window and
+// compared as 128-bit integers, and RetryAfter, the exact time until the
+// request would be admitted, is an integer division of them. Capacity is at
+// most 1e9 and Window at most 2^61 nanoseconds, so no computation can
+// overflow, whatever WindowState and times they are given.
 //
 // # Time
 //
@@ -32,12 +66,35 @@
 // the caller, never read from a clock here. The state of one key may be read
 // and written by several workers (for example Envoy worker threads sharing a
 // proxy-wasm shared-data entry), so all of them must use one shared time
-// base, and passing time in also makes the bucket deterministic to test.
+// base, and passing time in also makes the limiters deterministic to test.
 //
-// Clock-step rule: a worker may read the clock slightly before another
-// worker wrote its later timestamp, so a State whose Last is ahead of now by
-// at most MaxClockSkew is treated as if now were Last: nothing is refilled
-// and Last is kept. This can only admit less, never more. If Last is ahead by
-// more than MaxClockSkew, the time base itself has changed (for example a
-// process restart), and the State is rebased to now without any refill.
+// Time never goes backwards. Whenever now is behind the time of a state (a
+// State's Last, a WindowState's Start), by any amount, the decision is made
+// as if now were that time: a bucket refills nothing and keeps Last, a
+// window stays in the window starting at Start, and every duration reported
+// is counted from that time. On one monotonic time base, and with stored
+// state that never outlives it, now is behind a stored time only when a
+// worker read the clock before another worker stored a later decision:
+// just before, or long before if the worker stalled between reading the
+// clock and storing its own decision. Moving the state back to such a now
+// would credit it again with time it was already credited for (a bucket
+// would refill the same span twice, a window would count an older window
+// afresh) and admit more than the bounds above. Read as of its stored time,
+// a state's time only moves forward, so the bounds hold for the decisions
+// in the order they are stored, each counted at the later of its now and
+// the time of the state it was made on.
+//
+// The trade-off is deliberate: never admit more. A stored time in the far
+// future, which only a corrupt value can hold, therefore freezes its key
+// until the clock reaches it: the bucket refills nothing and the window does
+// not move on. Callers validate what they decode (Fingerprint, and Valid,
+// which checks levels, counts and alignment but not times) and start again
+// from Full or Empty when it fails; one whose storage can hand it a corrupt
+// time must check that time against its clock itself.
+//
+// A WindowState whose Start is not a multiple of Window was not stored by a
+// window and holds no time: it restarts empty in the window containing now,
+// as does one that is neither the current nor (sliding) the previous
+// window. Counts outside 0..Capacity are clamped into it, as are levels
+// outside 0..capacity for a State.
 package limiter

@@ -10,16 +10,14 @@ import (
 )
 
 // refilledLevel is the reference for Bucket's refill, in credits, computed
-// in big integers so that no input can overflow it: clamp the level, apply
-// the clock-step rule, then add elapsed × creditsPerNano up to capacity.
+// in big integers so that no input can overflow it: clamp the level; then a
+// now behind Last, by any amount, is read as Last (time never goes
+// backwards), and a later now adds elapsed × creditsPerNano up to capacity.
 func refilledLevel(capacityCredits, creditsPerNano int64, s limiter.State, now int64) (level int64, last int64) {
 	level = min(max(s.Level, 0), capacityCredits)
 	elapsed := new(big.Int).Sub(big.NewInt(now), big.NewInt(s.Last))
 	if elapsed.Sign() < 0 {
-		if elapsed.CmpAbs(big.NewInt(int64(limiter.MaxClockSkew))) <= 0 {
-			return level, s.Last
-		}
-		return level, now
+		return level, s.Last
 	}
 	sum := elapsed.Mul(elapsed, big.NewInt(creditsPerNano))
 	sum.Add(sum, big.NewInt(level))
@@ -74,6 +72,10 @@ func FuzzTake(f *testing.F) {
 		}
 		if d.Allowed != (d.RetryAfter == 0) || d.RetryAfter < 0 || d.Remaining < 0 || d.Reset < 0 {
 			t.Fatalf("Take(%+v, %d, %d) with %+v: inconsistent decision %+v", s, now, n, l, d)
+		}
+		// Time never goes backwards, whatever now and Last are.
+		if got.Last < s.Last || got.Last < now {
+			t.Fatalf("Take(%+v, %d, %d) with %+v: Last %d is behind Last or now", s, now, n, l, got.Last)
 		}
 		if got.Last != wantLast {
 			t.Fatalf("Take(%+v, %d, %d) with %+v: Last %d, want %d", s, now, n, l, got.Last, wantLast)

@@ -7,12 +7,6 @@ import (
 	"time"
 )
 
-// MaxClockSkew is how far now may be behind a State's Last and still be
-// read as the same moment (a worker's clock read racing another worker's
-// write). Further behind, the time base is taken to have changed and the
-// State is rebased to now. See the package documentation.
-const MaxClockSkew = time.Second
-
 // maxCapacityCredits bounds the capacity in credits so that every sum and
 // product in this package stays below 2^63.
 const maxCapacityCredits = 1 << 62
@@ -52,7 +46,10 @@ type Bucket struct {
 // State is what is persisted per key.
 type State struct {
 	Level int64 // tokens in credits, 0..capacity in credits
-	Last  int64 // nanoseconds on the caller's monotonic time base when Level was computed
+	// Last is when Level was computed, in nanoseconds on the caller's
+	// monotonic time base. It never decreases: a Take or Give at an
+	// earlier now is made as of Last.
+	Last int64
 }
 
 // Decision is the outcome of one Take.
@@ -107,9 +104,10 @@ func (b Bucket) Valid(s State) bool {
 }
 
 // Take refills s to now and then tries to take n tokens; n < 1 counts as 1.
-// A rejected request takes nothing but still returns the refilled State. A
-// request for more than Capacity tokens is always rejected, with RetryAfter
-// math.MaxInt64 nanoseconds.
+// A now behind s.Last is read as s.Last: nothing is refilled, Last is kept
+// and every duration is counted from it. A rejected request takes nothing
+// but still returns the refilled State. A request for more than Capacity
+// tokens is always rejected, with RetryAfter math.MaxInt64 nanoseconds.
 func (b Bucket) Take(s State, now int64, n int64) (State, Decision) {
 	if b.creditsPerNano == 0 {
 		return s, Decision{RetryAfter: never}
@@ -130,9 +128,10 @@ func (b Bucket) Take(s State, now int64, n int64) (State, Decision) {
 	return s, b.decision(false, s.Level, time.Duration(wait))
 }
 
-// Give refills s to now and then returns n tokens to it, without exceeding
-// capacity. It undoes a Take that another limit overruled; n < 1 counts as
-// 1, as in Take, so Give(n) undoes Take(n) for every n.
+// Give refills s to now (a now behind s.Last is read as s.Last, as in Take)
+// and then returns n tokens to it, without exceeding capacity. It undoes a
+// Take that another limit overruled; n < 1 counts as 1, as in Take, so
+// Give(n) undoes Take(n) for every n.
 func (b Bucket) Give(s State, now int64, n int64) State {
 	if b.creditsPerNano == 0 {
 		return s
@@ -168,16 +167,13 @@ func (b Bucket) Fingerprint() uint32 {
 	return h
 }
 
-// refill clamps s.Level into range and brings s forward to now, following
-// the clock-step rule of the package documentation.
+// refill clamps s.Level into range and brings s forward to now. Time never
+// goes backwards (see the package documentation): a now behind s.Last, by
+// any amount, is read as s.Last, so nothing is refilled and Last is kept.
 func (b Bucket) refill(s State, now int64) State {
 	level := min(max(s.Level, 0), b.capacityCredits)
-	if now < s.Last {
-		// The difference is taken unsigned: it may exceed math.MaxInt64.
-		if uint64(s.Last)-uint64(now) <= uint64(MaxClockSkew) {
-			return State{Level: level, Last: s.Last}
-		}
-		return State{Level: level, Last: now}
+	if now <= s.Last {
+		return State{Level: level, Last: s.Last}
 	}
 	elapsed := uint64(now) - uint64(s.Last) // may exceed math.MaxInt64
 	// Decide "full" by time before multiplying, so elapsed*creditsPerNano

@@ -33,6 +33,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	envoy := fs.String("envoy", "1.33", "Envoy generation to emulate: 1.33 (1.33 to 1.38) or 1.39")
 	pluginName := fs.String("plugin-name", "tollgate", "Envoy's config.name for the plugin")
 	logLevel := fs.String("log-level", "info", "lowest module log level shown: trace, debug, info, warn, error, critical")
+	admin := fs.String("admin", "", "`ADDR` for the admin listener serving /stats and /stats/prometheus (off when empty)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -123,6 +124,18 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	srv := &http.Server{Handler: gw, ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "tollgate serve: listening on http://%s, proxying to %s with %d worker VM(s), emulating %s\n",
 		ln.Addr(), upstreamURL, *workers, profile)
+
+	if *admin != "" {
+		adminLn, err := net.Listen("tcp", *admin)
+		if err != nil {
+			fmt.Fprintf(stderr, "tollgate serve: admin: %v\n", err)
+			return 1
+		}
+		adminSrv := &http.Server{Handler: gateway.AdminHandler(h.Metrics()), ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
+		go adminSrv.Serve(adminLn)
+		defer adminSrv.Close()
+		fmt.Fprintf(stdout, "tollgate serve: metrics on http://%s/stats and /stats/prometheus\n", adminLn.Addr())
+	}
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)

@@ -145,6 +145,9 @@ func proxyOnLog(contextID uint32) {
 //
 //go:wasmexport proxy_on_done
 func proxyOnDone(contextID uint32) (done uint32) {
+	// Done unless the plugin says otherwise: a recovered panic must not leave the root context
+	// pending forever.
+	done = 1
 	defer recoverCallback("proxy_on_done")
 	if plugin, ok := vm.plugins[contextID]; ok {
 		return boolToUint32(plugin.OnPluginDone())

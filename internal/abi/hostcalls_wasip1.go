@@ -37,6 +37,11 @@ func proxyGetHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32, dataP
 //go:wasmimport env proxy_add_header_map_value
 func proxyAddHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32, value unsafe.Pointer, valueSize uint32) Status
 
+// Spec "Logging": proxy_get_log_level (ABI 0.2.1 only).
+//
+//go:wasmimport env proxy_get_log_level
+func proxyGetLogLevel(levelPtr unsafe.Pointer) Status
+
 // Spec "HTTP streams": proxy_send_local_response.
 //
 //go:wasmimport env proxy_send_local_response
@@ -124,6 +129,21 @@ func GetHttpRequestHeader(name string) (string, error) {
 	return unsafe.String(unsafe.SliceData(b), len(b)), nil
 }
 
+// AddHttpRequestHeader appends a request header; only during the request-headers callback.
+func AddHttpRequestHeader(name, value string) error {
+	return proxyAddHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))).Err()
+}
+
+// GetLogLevel returns the host's current log level for the plugin: logging below it is dropped
+// by the host anyway, so the module can skip building those messages.
+func GetLogLevel() (LogLevel, error) {
+	var level uint32
+	if st := proxyGetLogLevel(unsafe.Pointer(&level)); st != StatusOK {
+		return LogLevelInfo, st.Err()
+	}
+	return LogLevel(level), nil
+}
+
 // AddHttpResponseHeader appends a response header.
 func AddHttpResponseHeader(name, value string) error {
 	return proxyAddHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))).Err()
@@ -153,14 +173,20 @@ func SetSharedData(key string, value []byte, cas uint32) error {
 	return proxySetSharedData(stringData(key), uint32(len(key)), bytesData(value), uint32(len(value)), cas).Err()
 }
 
-// DefineCounter defines (or looks up) a counter metric.
-func DefineCounter(name string) (Counter, error) {
+// DefineMetric defines (or looks up) a metric and returns its id.
+func DefineMetric(kind MetricType, name string) (uint32, error) {
 	var id uint32
-	st := proxyDefineMetric(MetricCounter, stringData(name), uint32(len(name)), unsafe.Pointer(&id))
+	st := proxyDefineMetric(kind, stringData(name), uint32(len(name)), unsafe.Pointer(&id))
 	if st != StatusOK {
 		return 0, st.Err()
 	}
-	return Counter(id), nil
+	return id, nil
+}
+
+// DefineCounter defines (or looks up) a counter metric.
+func DefineCounter(name string) (Counter, error) {
+	id, err := DefineMetric(MetricCounter, name)
+	return Counter(id), err
 }
 
 // Increment adds delta (> 0) to the counter.

@@ -47,6 +47,14 @@ func GetHttpRequestHeader(name string) (string, error) {
 	return proxywasm.GetHttpRequestHeader(name)
 }
 
+// AddHttpRequestHeader appends a request header.
+func AddHttpRequestHeader(name, value string) error {
+	return proxywasm.AddHttpRequestHeader(name, value)
+}
+
+// GetLogLevel returns the host's log level; the SDK's emulator has none, so info.
+func GetLogLevel() (LogLevel, error) { return LogLevelInfo, nil }
+
 // AddHttpResponseHeader appends a response header.
 func AddHttpResponseHeader(name, value string) error {
 	return proxywasm.AddHttpResponseHeader(name, value)

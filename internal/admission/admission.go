@@ -12,25 +12,16 @@ import (
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
-// MaxAttempts bounds the read-decide-write loop on one key. Each retry means another worker VM
-// updated the key in between, so the bound is only reached under extreme contention; then the
-// configured failure mode applies.
+// MaxAttempts bounds the read-decide-write loop. Each retry means another worker VM updated one
+// of the request's keys in between, so the bound is only reached under extreme contention; then
+// the configured failure mode applies.
 const MaxAttempts = 16
 
 // casCreate is the CAS passed when writing a key that did not exist. Envoy stores a value for an
-// absent key whatever the CAS argument, but cas 0 would overwrite unconditionally if another
+// absent key whatever the CAS argument, but CAS 0 would overwrite unconditionally if another
 // worker created the key in between; any non-zero CAS makes that case a CasMismatch instead. The
 // one collision left is a concurrently created key whose CAS is exactly this value.
 const casCreate = math.MaxUint32
-
-// Request gives the parts of a request that partition keys are made of.
-type Request interface {
-	// Header returns the first value of a request header (name lower-case).
-	Header(name string) (value string, found bool)
-	// SourceAddress returns the downstream address as Envoy reports it ("10.0.0.1:5000",
-	// "[::1]:5000").
-	SourceAddress() (address string, found bool)
-}
 
 // Store is Envoy shared data: Get fails with types.ErrorStatusNotFound for an absent key, Set
 // with types.ErrorStatusCasMismatch when the key's CAS is no longer cas.
@@ -43,73 +34,131 @@ type Store interface {
 type Verdict uint8
 
 const (
-	// Allow: every limit of every rule admitted the request and was charged.
+	// Allow: every enforced limit of every matching rule admitted the request and was charged.
 	Allow Verdict = iota
-	// Limited: a limit rejected the request; nothing was charged.
+	// Limited: an enforced limit rejected the request; nothing was charged.
 	Limited
-	// MissingKey: a rule's key could not be built from the request.
+	// MissingKey: a matching rule's key could not be built and the rule rejects such requests.
 	MissingKey
+	// Exempt: the request matched an exemption; no rule applied.
+	Exempt
+	// BadCost: the rule's cost header is not a whole number.
+	BadCost
 	// Failed: shared data failed or stayed contended; the failure mode decides.
 	Failed
 )
 
-// Outcome is the decision for one request.
+// LimitStatus describes one applied limit after the decision, for rate-limit headers.
+type LimitStatus struct {
+	Rule          int   // index in the configuration's rules
+	Limit         int   // index in the rule's limits
+	Quota         int64 // the limit's capacity
+	WindowSeconds int64 // time to restore the whole quota
+	Remaining     int64 // whole units left
+	// Reset is the time until the limit is whole again; for the limit that rejected, the time
+	// until the request would be admitted.
+	Reset time.Duration
+	// PartitionHash identifies the partition key without revealing it.
+	PartitionHash uint64
+}
+
+// Outcome is the decision for one request. Its slices belong to the Gate and are valid until the
+// next Admit.
 type Outcome struct {
 	Verdict Verdict
-	// Rule names the rule that limited the request or whose key was missing.
-	Rule string
+	// Rule is the index of the rule that limited the request, whose key was missing, or whose
+	// cost header was bad; -1 otherwise.
+	Rule int
+	// Status is the response status for MissingKey (the rule's missing_key status).
+	Status int
 	// MissingPart describes the key part that was missing, for the response body.
 	MissingPart string
-	// Remaining is the fewest whole tokens left over the charged limits (Allow), 0 otherwise.
-	Remaining int64
 	// RetryAfter is the exact wait before the request would be admitted (Limited).
 	RetryAfter time.Duration
+	// Admitted lists the rules that applied and admitted the request (Allow).
+	Admitted []int
+	// ShadowLimited lists the shadow rules that would have limited the request.
+	ShadowLimited []int
+	// MissingKeys lists the rules whose key was missing and which let the request through or
+	// fell back to their fallback key.
+	MissingKeys []int
+	// Limits describes every limit applied, when status collection is on (Gate.CollectStatus).
+	Limits []LimitStatus
 	// Err is why shared data failed (Failed).
 	Err error
 }
 
 // RetryAfterSeconds is the Retry-After header value: whole seconds, rounded up, at least 1.
-func (o Outcome) RetryAfterSeconds() int64 {
-	s := int64(o.RetryAfter / time.Second)
-	if o.RetryAfter%time.Second != 0 {
-		s++
-	}
-	return max(s, 1)
-}
+func (o *Outcome) RetryAfterSeconds() int64 { return max(ceilSeconds(o.RetryAfter), 1) }
 
-// Gate holds the compiled rules of one plugin configuration.
+// Gate holds the compiled rules of one plugin configuration. It keeps per-decision buffers, so
+// one Gate serves one VM (VMs are single-threaded).
 type Gate struct {
-	rules []rule
+	rules    []rule
+	exempt   config.Exemptions
+	clientIP config.ClientIP
+	shadow   bool
+	// CollectStatus fills Outcome.Limits, for rate-limit headers.
+	CollectStatus bool
+
+	out     Outcome
+	applied []applied
+	buf     [StateSize]byte
 }
 
 type rule struct {
-	name   string
-	key    []config.KeyPart
+	index  int
+	config *config.Rule
 	limits []limit
 }
 
 type limit struct {
-	bucket      limiter.Bucket
+	index       int
+	algo        algorithm
 	fingerprint uint32
-	// keyPrefix namespaces the limit's shared-data keys: namespace, rule name and limit index.
-	keyPrefix string
+	// keyPrefix namespaces the limit's shared-data keys: namespace, rule name, limit index and
+	// the limit's fingerprint.
+	keyPrefix            string
+	quota, windowSeconds int64
+}
+
+// applied is one limit about to be charged for this request.
+type applied struct {
+	rule     *rule
+	limit    *limit
+	key      string
+	partKey  string
+	cost     int64
+	cas      uint32
+	next     cells
+	decision limiter.Decision
 }
 
 // New compiles a validated configuration. namespace separates the keys of different plugins:
 // Istio gives every WasmPlugin of a proxy one shared-data namespace.
 func New(cfg *config.Config, namespace string) (*Gate, error) {
-	g := &Gate{}
-	for _, r := range cfg.Rules {
-		compiled := rule{name: r.Name, key: r.Key}
-		for i, l := range r.Limits {
-			b, err := limiter.NewBucket(limiter.Limit{Capacity: l.Capacity, RefillTokens: l.RefillTokens, RefillInterval: l.RefillInterval})
+	g := &Gate{exempt: cfg.Exempt, clientIP: cfg.ClientIP, shadow: cfg.Shadow}
+	for i := range cfg.Rules {
+		r := &cfg.Rules[i]
+		compiled := rule{index: i, config: r}
+		for j, l := range r.Limits {
+			algo, err := newAlgorithm(l)
 			if err != nil {
-				return nil, errors.New("rule " + r.Name + " limit " + strconv.Itoa(i) + ": " + err.Error())
+				return nil, errors.New("rules[" + strconv.Itoa(i) + "].limits[" + strconv.Itoa(j) + "]: " + err.Error())
 			}
+			quota, window := algo.policy()
+			fingerprint := algo.fingerprint()
 			compiled.limits = append(compiled.limits, limit{
-				bucket:      b,
-				fingerprint: b.Fingerprint(),
-				keyPrefix:   "tollgate/v1/" + namespace + "/" + r.Name + "/" + strconv.Itoa(i) + "/",
+				index:       j,
+				algo:        algo,
+				fingerprint: fingerprint,
+				// The fingerprint is part of the key: while Envoy drains the filter chains of an
+				// old configuration, old and new run side by side under the same plugin name,
+				// and a changed limit must not read the other's state as foreign and reset it
+				// on every request.
+				keyPrefix:     "tollgate/v1/" + namespace + "/" + r.Name + "/" + strconv.Itoa(j) + "/" + strconv.FormatUint(uint64(fingerprint), 16) + "/",
+				quota:         quota,
+				windowSeconds: window,
 			})
 		}
 		g.rules = append(g.rules, compiled)
@@ -117,157 +166,287 @@ func New(cfg *config.Config, namespace string) (*Gate, error) {
 	return g, nil
 }
 
-// charge is one limit charged for this request, kept to refund it if a later limit rejects.
-type charge struct {
-	limit *limit
-	key   string
-}
-
-// Admit decides req at now (monotonic nanoseconds). Every rule applies; a request is admitted
-// only if every limit admits it, and then all are charged. When one rejects, the limits charged
-// before it are refunded, so a rejected request costs nothing.
-func (g *Gate) Admit(req Request, store Store, now int64) Outcome {
-	keys := make([]string, len(g.rules))
-	for i := range g.rules {
-		key, missing := partitionKey(req, g.rules[i].key)
-		if missing != "" {
-			return Outcome{Verdict: MissingKey, Rule: g.rules[i].name, MissingPart: missing}
-		}
-		keys[i] = key
+// Admit decides req at now (monotonic nanoseconds).
+//
+// Every matching rule applies. The enforced limits (those of rules that are not shadow rules)
+// are decided together: the request is admitted only if every one admits it, and then all are
+// charged; if one rejects, none is charged, and Retry-After is the time until all would admit.
+// Each shadow rule is then decided on its own: if it would reject, the request goes through
+// uncharged by it and the rule is reported in ShadowLimited.
+func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
+	out := &g.out
+	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
+		MissingKeys: out.MissingKeys[:0], Limits: out.Limits[:0]}
+	view := requestView{req: req, clientIP: g.clientIP}
+	if view.exempt(&g.exempt) {
+		out.Verdict = Exempt
+		return out
 	}
 
-	out := Outcome{Verdict: Allow, Remaining: math.MaxInt64}
-	var charged []charge
-	for i := range g.rules {
-		r := &g.rules[i]
-		for j := range r.limits {
-			l := &r.limits[j]
-			key := l.keyPrefix + keys[i]
-			d, err := take(store, l, key, now)
-			if err != nil {
-				refund(store, charged, now)
-				return Outcome{Verdict: Failed, Rule: r.name, Err: err}
+	// Gather the limits of the matching rules: enforced ones first, then each shadow rule's.
+	g.applied = g.applied[:0]
+	var shadowStart []int // indexes in g.applied where each shadow rule's limits start
+	for pass := 0; pass < 2; pass++ {
+		for i := range g.rules {
+			r := &g.rules[i]
+			shadow := g.shadow || r.config.Shadow
+			if shadow != (pass == 1) || !view.matches(&r.config.Match) {
+				continue
 			}
-			if !d.Allowed {
-				refund(store, charged, now)
-				return Outcome{Verdict: Limited, Rule: r.name, RetryAfter: d.RetryAfter}
+			key, verdict := g.ruleKey(&view, r)
+			if verdict != Allow {
+				return out
 			}
-			charged = append(charged, charge{limit: l, key: key})
-			out.Remaining = min(out.Remaining, d.Remaining)
+			if key == "" {
+				continue // missing key, and the rule lets such requests through
+			}
+			cost, ok := ruleCost(req, &r.config.Cost)
+			if !ok {
+				out.Verdict, out.Rule = BadCost, r.index
+				return out
+			}
+			if shadow {
+				shadowStart = append(shadowStart, len(g.applied))
+			}
+			for j := range r.limits {
+				l := &r.limits[j]
+				g.applied = append(g.applied, applied{rule: r, limit: l, key: l.keyPrefix + key, partKey: key, cost: cost})
+			}
 		}
 	}
+
+	enforcedEnd := len(g.applied)
+	if len(shadowStart) > 0 {
+		enforcedEnd = shadowStart[0]
+	}
+	verdict, worst, err := g.decide(store, g.applied[:enforcedEnd], now)
+	switch {
+	case err != nil:
+		out.Verdict, out.Err = Failed, err
+		return out
+	case verdict == Limited:
+		out.Verdict, out.Rule, out.RetryAfter = Limited, worst.rule.index, worst.decision.RetryAfter
+		g.collect(g.applied[:enforcedEnd], worst)
+		return out
+	}
+	g.collect(g.applied[:enforcedEnd], nil)
+	g.admitted(g.applied[:enforcedEnd])
+	for s, start := range shadowStart {
+		end := len(g.applied)
+		if s+1 < len(shadowStart) {
+			end = shadowStart[s+1]
+		}
+		group := g.applied[start:end]
+		verdict, worst, err := g.decide(store, group, now)
+		switch {
+		case err != nil:
+			out.Verdict, out.Err = Failed, err
+			return out
+		case verdict == Limited:
+			out.ShadowLimited = append(out.ShadowLimited, group[0].rule.index)
+			g.collect(group, worst)
+		default:
+			g.collect(group, nil)
+			g.admitted(group)
+		}
+	}
+	out.Verdict = Allow
 	return out
 }
 
-// take runs the CAS loop for one limit and one key.
-func take(store Store, l *limit, key string, now int64) (limiter.Decision, error) {
-	var buf [StateSize]byte
-	for attempt := 0; attempt < MaxAttempts; attempt++ {
-		state, cas, err := load(store, l, key, now)
-		if err != nil {
-			return limiter.Decision{}, err
-		}
-		next, d := l.bucket.Take(state, now, 1)
-		if !d.Allowed {
-			// Nothing was taken; the refill is recomputed on the next read, so no write.
-			return d, nil
-		}
-		EncodeState(buf[:], l.fingerprint, next)
-		err = store.Set(key, buf[:], cas)
-		if err == nil {
-			return d, nil
-		}
-		if !errors.Is(err, types.ErrorStatusCasMismatch) {
-			return limiter.Decision{}, errors.New("set shared data " + key + ": " + err.Error())
-		}
+// ruleKey builds a rule's partition key, following its missing_key policy. An empty key with
+// verdict Allow means the rule does not apply; another verdict has been set in g.out.
+func (g *Gate) ruleKey(view *requestView, r *rule) (string, Verdict) {
+	key, missing := view.partitionKey(r.config.Key)
+	if missing == nil {
+		return key, Allow
 	}
-	return limiter.Decision{}, errors.New("shared data key " + key + " stayed contended for " + strconv.Itoa(MaxAttempts) + " attempts")
+	mk := &r.config.MissingKey
+	switch mk.Action {
+	case config.MissingKeyAllow:
+		g.out.MissingKeys = append(g.out.MissingKeys, r.index)
+		return "", Allow
+	case config.MissingKeyFallback:
+		fallback, fallbackMissing := view.partitionKey(mk.Fallback)
+		if fallbackMissing == nil {
+			g.out.MissingKeys = append(g.out.MissingKeys, r.index)
+			// The fallback key space is separate: a user id and an address never share a bucket.
+			return "fallback:" + fallback, Allow
+		}
+		missing = fallbackMissing
+	}
+	g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, mk.Status, describePart(*missing)
+	return "", MissingKey
 }
 
-// refund gives back one token to each limit charged so far. It is best effort: if it fails, the
-// request stays rejected and the charge stands, which errs towards admitting less, never more.
-func refund(store Store, charged []charge, now int64) {
-	var buf [StateSize]byte
-	for _, c := range charged {
+// ruleCost is the number of units the request takes from each of the rule's limits.
+func ruleCost(req Request, c *config.Cost) (int64, bool) {
+	if c.Header == "" {
+		return c.Units, true
+	}
+	v, found := req.Header(c.Header)
+	if !found {
+		return c.Units, true
+	}
+	n, err := strconv.ParseUint(v, 10, 63)
+	if err != nil {
+		// A number too large to parse is still a number: clamp it like any value above max.
+		if errors.Is(err, strconv.ErrRange) && isDigits(v) {
+			return c.Max, true
+		}
+		return 0, false
+	}
+	return min(int64(n), c.Max), true
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func (g *Gate) admitted(group []applied) {
+	for i := range group {
+		if i == 0 || group[i].rule != group[i-1].rule {
+			g.out.Admitted = append(g.out.Admitted, group[i].rule.index)
+		}
+	}
+}
+
+// collect records the status of a group's limits for rate-limit headers.
+func (g *Gate) collect(group []applied, rejecting *applied) {
+	if !g.CollectStatus {
+		return
+	}
+	for i := range group {
+		a := &group[i]
+		reset, remaining := a.decision.Reset, a.decision.Remaining
+		switch {
+		case a == rejecting:
+			reset = a.decision.RetryAfter
+		case rejecting != nil && a.decision.Allowed && a.cost > 0:
+			// Decided as if charged, but the group was rejected: nothing was taken.
+			remaining += a.cost
+		}
+		g.out.Limits = append(g.out.Limits, LimitStatus{
+			Rule: a.rule.index, Limit: a.limit.index, Quota: a.limit.quota,
+			WindowSeconds: a.limit.windowSeconds, Remaining: remaining, Reset: reset,
+			PartitionHash: hashKey(a.rule.config.Name, a.partKey),
+		})
+	}
+}
+
+// decide charges every limit of a group or none. It reads all states and decides; if one
+// rejects, nothing is written and the rejection with the longest wait is returned. Otherwise
+// each new state is written with the CAS it was read with; if another worker wrote one of them
+// first, the writes already made are undone and the whole group is decided again.
+func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applied, error) {
+	for attempt := 0; attempt < MaxAttempts; attempt++ {
+		var worst *applied
+		for i := range group {
+			a := &group[i]
+			state, cas, err := load(store, a.limit, a.key, now)
+			if err != nil {
+				return Failed, nil, err
+			}
+			a.cas = cas
+			if a.cost == 0 {
+				a.next, a.decision = state, peek(a.limit.algo, state, now)
+				continue
+			}
+			a.next, a.decision = a.limit.algo.take(state, now, a.cost)
+			if !a.decision.Allowed && (worst == nil || a.decision.RetryAfter > worst.decision.RetryAfter) {
+				worst = a
+			}
+		}
+		if worst != nil {
+			return Limited, worst, nil
+		}
+		written := 0
+		var err error
+		for ; written < len(group); written++ {
+			a := &group[written]
+			if a.cost == 0 {
+				continue // nothing to charge; the read state stays as it is
+			}
+			encodeState(g.buf[:], a.limit.fingerprint, a.next)
+			if err = store.Set(a.key, g.buf[:], a.cas); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			return Allow, nil, nil
+		}
+		g.refund(store, group[:written], now)
+		if !errors.Is(err, types.ErrorStatusCasMismatch) {
+			return Failed, nil, errors.New("set shared data " + group[written].key + ": " + err.Error())
+		}
+	}
+	return Failed, nil, errors.New("shared data stayed contended for " + strconv.Itoa(MaxAttempts) + " attempts")
+}
+
+// peek is the decision for a request that costs nothing: always admitted, and what is left is
+// what a one-unit request would find.
+func peek(algo algorithm, state cells, now int64) limiter.Decision {
+	_, d := algo.take(state, now, 1)
+	if d.Allowed {
+		d.Remaining++
+	}
+	d.Allowed, d.RetryAfter = true, 0
+	return d
+}
+
+// refund gives back what a group's first limits were charged before a later write failed. It is
+// best effort: if it fails, the charge stands, which errs towards admitting less, never more.
+func (g *Gate) refund(store Store, charged []applied, now int64) {
+	for i := range charged {
+		a := &charged[i]
+		if a.cost == 0 {
+			continue
+		}
 		for attempt := 0; attempt < MaxAttempts; attempt++ {
-			state, cas, err := load(store, c.limit, c.key, now)
+			state, cas, err := load(store, a.limit, a.key, now)
 			if err != nil {
 				break
 			}
-			EncodeState(buf[:], c.limit.fingerprint, c.limit.bucket.Give(state, now, 1))
-			if err := store.Set(c.key, buf[:], cas); err == nil || !errors.Is(err, types.ErrorStatusCasMismatch) {
+			encodeState(g.buf[:], a.limit.fingerprint, a.limit.algo.give(state, now, a.cost))
+			if err := store.Set(a.key, g.buf[:], cas); err == nil || !errors.Is(err, types.ErrorStatusCasMismatch) {
 				break
 			}
 		}
 	}
 }
 
-// load reads a key's state; an absent or foreign value is a full bucket.
-func load(store Store, l *limit, key string, now int64) (limiter.State, uint32, error) {
+// load reads a key's state; an absent or foreign value is the state of a key never seen.
+func load(store Store, l *limit, key string, now int64) (cells, uint32, error) {
 	value, cas, err := store.Get(key)
 	if errors.Is(err, types.ErrorStatusNotFound) {
-		return l.bucket.Full(now), casCreate, nil
+		return l.algo.initial(now), casCreate, nil
 	}
 	if err != nil {
-		return limiter.State{}, 0, errors.New("get shared data " + key + ": " + err.Error())
+		return cells{}, 0, errors.New("get shared data " + key + ": " + err.Error())
 	}
-	state, ok := DecodeState(value, l.fingerprint)
-	if !ok || !l.bucket.Valid(state) {
-		state = l.bucket.Full(now)
+	state, ok := decodeState(value, l.fingerprint)
+	if !ok || !l.algo.valid(state) {
+		state = l.algo.initial(now)
 	}
 	return state, cas, nil
 }
 
-// partitionKey joins the key parts into one string. Each part is length-prefixed so that no two
-// different part lists produce the same key ("a|b"+"c" never equals "a"+"b|c"). missing describes
-// the first part the request lacks.
-func partitionKey(req Request, parts []config.KeyPart) (key string, missing string) {
-	for _, p := range parts {
-		var value string
-		switch p.Kind {
-		case config.KeyHeader:
-			v, found := req.Header(p.Header)
-			if !found || v == "" {
-				return "", "header " + p.Header
-			}
-			value = v
-		case config.KeyClientIP:
-			addr, found := req.SourceAddress()
-			ip := hostOf(addr)
-			if !found || ip == "" {
-				return "", "client address"
-			}
-			value = ip
-		default:
-			return "", "unsupported key part"
+// hashKey is FNV-1a (64 bit) of a rule name and a partition key: an identifier for headers and
+// logs that does not reveal the key.
+func hashKey(rule, key string) uint64 {
+	h := uint64(14695981039346656037)
+	for _, s := range [2]string{rule, key} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= 1099511628211
 		}
-		key += strconv.Itoa(len(value)) + ":" + value
+		h ^= 0xff
+		h *= 1099511628211
 	}
-	return key, ""
-}
-
-// hostOf strips the port from an Envoy address: "10.0.0.1:5000" → "10.0.0.1",
-// "[::1]:5000" → "::1"; an address without a port is returned as is.
-func hostOf(addr string) string {
-	if len(addr) > 0 && addr[0] == '[' {
-		for i := 1; i < len(addr); i++ {
-			if addr[i] == ']' {
-				return addr[1:i]
-			}
-		}
-		return ""
-	}
-	colon := -1
-	for i := 0; i < len(addr); i++ {
-		if addr[i] == ':' {
-			if colon >= 0 {
-				return addr // several colons and no brackets: a bare IPv6 address
-			}
-			colon = i
-		}
-	}
-	if colon >= 0 {
-		return addr[:colon]
-	}
-	return addr
+	return h
 }

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -49,12 +50,21 @@ func (m *memStore) Set(key string, value []byte, cas uint32) error {
 }
 
 type fakeRequest struct {
-	headers map[string]string
-	source  string
+	headers    map[string]string
+	source     string
+	properties map[string]string
 }
 
 func (r fakeRequest) Header(name string) (string, bool) { v, ok := r.headers[name]; return v, ok }
-func (r fakeRequest) SourceAddress() (string, bool)     { return r.source, r.source != "" }
+func (r fakeRequest) HeaderValues(name string) (string, bool) {
+	v, ok := r.headers[name]
+	return v, ok
+}
+func (r fakeRequest) SourceAddress() (string, bool) { return r.source, r.source != "" }
+func (r fakeRequest) Property(path []string) (string, bool) {
+	v, ok := r.properties[strings.Join(path, ".")]
+	return v, ok
+}
 
 func header(name, value string) fakeRequest {
 	return fakeRequest{headers: map[string]string{name: value}, source: "192.0.2.1:5000"}
@@ -70,6 +80,7 @@ func mustGate(t *testing.T, doc string) *Gate {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g.CollectStatus = true
 	return g
 }
 
@@ -88,32 +99,37 @@ func TestAdmitSteps(t *testing.T) {
 		at        int64
 		req       fakeRequest
 		verdict   Verdict
-		rule      string
+		rule      int
 		remaining int64
 		retry     time.Duration
 	}{
-		{0, header("x-api-key", "a"), Allow, "", 1, 0},
-		{0, header("x-api-key", "a"), Allow, "", 0, 0},
+		{0, header("x-api-key", "a"), Allow, -1, 1, 0},
+		{0, header("x-api-key", "a"), Allow, -1, 0, 0},
 		// The key's bucket rejects; the IP limits charged before it... none: rules run in order,
 		// and the key rule is first, so nothing is charged.
 		// The key rule is first and rejects, so nothing is charged.
-		{0, header("x-api-key", "a"), Limited, "key", 0, 500 * time.Millisecond},
+		{0, header("x-api-key", "a"), Limited, 0, 0, 500 * time.Millisecond},
 		// Another key: the per-minute IP limit has one token left.
-		{0, header("x-api-key", "b"), Allow, "", 0, 0},
-		// Now that limit rejects; the charges of the key rule and the per-second IP limit made
-		// before it are refunded.
-		{0, header("x-api-key", "b"), Limited, "ip", 0, 20 * time.Second},
-		{0, header("x-api-key", "b"), Limited, "ip", 0, 20 * time.Second},
-		{0, fakeRequest{source: "192.0.2.1:5000"}, MissingKey, "key", 0, 0},
+		{0, header("x-api-key", "b"), Allow, -1, 0, 0},
+		// Now that limit rejects; nothing is written for the other limits either.
+		{0, header("x-api-key", "b"), Limited, 1, 0, 20 * time.Second},
+		{0, header("x-api-key", "b"), Limited, 1, 0, 20 * time.Second},
+		{0, fakeRequest{source: "192.0.2.1:5000"}, MissingKey, 0, 0, 0},
 	}
 	for i, s := range steps {
 		out := g.Admit(s.req, store, base+s.at)
-		if out.Verdict != s.verdict || out.Rule != s.rule || (s.verdict == Allow && out.Remaining != s.remaining) || out.RetryAfter != s.retry {
-			t.Fatalf("step %d at %ds: got %+v, want verdict %d rule %q remaining %d retry %v", i, s.at/sec, out, s.verdict, s.rule, s.remaining, s.retry)
+		remaining := int64(-1)
+		for _, l := range out.Limits {
+			if remaining < 0 || l.Remaining < remaining {
+				remaining = l.Remaining
+			}
+		}
+		if out.Verdict != s.verdict || out.Rule != s.rule || (s.verdict == Allow && remaining != s.remaining) || out.RetryAfter != s.retry {
+			t.Fatalf("step %d at %ds: got %+v, want verdict %d rule %d remaining %d retry %v", i, s.at/sec, out, s.verdict, s.rule, s.remaining, s.retry)
 		}
 	}
-	// The refunds left b's key bucket and the per-second IP bucket as the one admitted request
-	// left them.
+	// The rejections left b's key bucket and the per-second IP bucket as the one admitted
+	// request left them.
 	for _, c := range []struct {
 		limit *limit
 		key   string
@@ -122,8 +138,8 @@ func TestAdmitSteps(t *testing.T) {
 		{&g.rules[0].limits[0], "1:b", 1},
 		{&g.rules[1].limits[0], "9:192.0.2.1", 2},
 	} {
-		st, ok := DecodeState(store.values[c.limit.keyPrefix+c.key], c.limit.fingerprint)
-		_, d := c.limit.bucket.Take(st, base, 1)
+		st, ok := decodeState(store.values[c.limit.keyPrefix+c.key], c.limit.fingerprint)
+		_, d := c.limit.algo.take(st, base, 1)
 		if !ok || !d.Allowed || d.Remaining+1 != c.want {
 			t.Errorf("%s%s holds %d tokens, want %d", c.limit.keyPrefix, c.key, d.Remaining+1, c.want)
 		}
@@ -136,7 +152,7 @@ func TestMissingKeyChargesNothing(t *testing.T) {
 	  {"name": "user", "key": [{"header": "x-user"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
 	store := newMemStore()
 	out := g.Admit(fakeRequest{source: "192.0.2.1:5000"}, store, sec)
-	if out.Verdict != MissingKey || out.MissingPart != "header x-user" || len(store.values) != 0 {
+	if out.Verdict != MissingKey || out.MissingPart != "header x-user" || out.Status != 401 || len(store.values) != 0 {
 		t.Fatalf("got %+v with %d stored values", out, len(store.values))
 	}
 }
@@ -146,9 +162,9 @@ func TestForeignOrCorruptValuesAreAFullBucket(t *testing.T) {
 	key := g.rules[0].limits[0].keyPrefix + "1:x"
 	other, _ := limiter.NewBucket(limiter.Limit{Capacity: 9, RefillTokens: 1, RefillInterval: time.Second})
 	var otherLimit [StateSize]byte
-	EncodeState(otherLimit[:], other.Fingerprint(), limiter.State{Level: 0, Last: sec})
+	encodeState(otherLimit[:], other.Fingerprint(), cells{0, sec, 0})
 	var overfull [StateSize]byte
-	EncodeState(overfull[:], g.rules[0].limits[0].fingerprint, limiter.State{Level: -5, Last: sec})
+	encodeState(overfull[:], g.rules[0].limits[0].fingerprint, cells{-5, sec, 0})
 	for name, value := range map[string][]byte{
 		"short": []byte("garbage"), "wrong magic": make([]byte, StateSize),
 		"another limit's state": otherLimit[:], "negative level": overfull[:],
@@ -156,10 +172,10 @@ func TestForeignOrCorruptValuesAreAFullBucket(t *testing.T) {
 		store := newMemStore()
 		store.values[key], store.cas[key] = value, 7
 		out := g.Admit(header("k", "x"), store, 2*sec)
-		if out.Verdict != Allow || out.Remaining != 1 {
+		if out.Verdict != Allow || out.Limits[0].Remaining != 1 {
 			t.Errorf("%s: got %+v, want a full bucket minus one", name, out)
 		}
-		if _, ok := DecodeState(store.values[key], g.rules[0].limits[0].fingerprint); !ok {
+		if _, ok := decodeState(store.values[key], g.rules[0].limits[0].fingerprint); !ok {
 			t.Errorf("%s: the value was not replaced by a valid state", name)
 		}
 	}
@@ -207,10 +223,12 @@ func TestConcurrentCreationIsACASMismatch(t *testing.T) {
 
 func TestPartitionKeysDoNotCollide(t *testing.T) {
 	parts := []config.KeyPart{{Kind: config.KeyHeader, Header: "a"}, {Kind: config.KeyHeader, Header: "b"}}
-	k1, _ := partitionKey(fakeRequest{headers: map[string]string{"a": "x|y", "b": "z"}}, parts)
-	k2, _ := partitionKey(fakeRequest{headers: map[string]string{"a": "x", "b": "y|z"}}, parts)
-	k3, _ := partitionKey(fakeRequest{headers: map[string]string{"a": "1:x", "b": "z"}}, parts)
-	k4, _ := partitionKey(fakeRequest{headers: map[string]string{"a": "1", "b": "x1:z"}}, parts)
+	key := func(a, b string) string {
+		v := requestView{req: fakeRequest{headers: map[string]string{"a": a, "b": b}}}
+		k, _ := v.partitionKey(parts)
+		return k
+	}
+	k1, k2, k3, k4 := key("x|y", "z"), key("x", "y|z"), key("1:x", "z"), key("1", "x1:z")
 	if k1 == k2 || k3 == k4 {
 		t.Fatalf("collision: %q %q / %q %q", k1, k2, k3, k4)
 	}
@@ -232,7 +250,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 		0: 1, time.Nanosecond: 1, 700 * time.Millisecond: 1, time.Second: 1,
 		time.Second + time.Nanosecond: 2, 59500 * time.Millisecond: 60,
 	} {
-		if got := (Outcome{RetryAfter: d}).RetryAfterSeconds(); got != want {
+		if got := (&Outcome{RetryAfter: d}).RetryAfterSeconds(); got != want {
 			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", d, got, want)
 		}
 	}
@@ -240,13 +258,13 @@ func TestRetryAfterSeconds(t *testing.T) {
 
 func TestStateRoundTrip(t *testing.T) {
 	var buf [StateSize]byte
-	want := limiter.State{Level: 123456789, Last: -42}
-	EncodeState(buf[:], 0xdeadbeef, want)
-	got, ok := DecodeState(buf[:], 0xdeadbeef)
+	want := cells{123456789, -42, 7}
+	encodeState(buf[:], 0xdeadbeef, want)
+	got, ok := decodeState(buf[:], 0xdeadbeef)
 	if !ok || got != want {
 		t.Fatalf("got %+v %v", got, ok)
 	}
-	if _, ok := DecodeState(buf[:], 0xdeadbeee); ok {
+	if _, ok := decodeState(buf[:], 0xdeadbeee); ok {
 		t.Fatal("a state of another limit decoded")
 	}
 }

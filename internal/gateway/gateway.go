@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"log"
 	"net/http"
@@ -103,6 +105,15 @@ func (g *Gateway) responseHeaders(resp *http.Response) error {
 		}
 	}
 	final, err := stream.ResponseHeaders(resp.StatusCode, headers, resp.ContentLength == 0)
+	if errors.Is(err, host.ErrReplacedResponse) {
+		reply := stream.LocalReply()
+		resp.StatusCode, resp.Status = reply.Status, strconv.Itoa(reply.Status)+" "+http.StatusText(reply.Status)
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(reply.Body))
+		resp.ContentLength = int64(len(reply.Body))
+		final = reply.Headers
+		err = nil
+	}
 	if err != nil {
 		return err
 	}

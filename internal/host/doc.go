@@ -25,8 +25,10 @@
 //   - poll_oneoff: ENOSYS in the Envoy 1.33–1.38 profile (Go's runtime throws on it), success
 //     with no events from Envoy 1.39.
 //
-// Not emulated: HTTP and gRPC callouts, shared queues, ticks, foreign functions and
-// set_property; their imports resolve (Envoy provides them) and return Unimplemented.
+// Not emulated: HTTP and gRPC callouts, shared queues, ticks, foreign functions, set_property,
+// get_status, close_stream and envoy_resolve_dns; their imports resolve (Envoy provides them)
+// and return Unimplemented. Nor are the canary VM and the main thread's VM: every VM is a
+// worker's. Modules are started with _initialize (Go's c-shared modules export nothing else).
 //
 // Units: times in nanoseconds, sizes in bytes, linear memory in 64 KiB pages.
 package host

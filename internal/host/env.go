@@ -122,6 +122,9 @@ func (vm *VM) property(path []string) ([]byte, bool) {
 	if s == nil || len(path) < 2 {
 		return nil, false // stream attributes need a stream
 	}
+	if v, ok := s.req.Attributes[strings.Join(path, ".")]; ok {
+		return []byte(v), true
+	}
 	switch path[0] + "." + path[1] {
 	case "source.address":
 		return []byte(s.req.SourceAddress), s.req.SourceAddress != "" && len(path) == 2
@@ -201,8 +204,8 @@ func proxySendLocalResponse(vm *VM, stack []uint64) {
 		ret(stack, StatusNotFound)
 		return
 	}
-	headers, ok := abi.DecodePairs(rawHeaders)
-	if !ok || len(headers) > 1024 {
+	headers, ok := decodeHostPairs(rawHeaders)
+	if !ok {
 		headers = nil
 	}
 	s.reply = &Response{
@@ -338,6 +341,24 @@ func proxyRemoveHeaderMapValue(vm *VM, stack []uint64) {
 	ret(stack, StatusOK)
 }
 
+// Limits of cpp-host's pairs parser (include/proxy-wasm/limits.h): anything larger is treated as
+// an empty map.
+const (
+	maxPairsCount = 1024
+	maxPairsBytes = 1 << 20
+)
+
+func decodeHostPairs(raw []byte) ([][2]string, bool) {
+	if len(raw) > maxPairsBytes {
+		return nil, false
+	}
+	pairs, ok := abi.DecodePairs(raw)
+	if !ok || len(pairs) > maxPairsCount {
+		return nil, false
+	}
+	return pairs, true
+}
+
 func removeHeader(headers [][2]string, key string) [][2]string {
 	out := headers[:0:0]
 	for _, h := range headers {
@@ -373,11 +394,8 @@ func proxySetHeaderMapPairs(vm *VM, stack []uint64) {
 		ret(stack, StatusInvalidMemoryAccess)
 		return
 	}
-	pairs, ok := abi.DecodePairs(raw)
-	if !ok {
-		ret(stack, StatusBadArgument)
-		return
-	}
+	// cpp-host treats malformed pairs as an empty map, which then replaces the headers.
+	pairs, _ := decodeHostPairs(raw)
 	*m = lowerKeys(pairs)
 	ret(stack, StatusOK)
 }
@@ -523,6 +541,7 @@ func proxyGetMetric(vm *VM, stack []uint64) {
 func proxySetEffectiveContext(vm *VM, stack []uint64) {
 	id := uint32(stack[0])
 	if id == vm.rootID {
+		vm.current = nil // the root context has no stream
 		ret(stack, StatusOK)
 		return
 	}

@@ -235,8 +235,17 @@ func (h *Host) SharedData() *SharedData { return h.opts.SharedData }
 // Options returns the options the host runs with (defaults filled in).
 func (h *Host) Options() Options { return h.opts }
 
-// Close releases every VM and the runtime.
-func (h *Host) Close(ctx context.Context) error { return h.runtime.Close(ctx) }
+// Close tears down every VM (see VM.Close) and releases the runtime.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	vms := h.vms
+	h.vms = nil
+	h.mu.Unlock()
+	for _, vm := range vms {
+		_ = vm.Close(ctx)
+	}
+	return h.runtime.Close(ctx)
+}
 
 func (h *Host) log(vm int, level uint32, msg string) {
 	if h.opts.Log != nil {

@@ -107,6 +107,18 @@ func TestRestrictedCallDuringInitializeTraps(t *testing.T) {
 	}
 }
 
+func TestRestrictedCallInsideTheAllocatorTraps(t *testing.T) {
+	h, err := New(context.Background(), testModule(t, "allocrestricted"), Options{PluginConfig: []byte("x"), CompilationCache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	_, err = h.NewVM(context.Background())
+	if !errors.Is(err, ErrVMFailed) || !strings.Contains(err.Error(), "restricted_callback: env.proxy_set_tick_period_milliseconds called inside the allocator") {
+		t.Fatalf("got %v, want a restricted_callback trap from the allocator", err)
+	}
+}
+
 func TestRejectedConfigurationFailsStart(t *testing.T) {
 	_, logs, err := probeVM(t, Envoy133, "reject")
 	if err == nil || !strings.Contains(err.Error(), "proxy_on_configure returned false") {
@@ -201,6 +213,21 @@ func TestRequestHeadersAreGoneAfterTheRequestPhase(t *testing.T) {
 	}
 	if got := resp.Header("x-late-read"); !strings.Contains(got, "bad argument") {
 		t.Fatalf("x-late-read = %q, want a bad argument error", got)
+	}
+}
+
+func TestMetricIDsAndIntegerProperties(t *testing.T) {
+	vm, _, err := probeVM(t, Envoy133, "metric-ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	resp, err := vm.Do(getRoot, upstream200(&calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, port := resp.Header("x-ids"), resp.Header("x-port"); ids != "4,5,8,6" || port != "1234" {
+		t.Fatalf("metric ids %q (want 4,5,8,6), source.port %q (want 1234, from 8 bytes little-endian)", ids, port)
 	}
 }
 

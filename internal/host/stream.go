@@ -17,6 +17,9 @@ type Request struct {
 	DestinationAddress string
 	// EndOfStream is true for a request without a body.
 	EndOfStream bool
+	// Attributes are further Envoy attributes of the request by dotted path, such as
+	// "xds.route_name", served by proxy_get_property as strings.
+	Attributes map[string]string
 }
 
 // Response is what the client gets: from the upstream, or a local reply of the module.
@@ -44,6 +47,17 @@ func (r *Response) Header(name string) string {
 // it: in Envoy such a request waits until a timeout. The host does not emulate callouts, so
 // nothing could ever resume it.
 var ErrStreamPaused = errors.New("the module paused the request without a local reply or a way to resume it")
+
+// ErrReplacedResponse is returned by ResponseHeaders when the module answered with a local reply
+// during the response phase; LocalReply has it, and it replaces the upstream's response.
+var ErrReplacedResponse = errors.New("the module replaced the response with a local reply")
+
+// LocalReply is the local reply the module sent on this stream, or nil.
+func (s *Stream) LocalReply() *Response {
+	s.vm.mu.Lock()
+	defer s.vm.mu.Unlock()
+	return s.reply
+}
 
 // mapAccess says which header maps the current callback may use.
 type mapAccess struct{ request, response, readOnly bool }
@@ -114,9 +128,15 @@ func (s *Stream) ResponseHeaders(status int, headers [][2]string, endOfStream bo
 
 func (s *Stream) responsePhase(headers [][2]string, endOfStream bool) ([][2]string, error) {
 	s.responseHeaders = headers
+	before := s.reply
 	if _, err := s.vm.streamCall(s, mapAccess{response: true}, "proxy_on_response_headers", 0,
 		uint64(s.id), uint64(len(headers)), boolArg(endOfStream)); err != nil {
 		return nil, err
+	}
+	if s.reply != before {
+		// A local reply sent while encoding replaces the response, as Envoy's sendLocalReply
+		// does before the response headers have gone out.
+		return nil, ErrReplacedResponse
 	}
 	var out [][2]string
 	for _, h := range s.responseHeaders {
@@ -174,6 +194,9 @@ func (vm *VM) Do(req Request, upstream Upstream) (*Response, error) {
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
 	headers, err := s.ResponseHeaders(resp.Status, resp.Headers, len(resp.Body) == 0)
+	if errors.Is(err, ErrReplacedResponse) {
+		return s.LocalReply(), nil
+	}
 	if err != nil {
 		return nil, err
 	}

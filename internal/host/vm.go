@@ -342,10 +342,18 @@ func (vm *VM) writeU64(ptr uint32, v uint64) bool {
 	return vm.write(ptr, b[:])
 }
 
-// Close releases the VM.
+// Close tears the plugin down as Envoy does when it is removed (proxy_on_done, then
+// proxy_on_delete for the root context, unless the VM failed) and releases the VM.
 func (vm *VM) Close(ctx context.Context) error {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
+	if vm.failed == nil && vm.rootID != 0 {
+		// A plugin that returns false would stay pending until proxy_done; this host does not
+		// wait for it.
+		if _, err := vm.call("proxy_on_done", 1, uint64(vm.rootID)); err == nil {
+			_, _ = vm.call("proxy_on_delete", 0, uint64(vm.rootID))
+		}
+	}
 	return vm.mod.Close(ctx)
 }
 

@@ -3,8 +3,11 @@
 package main
 
 import (
+	"encoding/binary"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
@@ -62,6 +65,22 @@ func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
 		_ = abi.SendHttpResponse(418, [][2]string{{"X-Probe", "yes"}}, []byte("teapot"), -1)
 	case "pause":
 		return types.ActionPause
+	case "metric-ids":
+		// Envoy's ids: the type in the low two bits, a step of 4 per type.
+		var ids []string
+		for _, m := range []struct {
+			kind abi.MetricType
+			name string
+		}{{abi.MetricCounter, "a"}, {abi.MetricGauge, "b"}, {abi.MetricCounter, "c"}, {abi.MetricHistogram, "d"}} {
+			id, err := abi.DefineMetric(m.kind, m.name)
+			if err != nil {
+				ids = append(ids, err.Error())
+				continue
+			}
+			ids = append(ids, strconv.Itoa(int(id)))
+		}
+		port, _ := abi.GetProperty("source", "port")
+		_ = abi.SendHttpResponse(200, [][2]string{{"x-ids", strings.Join(ids, ",")}, {"x-port", strconv.Itoa(int(binary.LittleEndian.Uint64(append(port, make([]byte, 8)...))))}}, nil, -1)
 	case "echo-source":
 		addr, err := abi.GetProperty("source", "address")
 		if err != nil {

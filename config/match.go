@@ -1,0 +1,383 @@
+package config
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Explanations of the request-matching fields, appended to problems.
+const (
+	matchShape = `match is an object with any of "path", "methods", "hosts" and "headers", ` +
+		`e.g. {"path": {"prefix": "/api/"}, "methods": ["POST"]}`
+	exemptShape = `exempt is an object with any of "paths", "client_cidrs" and "headers", ` +
+		`e.g. {"paths": [{"exact": "/healthz"}], "client_cidrs": ["10.0.0.0/8"]}`
+	pathMatchShape = `a path match is an object with exactly one field, {"exact": "/healthz"} or {"prefix": "/internal/"}`
+	pathRule       = `a path starts with "/" and has no query string or fragment, e.g. "/healthz" or "/internal/"`
+	methodRule     = `a method is 1 to 256 characters of letters, digits and !#$%&'*+-.^_` + "`" +
+		`|~ (an RFC 9110 token), e.g. "GET" or "POST"`
+	hostRule = `a host is a name of 1 to 253 letters, digits, '.' and '-', without a port, ` +
+		`e.g. "api.example.com"`
+	cidrRule = `a client CIDR is an address range such as "10.0.0.0/8" or "2001:db8::/32", ` +
+		`or a single address such as "192.0.2.7"`
+	headerMatchShape = `a header match is an object with "name" and exactly one of "exact" and "present", ` +
+		`e.g. {"name": "x-tier", "exact": "free"}, {"name": "authorization", "present": true} ` +
+		`or {"name": "x-debug", "present": false}`
+	headerMatchValueRule = `exact is the value the header's first value must equal, e.g. "free"`
+	presentRule          = `present is true (the header must be there, with any value) or false (it must be absent)`
+)
+
+func (v *validator) match(path string, value *jsonValue) Match {
+	var match Match
+	if !v.wantKind(path, value, kindObject, matchShape) {
+		return match
+	}
+	v.checkFieldNames(path, value, matchFields)
+	if pathValue := value.member("path"); pathValue != nil {
+		if pathMatch, ok := v.pathMatch(fieldPath(path, "path"), pathValue); ok {
+			match.Path = &pathMatch
+		}
+	}
+	if methods := value.member("methods"); methods != nil {
+		match.Methods = v.methods(fieldPath(path, "methods"), methods)
+	}
+	if hosts := value.member("hosts"); hosts != nil {
+		match.Hosts = v.hosts(fieldPath(path, "hosts"), hosts)
+	}
+	if headers := value.member("headers"); headers != nil {
+		match.Headers = v.headerMatches(fieldPath(path, "headers"), headers, maxMatchEntries,
+			`add a header match such as {"name": "x-tier", "exact": "free"}, or remove "headers"`)
+	}
+	return match
+}
+
+func (v *validator) exempt(path string, value *jsonValue) Exemptions {
+	var exempt Exemptions
+	if !v.wantKind(path, value, kindObject, exemptShape) {
+		return exempt
+	}
+	v.checkFieldNames(path, value, exemptFields)
+	if paths := value.member("paths"); paths != nil {
+		exempt.Paths = v.pathMatches(fieldPath(path, "paths"), paths)
+	}
+	if cidrs := value.member("client_cidrs"); cidrs != nil {
+		exempt.ClientCIDRs = v.clientCIDRs(fieldPath(path, "client_cidrs"), cidrs)
+	}
+	if headers := value.member("headers"); headers != nil {
+		exempt.Headers = v.headerMatches(fieldPath(path, "headers"), headers, maxExemptions,
+			`add a header match such as {"name": "x-internal", "exact": "1"}, or remove "headers"`)
+	}
+	return exempt
+}
+
+func (v *validator) pathMatches(path string, value *jsonValue) []PathMatch {
+	const fix = `paths is a list of 1 to 64 path matches such as [{"exact": "/healthz"}, {"prefix": "/internal/"}]`
+	if !v.wantKind(path, value, kindArray, fix) {
+		return nil
+	}
+	v.checkCount(path, len(value.items), maxExemptions, "paths", `add a path match such as {"exact": "/healthz"}, or remove "paths"`)
+	matches := make([]PathMatch, 0, len(value.items))
+	for i, item := range value.items {
+		match, _ := v.pathMatch(indexPath(path, i), item)
+		matches = append(matches, match)
+	}
+	return matches
+}
+
+func (v *validator) pathMatch(path string, value *jsonValue) (PathMatch, bool) {
+	var match PathMatch
+	if value.kind == kindString {
+		example := "/api/"
+		if strings.HasPrefix(value.text, "/") && len(value.text) <= maxQuotedLength {
+			example = value.text
+		}
+		v.add(path, "got "+describe(value)+`, want an object: write {"exact": `+strconv.Quote(example)+
+			`} to match that path only, or {"prefix": `+strconv.Quote(example)+`} to match every path starting with it`)
+		return match, false
+	}
+	if !v.wantKind(path, value, kindObject, pathMatchShape) {
+		return match, false
+	}
+	v.checkFieldNames(path, value, pathMatchFields)
+	exact, prefix := value.member("exact"), value.member("prefix")
+	switch {
+	case exact != nil && prefix != nil:
+		v.add(path, `has both "exact" and "prefix": a path match takes exactly one, `+
+			`so use two path matches if both are meant, e.g. [{"exact": "/api"}, {"prefix": "/api/"}]`)
+		v.pathValue(fieldPath(path, "exact"), exact)
+		v.pathValue(fieldPath(path, "prefix"), prefix)
+		return match, false
+	case exact != nil:
+		var ok bool
+		match.Exact, ok = v.pathValue(fieldPath(path, "exact"), exact)
+		return match, ok
+	case prefix != nil:
+		var ok bool
+		match.Prefix, ok = v.pathValue(fieldPath(path, "prefix"), prefix)
+		return match, ok
+	case len(value.members) == 0:
+		v.add(path, "the path match is empty: "+pathMatchShape)
+	}
+	// Otherwise only unknown fields were given; checkFieldNames has said so.
+	return match, false
+}
+
+func (v *validator) pathValue(path string, value *jsonValue) (string, bool) {
+	if !v.wantKind(path, value, kindString, pathRule) {
+		return "", false
+	}
+	text := value.text
+	switch {
+	case text == "":
+		v.add(path, `"" is not allowed: `+pathRule)
+		return "", false
+	case text[0] != '/':
+		v.add(path, quoteClipped(text)+` does not start with "/": `+pathRule)
+		return "", false
+	}
+	for _, r := range text {
+		switch {
+		case r == '?':
+			v.add(path, quoteClipped(text)+" contains '?': paths are compared without the query string, "+
+				"so it could never match: "+pathRule)
+			return "", false
+		case r == '#':
+			v.add(path, quoteClipped(text)+" contains '#': a fragment is never sent to the server, "+
+				"so it could never match: "+pathRule)
+			return "", false
+		case r <= ' ' || r == 0x7f:
+			v.add(path, quoteClipped(text)+" contains "+strconv.QuoteRune(r)+
+				", which a request path cannot contain: "+pathRule)
+			return "", false
+		}
+	}
+	return text, true
+}
+
+func (v *validator) methods(path string, value *jsonValue) []string {
+	if !v.wantKind(path, value, kindArray, `methods is a list of 1 to 16 methods such as ["GET", "HEAD"]`) {
+		return nil
+	}
+	v.checkCount(path, len(value.items), maxMatchEntries, "methods", `add a method such as "GET", or remove "methods" to match every method`)
+	methods := make([]string, 0, len(value.items))
+	indexByMethod := make(map[string]int)
+	for i, item := range value.items {
+		itemPath := indexPath(path, i)
+		if !v.wantKind(itemPath, item, kindString, methodRule) {
+			continue
+		}
+		method := item.text
+		switch {
+		case method == "":
+			v.add(itemPath, `"" is not allowed: `+methodRule)
+			continue
+		case len(method) > maxMethodLength:
+			v.add(itemPath, quoteClipped(method)+" is "+strconv.Itoa(len(method))+" bytes long: "+methodRule)
+			continue
+		}
+		if r, ok := firstNonToken(method); !ok {
+			v.add(itemPath, quoteClipped(method)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+methodRule)
+			continue
+		}
+		upper := strings.ToUpper(method)
+		if first, listed := indexByMethod[upper]; listed {
+			v.add(itemPath, strconv.Quote(method)+" is already listed at "+indexPath(path, first)+
+				" (methods are compared upper-cased): list each method once")
+			continue
+		}
+		indexByMethod[upper] = i
+		methods = append(methods, upper)
+	}
+	return methods
+}
+
+func (v *validator) hosts(path string, value *jsonValue) []string {
+	if !v.wantKind(path, value, kindArray, `hosts is a list of 1 to 16 host names such as ["api.example.com"]`) {
+		return nil
+	}
+	v.checkCount(path, len(value.items), maxMatchEntries, "hosts", `add a host such as "api.example.com", or remove "hosts" to match every host`)
+	hosts := make([]string, 0, len(value.items))
+	indexByHost := make(map[string]int)
+	for i, item := range value.items {
+		itemPath := indexPath(path, i)
+		host, ok := v.host(itemPath, item)
+		if !ok {
+			continue
+		}
+		if first, listed := indexByHost[host]; listed {
+			v.add(itemPath, strconv.Quote(item.text)+" is already listed at "+indexPath(path, first)+
+				" (hosts are compared lower-cased): list each host once")
+			continue
+		}
+		indexByHost[host] = i
+		hosts = append(hosts, host)
+	}
+	return hosts
+}
+
+func (v *validator) host(path string, value *jsonValue) (string, bool) {
+	if !v.wantKind(path, value, kindString, hostRule) {
+		return "", false
+	}
+	host := value.text
+	switch {
+	case host == "":
+		v.add(path, `"" is not allowed: `+hostRule)
+		return "", false
+	case host == "*":
+		v.add(path, `"*" would match every host, but wildcards are not supported: remove "hosts" to match any host`)
+		return "", false
+	case strings.Contains(host, "://"):
+		v.add(path, quoteClipped(host)+` is a URL: write only its host name: `+hostRule)
+		return "", false
+	case strings.Contains(host, "*"):
+		v.add(path, quoteClipped(host)+` contains '*', but wildcards are not supported: list each host name instead: `+hostRule)
+		return "", false
+	case len(host) > maxHostLength:
+		v.add(path, quoteClipped(host)+" is "+strconv.Itoa(len(host))+" bytes long: "+hostRule)
+		return "", false
+	}
+	if i := strings.IndexByte(host, ':'); i > 0 && i < len(host)-1 && strings.Trim(host[i+1:], "0123456789") == "" {
+		v.add(path, quoteClipped(host)+" includes a port, but hosts are compared with the request's host "+
+			"without its port: write "+quoteClipped(host[:i]))
+		return "", false
+	}
+	for _, r := range host {
+		if !isHostChar(r) {
+			v.add(path, quoteClipped(host)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+hostRule)
+			return "", false
+		}
+	}
+	return strings.ToLower(host), true
+}
+
+func isHostChar(r rune) bool {
+	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '-'
+}
+
+func (v *validator) clientCIDRs(path string, value *jsonValue) []netip.Prefix {
+	if !v.wantKind(path, value, kindArray, `client_cidrs is a list of 1 to 64 CIDRs such as ["10.0.0.0/8", "2001:db8::/32"]`) {
+		return nil
+	}
+	v.checkCount(path, len(value.items), maxExemptions, "CIDRs", `add a CIDR such as "10.0.0.0/8", or remove "client_cidrs"`)
+	prefixes := make([]netip.Prefix, 0, len(value.items))
+	for i, item := range value.items {
+		if prefix, ok := v.clientCIDR(indexPath(path, i), item); ok {
+			prefixes = append(prefixes, prefix)
+		}
+	}
+	return prefixes
+}
+
+// clientCIDR reads a CIDR, or a single address standing for the CIDR that
+// holds only it, and returns it with the bits beyond its length cleared.
+func (v *validator) clientCIDR(path string, value *jsonValue) (netip.Prefix, bool) {
+	if !v.wantKind(path, value, kindString, cidrRule) {
+		return netip.Prefix{}, false
+	}
+	text := value.text
+	// Split where netip.ParsePrefix does, at the last '/'.
+	addressText, hasLength := text, false
+	if i := strings.LastIndexByte(text, '/'); i >= 0 {
+		addressText, hasLength = text[:i], true
+	}
+	address, err := netip.ParseAddr(addressText)
+	switch {
+	case err != nil && hasLength:
+		v.add(path, quoteClipped(text)+" is not a valid CIDR: "+quoteClipped(addressText)+" is not an IP address: "+cidrRule)
+		return netip.Prefix{}, false
+	case err != nil:
+		v.add(path, quoteClipped(text)+" is not an IP address or CIDR: "+cidrRule)
+		return netip.Prefix{}, false
+	case address.Zone() != "":
+		v.add(path, quoteClipped(text)+" has an IPv6 zone (%"+clip(address.Zone())+
+			"), which a client address never carries: remove it: "+cidrRule)
+		return netip.Prefix{}, false
+	case !hasLength:
+		return netip.PrefixFrom(address, address.BitLen()), true
+	}
+	prefix, err := netip.ParsePrefix(text)
+	if err != nil {
+		v.add(path, quoteClipped(text)+" is not a valid CIDR: the prefix length after '/' must be a whole number from 0 to "+
+			strconv.Itoa(address.BitLen())+" for an IPv"+ipVersion(address)+" address, written without leading zeros: "+cidrRule)
+		return netip.Prefix{}, false
+	}
+	return prefix.Masked(), true
+}
+
+func ipVersion(address netip.Addr) string {
+	if address.Is4() {
+		return "4"
+	}
+	return "6"
+}
+
+// headerMatches reads a list of 1 to maximum header matches.
+func (v *validator) headerMatches(path string, value *jsonValue, maximum int, addFix string) []HeaderMatch {
+	if !v.wantKind(path, value, kindArray, "headers is a list of 1 to "+strconv.Itoa(maximum)+
+		` header matches such as [{"name": "x-tier", "exact": "free"}]`) {
+		return nil
+	}
+	v.checkCount(path, len(value.items), maximum, "header matches", addFix)
+	matches := make([]HeaderMatch, 0, len(value.items))
+	for i, item := range value.items {
+		matches = append(matches, v.headerMatch(indexPath(path, i), item))
+	}
+	return matches
+}
+
+func (v *validator) headerMatch(path string, value *jsonValue) HeaderMatch {
+	var match HeaderMatch
+	if !v.wantKind(path, value, kindObject, headerMatchShape) {
+		return match
+	}
+	if len(value.members) == 0 {
+		v.add(path, "the header match is empty: "+headerMatchShape)
+		return match
+	}
+	v.checkFieldNames(path, value, headerMatchFields)
+	if name := v.required(value, path, "name", `"x-tier"`); name != nil {
+		match.Name = v.headerName(fieldPath(path, "name"), name)
+	}
+	exact, present := value.member("exact"), value.member("present")
+	switch {
+	case exact != nil && present != nil:
+		v.add(path, `has both "exact" and "present": a header match takes exactly one, `+
+			`"exact" to compare the header's value or "present" to test only whether it is there`)
+		v.headerMatchValue(fieldPath(path, "exact"), exact)
+		v.boolean(fieldPath(path, "present"), present, presentRule)
+	case exact != nil:
+		match.Kind = HeaderExact
+		match.Value = v.headerMatchValue(fieldPath(path, "exact"), exact)
+	case present != nil:
+		match.Kind = HeaderAbsent
+		if v.boolean(fieldPath(path, "present"), present, presentRule) {
+			match.Kind = HeaderPresent
+		}
+	case !hasUnknownField(value, headerMatchFields):
+		// With an unknown field, checkFieldNames has already pointed at the likely typo.
+		v.add(path, `has neither "exact" nor "present": add "exact": "<value>" to compare the header's value, `+
+			`or "present": true or false to test whether it is there`)
+	}
+	return match
+}
+
+func (v *validator) headerMatchValue(path string, value *jsonValue) string {
+	if !v.wantKind(path, value, kindString, headerMatchValueRule) {
+		return ""
+	}
+	text := value.text
+	for _, r := range text {
+		if r == '\r' || r == '\n' || r == 0 {
+			v.add(path, quoteClipped(text)+" contains "+strconv.QuoteRune(r)+", which a request header value never "+
+				"contains, so it could never match: remove it")
+			return ""
+		}
+	}
+	if text != strings.Trim(text, " \t") {
+		v.add(path, quoteClipped(text)+" starts or ends with a space or tab, which Envoy strips from header values, "+
+			"so it could never match: remove them")
+		return ""
+	}
+	return text
+}

@@ -1,0 +1,320 @@
+package admission
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+// Request gives the parts of a request that rules match on and keys are made of.
+type Request interface {
+	// Header returns the first value of a request header (name lower-case; pseudo-headers such
+	// as ":path" included).
+	Header(name string) (value string, found bool)
+	// HeaderValues returns every value of a request header joined with ",", as Envoy's
+	// request.headers attribute does; used for x-forwarded-for, which may be split over lines.
+	HeaderValues(name string) (values string, found bool)
+	// SourceAddress returns the downstream address as Envoy reports it ("10.0.0.1:5000",
+	// "[::1]:5000").
+	SourceAddress() (address string, found bool)
+	// Property returns an Envoy attribute (proxy_get_property) as text.
+	Property(path []string) (value string, found bool)
+}
+
+// requestView reads a request's attributes at most once each during one decision.
+type requestView struct {
+	req      Request
+	clientIP config.ClientIP
+
+	pathDone, clientDone bool
+	path                 string // without the query string
+	query                string
+	client               string // "" when unknown
+}
+
+func (v *requestView) pathAndQuery() (string, string) {
+	if !v.pathDone {
+		v.pathDone = true
+		full, _ := v.req.Header(":path")
+		v.path, v.query = full, ""
+		if i := strings.IndexByte(full, '?'); i >= 0 {
+			v.path, v.query = full[:i], full[i+1:]
+		}
+	}
+	return v.path, v.query
+}
+
+// clientAddress is the client's IP address, from source.address, or from x-forwarded-for when
+// trusted hops are configured: the Nth entry from the right, since the entries nearest Envoy
+// were appended by the trusted proxies and anything further left may be the client's own
+// invention.
+func (v *requestView) clientAddress() string {
+	if v.clientDone {
+		return v.client
+	}
+	v.clientDone = true
+	source, sourceFound := v.req.SourceAddress()
+	if hops := v.clientIP.XFFNumTrustedHops; hops > 0 {
+		if xff, found := v.req.HeaderValues("x-forwarded-for"); found {
+			// With use_remote_address, Envoy appends the connection's address before filters
+			// run; Envoy counts trusted hops on the header as received, so skip that entry.
+			if last, ok := nthFromRight(xff, 1); ok && sourceFound && sameAddress(last, hostOf(source)) {
+				hops++
+			}
+			if entry, ok := nthFromRight(xff, hops); ok {
+				if addr, err := netip.ParseAddr(entry); err == nil {
+					v.client = addr.Unmap().String()
+					return v.client
+				}
+			}
+		}
+	}
+	if sourceFound {
+		if addr, err := netip.ParseAddr(hostOf(source)); err == nil {
+			v.client = addr.Unmap().String()
+		}
+	}
+	return v.client
+}
+
+// sameAddress compares two textual IP addresses as addresses.
+func sameAddress(a, b string) bool {
+	x, err1 := netip.ParseAddr(a)
+	y, err2 := netip.ParseAddr(b)
+	return err1 == nil && err2 == nil && x.Unmap() == y.Unmap()
+}
+
+// nthFromRight returns the nth (1-based) comma-separated entry from the right, trimmed.
+func nthFromRight(list string, n int) (string, bool) {
+	end := len(list)
+	for i := len(list) - 1; i >= -1; i-- {
+		if i >= 0 && list[i] != ',' {
+			continue
+		}
+		n--
+		if n == 0 {
+			entry := strings.TrimSpace(list[i+1 : end])
+			return entry, entry != ""
+		}
+		end = i
+	}
+	return "", false
+}
+
+// hostOf strips the port from an Envoy address: "10.0.0.1:5000" → "10.0.0.1",
+// "[::1]:5000" → "::1"; an address without a port is returned as is.
+func hostOf(addr string) string {
+	if len(addr) > 0 && addr[0] == '[' {
+		if i := strings.IndexByte(addr, ']'); i > 0 {
+			return addr[1:i]
+		}
+		return ""
+	}
+	if i := strings.IndexByte(addr, ':'); i >= 0 && strings.LastIndexByte(addr, ':') == i {
+		return addr[:i]
+	}
+	return addr // no port, or a bare IPv6 address
+}
+
+func (v *requestView) keyPart(p config.KeyPart) (value string, found bool) {
+	switch p.Kind {
+	case config.KeyHeader:
+		return nonEmpty(v.req.Header(p.Header))
+	case config.KeyClientIP:
+		ip := v.clientAddress()
+		return ip, ip != ""
+	case config.KeyPath:
+		path, _ := v.pathAndQuery()
+		return path, path != ""
+	case config.KeyMethod:
+		return nonEmpty(v.req.Header(":method"))
+	case config.KeyAuthority:
+		host, found := nonEmpty(v.req.Header(":authority"))
+		return strings.ToLower(host), found
+	case config.KeyQuery:
+		_, query := v.pathAndQuery()
+		return queryParam(query, p.Query)
+	case config.KeyAttribute:
+		return nonEmpty(v.req.Property(p.Attribute))
+	}
+	return "", false
+}
+
+func nonEmpty(v string, found bool) (string, bool) { return v, found && v != "" }
+
+// describePart names a key part for a response body, without its value.
+func describePart(p config.KeyPart) string {
+	switch p.Kind {
+	case config.KeyHeader:
+		return "header " + p.Header
+	case config.KeyClientIP:
+		return "client address"
+	case config.KeyPath:
+		return "path"
+	case config.KeyMethod:
+		return "method"
+	case config.KeyAuthority:
+		return "host"
+	case config.KeyQuery:
+		return "query parameter " + p.Query
+	case config.KeyAttribute:
+		return "attribute " + strings.Join(p.Attribute, ".")
+	}
+	return "key part"
+}
+
+// partitionKey joins the key parts into one string. Each part is length-prefixed so that no two
+// different part lists produce the same key ("a|b"+"c" never equals "a"+"b|c"). missing is the
+// first part the request lacks.
+func (v *requestView) partitionKey(parts []config.KeyPart) (key string, missing *config.KeyPart) {
+	for i := range parts {
+		value, found := v.keyPart(parts[i])
+		if !found {
+			return "", &parts[i]
+		}
+		key += strconv.Itoa(len(value)) + ":" + value
+	}
+	return key, nil
+}
+
+// queryParam returns the first value of name in a query string, percent-decoded.
+func queryParam(query, name string) (string, bool) {
+	for query != "" {
+		var pair string
+		pair, query, _ = strings.Cut(query, "&")
+		k, value, _ := strings.Cut(pair, "=")
+		if unescape(k) == name {
+			v := unescape(value)
+			return v, v != ""
+		}
+	}
+	return "", false
+}
+
+// unescape decodes %XX and '+' as a query string does; malformed escapes are kept as they are.
+func unescape(s string) string {
+	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
+		return s
+	}
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '+':
+			out = append(out, ' ')
+		case s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			out = append(out, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		default:
+			out = append(out, s[i])
+		}
+	}
+	return string(out)
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+func (v *requestView) pathMatches(m *config.PathMatch) bool {
+	path, _ := v.pathAndQuery()
+	if m.Exact != "" {
+		return path == m.Exact
+	}
+	return strings.HasPrefix(path, m.Prefix)
+}
+
+func (v *requestView) headerMatches(m config.HeaderMatch) bool {
+	value, found := v.req.Header(m.Name)
+	switch m.Kind {
+	case config.HeaderPresent:
+		return found
+	case config.HeaderAbsent:
+		return !found
+	default:
+		return found && value == m.Value
+	}
+}
+
+// matches reports whether a rule applies to the request.
+func (v *requestView) matches(m *config.Match) bool {
+	if m.Path != nil && !v.pathMatches(m.Path) {
+		return false
+	}
+	if len(m.Methods) > 0 {
+		method, _ := v.req.Header(":method")
+		if !containsFold(m.Methods, method) {
+			return false
+		}
+	}
+	if len(m.Hosts) > 0 {
+		host, _ := v.req.Header(":authority")
+		if !containsFold(m.Hosts, stripPort(host)) {
+			return false
+		}
+	}
+	for _, h := range m.Headers {
+		if !v.headerMatches(h) {
+			return false
+		}
+	}
+	return true
+}
+
+// exempt reports whether the request matches any exemption.
+func (v *requestView) exempt(e *config.Exemptions) bool {
+	for i := range e.Paths {
+		if v.pathMatches(&e.Paths[i]) {
+			return true
+		}
+	}
+	if len(e.ClientCIDRs) > 0 {
+		if addr, err := netip.ParseAddr(v.clientAddress()); err == nil {
+			for _, prefix := range e.ClientCIDRs {
+				if prefix.Contains(addr) {
+					return true
+				}
+			}
+		}
+	}
+	for _, h := range e.Headers {
+		if v.headerMatches(h) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsFold(list []string, s string) bool {
+	for _, item := range list {
+		if strings.EqualFold(item, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// stripPort removes a port from a host ("example.com:8080", "[::1]:443").
+func stripPort(host string) string {
+	if strings.HasPrefix(host, "[") {
+		if i := strings.IndexByte(host, ']'); i > 0 {
+			return host[1:i]
+		}
+		return host
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.IndexByte(host, ':') == i {
+		return host[:i]
+	}
+	return host
+}
