@@ -6,6 +6,8 @@
 #   make bench   benchmarks
 #   make fuzz    every fuzz target for FUZZTIME each
 #   make check   gofmt, go vet (native and wasip1), go mod tidy
+#   make image   the Wasm OCI image Istio pulls, tagged IMAGE (needs Docker or Podman)
+#   make e2e-envoy  the end-to-end scenario against a real Envoy container (needs Docker)
 
 GO       ?= go
 WASM     := build/tollgate.wasm
@@ -14,10 +16,11 @@ LISTEN   ?= 127.0.0.1:8080
 UPSTREAM ?= 127.0.0.1:8081
 CONFIG   ?= examples/tollgate.json
 FUZZTIME ?= 30s
+IMAGE    ?= tollgate:dev
 # Packages linked into the module: they must also vet for wasip1.
 WASM_PKGS := ./filter ./internal/abi ./internal/admission ./config ./limiter
 
-.PHONY: build run test bench fuzz check lint clean
+.PHONY: build run test bench fuzz check lint clean image e2e-envoy
 
 build:
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(WASM) ./filter
@@ -55,6 +58,16 @@ check lint:
 	$(GO) vet ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) vet $(WASM_PKGS)
 	$(GO) mod tidy -diff
+
+# The image holds build/tollgate.wasm as plugin.wasm in one layer; push it and point a WasmPlugin's
+# url at it (README, "Istio").
+image: build
+	deploy/image/build.sh $(IMAGE) $(WASM)
+
+# Builds the module, starts e2e/envoy/compose.yaml, runs the shared scenario against Envoy and
+# always takes the containers down. Fails (rather than skips) when no Docker daemon answers.
+e2e-envoy: build
+	TOLLGATE_REQUIRE_DOCKER=1 $(GO) test -count=1 -v -run '^TestScenarioInEnvoy$$' ./e2e/envoy
 
 clean:
 	rm -rf build

@@ -1,0 +1,13 @@
+// Package deploy holds what users deploy Tollgate with, besides the module itself: the Istio
+// WasmPlugin manifest (istio/) and the recipe for the Wasm OCI image Istio pulls (image/, run by
+// `make image`).
+//
+// Its tests prove, without an Envoy, an Istio or a Docker engine, that every configuration the
+// repository ships is valid: each Envoy configuration against Envoy's own API (the v3 Bootstrap
+// of go-control-plane, unknown fields rejected, every Any resolved, and the generated
+// validation), each WasmPlugin against Istio's API, every Tollgate configuration inside them with
+// config.Parse (what `tollgate check` and the module run), and the compose file and the image
+// recipe against the files they refer to. shipped_test.go lists every such file and the test
+// that proves it; a configuration file missing from that list fails the suite. Nothing here is
+// linked into the module.
+package deploy

@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// minimumEnvoy is the oldest Envoy generation Tollgate supports (README, "Supported versions"),
+// and abiVersion the proxy-wasm ABI the module must declare.
+const (
+	minimumEnvoy = host.Envoy133
+	abiVersion   = "0_2_1"
+)
+
+// moduleInterface is what Envoy looks at when it loads a module: its imports and exports.
+type moduleInterface struct {
+	imports         []string // "module.name", sorted, each once
+	importsMemory   bool
+	exports         map[string]bool
+	exportsMemory   bool
+	abiMarkerParams int
+}
+
+func readInterface(t *testing.T, wasm []byte) moduleInterface {
+	t.Helper()
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	compiled, err := r.CompileModule(ctx, wasm)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	mi := moduleInterface{exports: map[string]bool{}}
+	for _, def := range compiled.ImportedFunctions() {
+		module, name, _ := def.Import()
+		mi.imports = append(mi.imports, module+"."+name)
+	}
+	sort.Strings(mi.imports)
+	mi.imports = slices.Compact(mi.imports) // Go may import one function twice
+	mi.importsMemory = len(compiled.ImportedMemories()) > 0
+	for name, def := range compiled.ExportedFunctions() {
+		mi.exports[name] = true
+		if name == "proxy_abi_version_"+abiVersion {
+			mi.abiMarkerParams = len(def.ParamTypes()) + len(def.ResultTypes())
+		}
+	}
+	_, mi.exportsMemory = compiled.ExportedMemories()["memory"]
+	return mi
+}
+
+// notProvided lists the imports that the Envoy generation does not provide: each one alone makes
+// Envoy refuse the module ("Failed to load Wasm module due to a missing import").
+func notProvided(imports []string, profile host.Profile) []string {
+	provided := map[string]bool{}
+	for _, name := range host.ProvidedImports(profile, abiVersion) {
+		provided[name] = true
+	}
+	var missing []string
+	for _, name := range imports {
+		if !provided[name] {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
+// The module loads in the oldest supported Envoy: it imports nothing Envoy 1.33 lacks, declares
+// proxy-wasm ABI 0.2.1, and exports what Envoy needs to start it.
+func TestModuleLoadsInTheMinimumEnvoy(t *testing.T) {
+	wasm := module(t)
+	mi := readInterface(t, wasm)
+	t.Logf("the module imports %d functions: %s", len(mi.imports), strings.Join(mi.imports, " "))
+
+	if missing := notProvided(mi.imports, minimumEnvoy); len(missing) > 0 {
+		t.Errorf("the module imports what %v does not provide: %s", minimumEnvoy, strings.Join(missing, ", "))
+	}
+	if mi.importsMemory {
+		t.Error("the module imports a memory; Envoy provides none, the module must export its own")
+	}
+	tests := []struct {
+		export, why string
+	}{
+		{"proxy_abi_version_" + abiVersion, "Envoy picks the ABI by this marker export and refuses a module without one"},
+		{"_initialize", "Envoy runs a reactor's _initialize (Go's runtime and init functions) before anything else"},
+		{"proxy_on_memory_allocate", "Envoy needs an allocator to hand the module variable-size results"},
+		{"proxy_on_context_create", "Envoy creates every root and stream context through it"},
+		{"proxy_on_vm_start", "a root context starts through it"},
+		{"proxy_on_configure", "the plugin configuration arrives through it"},
+		{"proxy_on_request_headers", "the rate-limit decision is made in it"},
+	}
+	for _, tt := range tests {
+		if !mi.exports[tt.export] {
+			t.Errorf("the module does not export %s: %s", tt.export, tt.why)
+		}
+	}
+	if mi.exports["proxy_abi_version_"+abiVersion] && mi.abiMarkerParams != 0 {
+		t.Errorf("proxy_abi_version_%s takes or returns values; the marker is a function of no arguments", abiVersion)
+	}
+	for _, other := range []string{"proxy_abi_version_0_1_0", "proxy_abi_version_0_2_0"} {
+		if mi.exports[other] {
+			t.Errorf("the module also exports %s; Envoy takes the first marker it finds, so declare one ABI", other)
+		}
+	}
+	if !mi.exportsMemory {
+		t.Error(`the module does not export its memory as "memory"`)
+	}
+	if mi.exports["_start"] {
+		t.Error("the module exports _start: it is a command, not a reactor; build with -buildmode=c-shared")
+	}
+	// Names are not enough: Envoy also refuses an import with another signature. The host checks
+	// signatures the same way on load.
+	h, err := host.New(context.Background(), wasm, host.Options{Profile: minimumEnvoy, CompilationCache: cache})
+	if err != nil {
+		t.Fatalf("%v refuses the module: %v", minimumEnvoy, err)
+	}
+	defer h.Close(context.Background())
+	if h.ABIVersion() != abiVersion {
+		t.Errorf("the host reads ABI %s, want %s", h.ABIVersion(), abiVersion)
+	}
+}
+
+// The check above does catch a module Envoy 1.33 cannot load: one that touches the file system
+// imports WASI functions that only Envoy 1.39 provides.
+func TestImportCheckCatchesFunctionsEnvoy133Lacks(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "fsimport.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "./internal/host/testdata/fsimport")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the fsimport probe: %v\n%s", err, msg)
+	}
+	wasm, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi := readInterface(t, wasm)
+	missing := notProvided(mi.imports, minimumEnvoy)
+	if !slices.Contains(missing, "wasi_snapshot_preview1.path_filestat_get") {
+		t.Fatalf("imports not provided by %v: %q; want wasi_snapshot_preview1.path_filestat_get among them", minimumEnvoy, missing)
+	}
+	if still := notProvided(mi.imports, host.Envoy139); len(still) > 0 {
+		t.Fatalf("%v provides every import of the probe, but the check reports %q", host.Envoy139, still)
+	}
+}
+
+// The module links the standard library, the SDK's pure-Go types and Tollgate's own packages,
+// nothing else: the dependencies of the tests and tools (go-control-plane, Istio's API, YAML,
+// wazero) must never reach it.
+func TestModuleLinksNoOtherModules(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./filter")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	allowed := []string{"github.com/tollgate-proxy/tollgate/", "github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"}
+	for _, pkg := range strings.Fields(string(out)) {
+		if !slices.ContainsFunc(allowed, func(prefix string) bool { return strings.HasPrefix(pkg, prefix) }) {
+			t.Errorf("the module links %s", pkg)
+		}
+	}
+}
