@@ -22,7 +22,40 @@ type Config struct {
 	Response Response
 	// RateLimitHeaders selects the rate-limit headers added to responses; off by default.
 	RateLimitHeaders HeaderStyle
+	// KeyTable bounds the shared memory the buckets take.
+	KeyTable KeyTable
 }
+
+// KeyTable configures the fixed table of slots that holds every bucket in Envoy's shared data,
+// which has no delete: its size bounds the memory, whatever keys clients send.
+type KeyTable struct {
+	// MaxKeys is the number of slots: at most this many (rule, limit, key) buckets exist at once.
+	MaxKeys int
+	// WhenFull is what happens to a request whose key's slot holds another key's bucket that is
+	// still in use.
+	WhenFull WhenFull
+	// MaxKeyBytes caps a partition key's length; a longer key counts as missing.
+	MaxKeyBytes int
+}
+
+// WhenFull is the policy for a request whose slot is taken by another key's active bucket.
+type WhenFull uint8
+
+const (
+	// WhenFullReject answers as over the limit, with Retry-After until the slot is free again.
+	WhenFullReject WhenFull = iota
+	// WhenFullShare charges the occupying bucket, as if both keys were one: never admits more,
+	// may admit both keys less.
+	WhenFullShare
+	// WhenFullAllow lets the request through uncounted.
+	WhenFullAllow
+)
+
+// Defaults of the key table.
+const (
+	DefaultMaxKeys     = 100_000
+	DefaultMaxKeyBytes = 1024
+)
 
 // FailureMode says what to do with a request when the limiter itself fails,
 // for example when shared memory cannot be read or updated.
@@ -36,6 +69,14 @@ const (
 	// more important than availability.
 	FailureDeny
 )
+
+// String returns the spelling used in the JSON configuration.
+func (w WhenFull) String() string {
+	if int(w) < len(whenFullNames) {
+		return whenFullNames[w]
+	}
+	return "WhenFull(" + strconv.Itoa(int(w)) + ")"
+}
 
 // String returns the spelling used in the JSON configuration.
 func (m FailureMode) String() string {

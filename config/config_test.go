@@ -57,6 +57,9 @@ func repeatJoined(item string, n int) string {
 // defaultBody is the documented default body of a rejected request.
 const defaultBody = "Too Many Requests: retry after {retry_after} s\n"
 
+// defaultKeyTable is the documented default key table.
+var defaultKeyTable = config.KeyTable{MaxKeys: 100000, WhenFull: config.WhenFullReject, MaxKeyBytes: 1024}
+
 // defaultResponse is the documented default response to a rejected request.
 func defaultResponse() config.Response {
 	return config.Response{Status: 429, Body: defaultBody, ContentType: "text/plain; charset=utf-8"}
@@ -76,7 +79,7 @@ func ruleWith(name string, key []config.KeyPart, limits ...config.Limit) config.
 
 // configWith returns a Config with the documented defaults and the given rules.
 func configWith(rules ...config.Rule) *config.Config {
-	return &config.Config{Rules: rules, FailureMode: config.FailureAllow, Response: defaultResponse()}
+	return &config.Config{Rules: rules, FailureMode: config.FailureAllow, Response: defaultResponse(), KeyTable: defaultKeyTable}
 }
 
 // configEdit applies edit to cfg and returns it.
@@ -219,7 +222,7 @@ func TestParse(t *testing.T) {
 				            {"refill_interval": "500ms", "refill_tokens": 2, "capacity": 5}]},
 				{"name": "second", "key": [{"header": "!#$%&'*+-.^_` + "`" + `|~09az"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1ms"}]}
 			]}`,
-			want: &config.Config{FailureMode: config.FailureDeny, Response: defaultResponse(), Rules: []config.Rule{
+			want: &config.Config{FailureMode: config.FailureDeny, Response: defaultResponse(), KeyTable: defaultKeyTable, Rules: []config.Rule{
 				ruleWith("a.B_c-9",
 					[]config.KeyPart{
 						{Kind: config.KeyHeader, Header: "x-api-key"},
@@ -298,7 +301,7 @@ func TestParse(t *testing.T) {
 		{
 			name:     "unknown document field",
 			input:    `{"rule": [], "rules": [{"name": "r", "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]}`,
-			problems: []problem{{"", `unknown field "rule": known fields are rules, failure_mode, client_ip, exempt, shadow, response, rate_limit_headers (did you mean "rules"?)`}},
+			problems: []problem{{"", `unknown field "rule": known fields are rules, failure_mode, client_ip, exempt, shadow, response, rate_limit_headers, key_table (did you mean "rules"?)`}},
 		},
 		{
 			name:     "unknown rule field",
@@ -1164,6 +1167,7 @@ const kitchenSinkJSON = `{
 func kitchenSinkConfig() *config.Config {
 	return &config.Config{
 		FailureMode: config.FailureDeny,
+		KeyTable:    defaultKeyTable,
 		ClientIP:    config.ClientIP{XFFNumTrustedHops: 1},
 		Exempt: config.Exemptions{
 			Paths: []config.PathMatch{{Exact: "/healthz"}, {Prefix: "/internal/"}},
@@ -1352,3 +1356,27 @@ func TestEnumStrings(t *testing.T) {
 }
 
 type fmtStringer interface{ String() string }
+
+func TestKeyTable(t *testing.T) {
+	const rule = `"rules": [{"name": "r", "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]`
+	cfg, err := config.Parse([]byte(`{` + rule + `, "key_table": {"max_keys": 16, "when_full": "share", "max_key_bytes": 64}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (config.KeyTable{MaxKeys: 16, WhenFull: config.WhenFullShare, MaxKeyBytes: 64}); cfg.KeyTable != want {
+		t.Fatalf("key_table %+v, want %+v", cfg.KeyTable, want)
+	}
+	for doc, want := range map[string]string{
+		`{"max_keys": 15}`:          "key_table.max_keys: 15 is not allowed",
+		`{"max_keys": 20000000}`:    "key_table.max_keys: 20000000 is too large",
+		`{"when_full": "drop"}`:     `key_table.when_full: "drop" is not a when_full policy`,
+		`{"max_key_bytes": 100000}`: "key_table.max_key_bytes: 100000 is too large",
+		`{"max_kyes": 5}`:           `key_table: unknown field "max_kyes": known fields are max_keys, when_full, max_key_bytes (did you mean "max_keys"?)`,
+		`[]`:                        "key_table: got an array, want an object",
+	} {
+		_, err := config.Parse([]byte(`{` + rule + `, "key_table": ` + doc + `}`))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("key_table %s: got %v, want %q", doc, err, want)
+		}
+	}
+}

@@ -80,6 +80,9 @@ func revalidate(cfg *config.Config) error {
 	default:
 		return errors.New("rate_limit_headers " + cfg.RateLimitHeaders.String())
 	}
+	if kt := cfg.KeyTable; kt.MaxKeys < 16 || kt.MaxKeys > 10_000_000 || kt.MaxKeyBytes < 16 || kt.MaxKeyBytes > 65536 || kt.WhenFull > config.WhenFullAllow {
+		return errors.New("key_table " + strconv.Itoa(kt.MaxKeys) + " " + kt.WhenFull.String())
+	}
 	if len(cfg.Rules) < 1 || len(cfg.Rules) > 64 {
 		return errors.New(strconv.Itoa(len(cfg.Rules)) + " rules")
 	}
@@ -392,6 +395,8 @@ func encode(t *testing.T, cfg *config.Config) []byte {
 		"client_ip":          map[string]any{"xff_num_trusted_hops": cfg.ClientIP.XFFNumTrustedHops},
 		"shadow":             cfg.Shadow,
 		"rate_limit_headers": cfg.RateLimitHeaders.String(),
+		"key_table": map[string]any{"max_keys": cfg.KeyTable.MaxKeys, "when_full": cfg.KeyTable.WhenFull.String(),
+			"max_key_bytes": cfg.KeyTable.MaxKeyBytes},
 	}
 	exempt := map[string]any{}
 	if cfg.Exempt.Paths != nil {

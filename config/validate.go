@@ -60,7 +60,9 @@ const (
 
 // Field names known at each level, in the order they are documented.
 var (
-	documentFields = []string{"rules", "failure_mode", "client_ip", "exempt", "shadow", "response", "rate_limit_headers"}
+	documentFields = []string{"rules", "failure_mode", "client_ip", "exempt", "shadow", "response", "rate_limit_headers", "key_table"}
+	keyTableFields = []string{"max_keys", "when_full", "max_key_bytes"}
+	whenFullNames  = []string{"reject", "share", "allow"}
 	ruleFields     = []string{"name", "match", "key", "missing_key", "limits", "cost", "shadow"}
 	keyPartFields  = []string{"header", "client_ip", "path", "method", "authority", "query", "attribute"}
 	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window"}
@@ -171,6 +173,7 @@ func (v *validator) document(root *jsonValue) *Config {
 	cfg := &Config{
 		FailureMode: FailureAllow,
 		Response:    Response{Status: defaultResponseStatus, Body: defaultResponseBody, ContentType: defaultContentType},
+		KeyTable:    KeyTable{MaxKeys: DefaultMaxKeys, MaxKeyBytes: DefaultMaxKeyBytes},
 	}
 	if rules := v.required(root, "", "rules", "["+exampleRule+"]"); rules != nil {
 		cfg.Rules = v.rules("rules", rules)
@@ -197,7 +200,44 @@ func (v *validator) document(root *jsonValue) *Config {
 			cfg.RateLimitHeaders = HeaderStyle(index)
 		}
 	}
+	if table := root.member("key_table"); table != nil {
+		v.keyTable("key_table", table, &cfg.KeyTable)
+	}
 	return cfg
+}
+
+// Rules of the key table's fields.
+const (
+	keyTableShape = `key_table is an object with any of "max_keys", "when_full" and "max_key_bytes", ` +
+		`e.g. {"max_keys": 100000, "when_full": "reject"}`
+	maxKeysRule = "max_keys is the number of buckets kept in shared memory (about 100 bytes each), " +
+		"a whole number from 16 to 10000000 (default 100000)"
+	whenFullRule = `when_full is "reject" (answer like an over-limit request until the slot frees up, the default), ` +
+		`"share" (charge the bucket that holds the slot) or "allow" (let the request through uncounted)`
+	maxKeyBytesRule = "max_key_bytes is the longest partition key kept, in bytes; a longer key counts as missing, " +
+		"a whole number from 16 to 65536 (default 1024)"
+)
+
+func (v *validator) keyTable(path string, value *jsonValue, t *KeyTable) {
+	if !v.wantKind(path, value, kindObject, keyTableShape) {
+		return
+	}
+	v.checkFieldNames(path, value, keyTableFields)
+	if n := value.member("max_keys"); n != nil {
+		if count, ok := v.wholeNumber(fieldPath(path, "max_keys"), n, 16, 10_000_000, maxKeysRule); ok {
+			t.MaxKeys = int(count)
+		}
+	}
+	if policy := value.member("when_full"); policy != nil {
+		if index, ok := v.enum(fieldPath(path, "when_full"), policy, whenFullNames, "a when_full policy", whenFullRule); ok {
+			t.WhenFull = WhenFull(index)
+		}
+	}
+	if n := value.member("max_key_bytes"); n != nil {
+		if count, ok := v.wholeNumber(fieldPath(path, "max_key_bytes"), n, 16, 65536, maxKeyBytesRule); ok {
+			t.MaxKeyBytes = int(count)
+		}
+	}
 }
 
 func (v *validator) clientIPSettings(path string, value *jsonValue) ClientIP {

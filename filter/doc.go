@@ -10,5 +10,5 @@
 // response-headers callback, to admitted responses.
 //
 // Counters: tollgate.rule.<rule>.{admitted,limited,shadow_limited,missing_key,invalid_cost},
-// tollgate.exempt, tollgate.internal_errors.
+// tollgate.exempt, tollgate.internal_errors, tollgate.key_table_full.
 package main

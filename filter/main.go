@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"strings"
 
@@ -31,9 +32,9 @@ type pluginContext struct {
 	cfg   *config.Config
 	gate  *admission.Gate
 	rules []ruleMetrics
-	// exempt and internalErrors are plugin-wide counters.
-	exempt, internalErrors abi.Counter
-	debug                  bool
+	// Plugin-wide counters.
+	exempt, internalErrors, tableFull abi.Counter
+	debug                             bool
 	// lastFailure is the last internal error logged; a failing store fails every request the
 	// same way, and one line per distinct error is enough.
 	lastFailure string
@@ -70,6 +71,13 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		return types.OnPluginStartStatusFailed
 	}
 	gate.CollectStatus = cfg.RateLimitHeaders != config.HeadersOff
+	// The hash secret every worker VM shares; math/rand/v2's generator is seeded by the runtime
+	// from WASI random_get (crypto/rand would link crypto packages that cost megabytes of
+	// memory in every VM).
+	if err := gate.LoadSecret(store{}, rand.Uint64); err != nil {
+		abi.Log(abi.LogLevelCritical, "tollgate: cannot read or store the key table's secret in shared data: "+err.Error())
+		return types.OnPluginStartStatusFailed
+	}
 	p.cfg, p.gate = cfg, gate
 	define := func(name string, counter *abi.Counter) bool {
 		if *counter, err = abi.DefineCounter(name); err != nil {
@@ -79,7 +87,8 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		return true
 	}
 	p.rules = make([]ruleMetrics, len(cfg.Rules))
-	ok := define("tollgate.exempt", &p.exempt) && define("tollgate.internal_errors", &p.internalErrors)
+	ok := define("tollgate.exempt", &p.exempt) && define("tollgate.internal_errors", &p.internalErrors) &&
+		define("tollgate.key_table_full", &p.tableFull)
 	for i, r := range cfg.Rules {
 		m := &p.rules[i]
 		prefix := "tollgate.rule." + r.Name + "."
@@ -136,6 +145,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 	}
 	for _, i := range out.MissingKeys {
 		_ = p.rules[i].missingKey.Increment(1)
+	}
+	if out.TableFull > 0 {
+		_ = p.tableFull.Increment(uint64(out.TableFull))
 	}
 	switch out.Verdict {
 	case admission.Allow:

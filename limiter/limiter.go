@@ -93,6 +93,11 @@ func NewBucket(l Limit) (Bucket, error) {
 // Limit returns the Limit the bucket was made from.
 func (b Bucket) Limit() Limit { return b.limit }
 
+// CreditsPerToken is the number of credits one token is worth for this bucket: a State's Level
+// divided by it is the tokens it holds. Callers use it to carry a level over to a bucket of other
+// numbers.
+func (b Bucket) CreditsPerToken() int64 { return b.creditsPerToken }
+
 // Full returns the state of a full bucket as of now.
 func (b Bucket) Full(now int64) State {
 	return State{Level: b.capacityCredits, Last: now}

@@ -77,6 +77,8 @@ type Outcome struct {
 	RetryAfter time.Duration
 	// Admitted lists the rules that applied and admitted the request (Allow).
 	Admitted []int
+	// TableFull counts the limits whose slot held another key's bucket in use (when_full).
+	TableFull int
 	// ShadowLimited lists the shadow rules that would have limited the request.
 	ShadowLimited []int
 	// MissingKeys lists the rules whose key was missing and which let the request through or
@@ -98,12 +100,18 @@ type Gate struct {
 	exempt   config.Exemptions
 	clientIP config.ClientIP
 	shadow   bool
+	table    config.KeyTable
 	// CollectStatus fills Outcome.Limits, for rate-limit headers.
 	CollectStatus bool
 
+	secret     [2]uint64
+	secretKey  string
+	slotPrefix string
+
 	out     Outcome
 	applied []applied
-	buf     [StateSize]byte
+	buf     [SlotSize]byte
+	hashBuf []byte
 }
 
 type rule struct {
@@ -115,29 +123,41 @@ type rule struct {
 type limit struct {
 	index       int
 	algo        algorithm
+	tag         uint8 // the config.Algorithm, stored in the slot
 	fingerprint uint32
-	// keyPrefix namespaces the limit's shared-data keys: namespace, rule name, limit index and
-	// the limit's fingerprint.
-	keyPrefix            string
+	// ownerPrefix goes before the partition key in the owner hash: rule name and limit index.
+	ownerPrefix          string
 	quota, windowSeconds int64
 }
 
 // applied is one limit about to be charged for this request.
 type applied struct {
-	rule     *rule
-	limit    *limit
-	key      string
-	partKey  string
-	cost     int64
-	cas      uint32
-	next     cells
-	decision limiter.Decision
+	rule    *rule
+	limit   *limit
+	partKey string
+	owner   uint64
+	slotKey string
+	cost    int64
+
+	// Read in the decision's first phase:
+	cas        uint32
+	writeOwner uint64 // the owner the slot is written with (another's when sharing)
+	skip       bool   // the slot is taken and when_full is allow: not counted
+	next       cells
+	decision   limiter.Decision
 }
 
 // New compiles a validated configuration. namespace separates the keys of different plugins:
 // Istio gives every WasmPlugin of a proxy one shared-data namespace.
 func New(cfg *config.Config, namespace string) (*Gate, error) {
-	g := &Gate{exempt: cfg.Exempt, clientIP: cfg.ClientIP, shadow: cfg.Shadow}
+	g := &Gate{exempt: cfg.Exempt, clientIP: cfg.ClientIP, shadow: cfg.Shadow, table: cfg.KeyTable,
+		secretKey: "tollgate/v2/" + namespace + "/secret", slotPrefix: "tollgate/v2/" + namespace + "/slot/"}
+	if g.table.MaxKeys < 1 {
+		g.table.MaxKeys = config.DefaultMaxKeys
+	}
+	if g.table.MaxKeyBytes < 1 {
+		g.table.MaxKeyBytes = config.DefaultMaxKeyBytes
+	}
 	for i := range cfg.Rules {
 		r := &cfg.Rules[i]
 		compiled := rule{index: i, config: r}
@@ -147,16 +167,12 @@ func New(cfg *config.Config, namespace string) (*Gate, error) {
 				return nil, errors.New("rules[" + strconv.Itoa(i) + "].limits[" + strconv.Itoa(j) + "]: " + err.Error())
 			}
 			quota, window := algo.policy()
-			fingerprint := algo.fingerprint()
 			compiled.limits = append(compiled.limits, limit{
-				index:       j,
-				algo:        algo,
-				fingerprint: fingerprint,
-				// The fingerprint is part of the key: while Envoy drains the filter chains of an
-				// old configuration, old and new run side by side under the same plugin name,
-				// and a changed limit must not read the other's state as foreign and reset it
-				// on every request.
-				keyPrefix:     "tollgate/v1/" + namespace + "/" + r.Name + "/" + strconv.Itoa(j) + "/" + strconv.FormatUint(uint64(fingerprint), 16) + "/",
+				index:         j,
+				algo:          algo,
+				tag:           uint8(l.Algorithm),
+				fingerprint:   algo.fingerprint(),
+				ownerPrefix:   r.Name + "\x00" + strconv.Itoa(j) + "\x00",
 				quota:         quota,
 				windowSeconds: window,
 			})
@@ -210,7 +226,9 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			}
 			for j := range r.limits {
 				l := &r.limits[j]
-				g.applied = append(g.applied, applied{rule: r, limit: l, key: l.keyPrefix + key, partKey: key, cost: cost})
+				owner := g.owner(l, key)
+				g.applied = append(g.applied, applied{rule: r, limit: l, partKey: key, owner: owner,
+					slotKey: g.slotKey(owner % uint64(g.table.MaxKeys)), cost: cost})
 			}
 		}
 	}
@@ -258,6 +276,9 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 // verdict Allow means the rule does not apply; another verdict has been set in g.out.
 func (g *Gate) ruleKey(view *requestView, r *rule) (string, Verdict) {
 	key, missing := view.partitionKey(r.config.Key)
+	if missing == nil && len(key) > g.table.MaxKeyBytes {
+		missing, key = &tooLong, ""
+	}
 	if missing == nil {
 		return key, Allow
 	}
@@ -268,6 +289,9 @@ func (g *Gate) ruleKey(view *requestView, r *rule) (string, Verdict) {
 		return "", Allow
 	case config.MissingKeyFallback:
 		fallback, fallbackMissing := view.partitionKey(mk.Fallback)
+		if fallbackMissing == nil && len(fallback) > g.table.MaxKeyBytes {
+			fallbackMissing = &tooLong
+		}
 		if fallbackMissing == nil {
 			g.out.MissingKeys = append(g.out.MissingKeys, r.index)
 			// The fallback key space is separate: a user id and an address never share a bucket.
@@ -275,9 +299,16 @@ func (g *Gate) ruleKey(view *requestView, r *rule) (string, Verdict) {
 		}
 		missing = fallbackMissing
 	}
-	g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, mk.Status, describePart(*missing)
+	part := describePart(*missing)
+	if missing == &tooLong {
+		part = "key of at most " + strconv.Itoa(g.table.MaxKeyBytes) + " bytes"
+	}
+	g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, mk.Status, part
 	return "", MissingKey
 }
+
+// tooLong stands for a key longer than the key table allows; it is treated as missing.
+var tooLong = config.KeyPart{}
 
 // ruleCost is the number of units the request takes from each of the rule's limits.
 func ruleCost(req Request, c *config.Cost) (int64, bool) {
@@ -339,7 +370,7 @@ func (g *Gate) collect(group []applied, rejecting *applied) {
 	}
 }
 
-// decide charges every limit of a group or none. It reads all states and decides; if one
+// decide charges every limit of a group or none. It reads all slots and decides; if one
 // rejects, nothing is written and the rejection with the longest wait is returned. Otherwise
 // each new state is written with the CAS it was read with; if another worker wrote one of them
 // first, the writes already made are undone and the whole group is decided again.
@@ -348,17 +379,10 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 		var worst *applied
 		for i := range group {
 			a := &group[i]
-			state, cas, err := load(store, a.limit, a.key, now)
-			if err != nil {
+			if err := g.read(store, a, now); err != nil {
 				return Failed, nil, err
 			}
-			a.cas = cas
-			if a.cost == 0 {
-				a.next, a.decision = state, peek(a.limit.algo, state, now)
-				continue
-			}
-			a.next, a.decision = a.limit.algo.take(state, now, a.cost)
-			if !a.decision.Allowed && (worst == nil || a.decision.RetryAfter > worst.decision.RetryAfter) {
+			if !a.skip && !a.decision.Allowed && (worst == nil || a.decision.RetryAfter > worst.decision.RetryAfter) {
 				worst = a
 			}
 		}
@@ -369,11 +393,12 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 		var err error
 		for ; written < len(group); written++ {
 			a := &group[written]
-			if a.cost == 0 {
-				continue // nothing to charge; the read state stays as it is
+			if a.skip || a.cost == 0 {
+				continue // nothing to charge; the slot stays as it is
 			}
-			encodeState(g.buf[:], a.limit.fingerprint, a.next)
-			if err = store.Set(a.key, g.buf[:], a.cas); err != nil {
+			encodeSlot(g.buf[:], &slot{algorithm: a.limit.tag, fingerprint: a.limit.fingerprint, owner: a.writeOwner,
+				idleAt: a.limit.algo.idleAt(a.next), cells: a.next})
+			if err = store.Set(a.slotKey, g.buf[:], a.cas); err != nil {
 				break
 			}
 		}
@@ -381,11 +406,72 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 			return Allow, nil, nil
 		}
 		g.refund(store, group[:written], now)
-		if !errors.Is(err, types.ErrorStatusCasMismatch) {
-			return Failed, nil, errors.New("set shared data " + group[written].key + ": " + err.Error())
+		if !isCasMismatch(err) {
+			return Failed, nil, errors.New("set shared data " + group[written].slotKey + ": " + err.Error())
 		}
 	}
-	return Failed, nil, errors.New("shared data stayed contended for " + strconv.Itoa(MaxAttempts) + " attempts")
+	return Failed, nil, errContended
+}
+
+var errContended = errors.New("shared data stayed contended for " + strconv.Itoa(MaxAttempts) + " attempts")
+
+// read loads a limit's slot and decides the limit on it. The slot holds this bucket, nothing, a
+// value that is not a slot (replaced), another bucket that is idle (taken over), or another
+// bucket in use: then the when_full policy applies.
+func (g *Gate) read(store Store, a *applied, now int64) error {
+	l := a.limit
+	a.skip, a.writeOwner = false, a.owner
+	value, cas, err := store.Get(a.slotKey)
+	state := l.algo.initial(now)
+	switch {
+	case isNotFound(err):
+		cas = casCreate
+	case err != nil:
+		return errors.New("get shared data " + a.slotKey + ": " + err.Error())
+	default:
+		s, ok := decodeSlot(value)
+		switch {
+		case !ok:
+			// Not a slot value: corrupt, or written by something else. Replaced.
+		case s.owner == a.owner && s.algorithm == l.tag:
+			if s.fingerprint == l.fingerprint && l.algo.valid(s.cells) {
+				state = s.cells
+			} else if converted, ok := l.algo.convert(s.cells, now); ok {
+				// Written by a changed version of this limit (a new configuration).
+				state = converted
+			}
+		case s.owner == a.owner:
+			// The limit changed algorithm: it starts afresh.
+		case s.idleAt <= now:
+			// Another bucket, idle: its owner would find it as good as new, so it is taken over.
+		default:
+			// Another bucket in use.
+			g.out.TableFull++
+			switch g.table.WhenFull {
+			case config.WhenFullAllow:
+				a.cas, a.skip = cas, true
+				a.decision = limiter.Decision{Allowed: true}
+				return nil
+			case config.WhenFullShare:
+				if s.algorithm == l.tag && s.fingerprint == l.fingerprint && l.algo.valid(s.cells) {
+					state, a.writeOwner = s.cells, s.owner
+					break
+				}
+				fallthrough
+			default:
+				a.cas, a.next = cas, state
+				a.decision = limiter.Decision{RetryAfter: time.Duration(max(s.idleAt-now, 1))}
+				return nil
+			}
+		}
+	}
+	a.cas = cas
+	if a.cost == 0 {
+		a.next, a.decision = state, peek(l.algo, state, now)
+		return nil
+	}
+	a.next, a.decision = l.algo.take(state, now, a.cost)
+	return nil
 }
 
 // peek is the decision for a request that costs nothing: always admitted, and what is left is
@@ -401,40 +487,34 @@ func peek(algo algorithm, state cells, now int64) limiter.Decision {
 
 // refund gives back what a group's first limits were charged before a later write failed. It is
 // best effort: if it fails, the charge stands, which errs towards admitting less, never more.
+// A slot that holds another bucket by now is left alone.
 func (g *Gate) refund(store Store, charged []applied, now int64) {
 	for i := range charged {
 		a := &charged[i]
-		if a.cost == 0 {
+		if a.skip || a.cost == 0 {
 			continue
 		}
 		for attempt := 0; attempt < MaxAttempts; attempt++ {
-			state, cas, err := load(store, a.limit, a.key, now)
+			value, cas, err := store.Get(a.slotKey)
 			if err != nil {
 				break
 			}
-			encodeState(g.buf[:], a.limit.fingerprint, a.limit.algo.give(state, now, a.cost))
-			if err := store.Set(a.key, g.buf[:], cas); err == nil || !errors.Is(err, types.ErrorStatusCasMismatch) {
+			s, ok := decodeSlot(value)
+			if !ok || s.owner != a.writeOwner || s.fingerprint != a.limit.fingerprint || !a.limit.algo.valid(s.cells) {
+				break
+			}
+			// The idle time stays: a refund only makes the bucket idle sooner.
+			s.cells = a.limit.algo.give(s.cells, now, a.cost)
+			encodeSlot(g.buf[:], &s)
+			if err := store.Set(a.slotKey, g.buf[:], cas); err == nil || !isCasMismatch(err) {
 				break
 			}
 		}
 	}
 }
 
-// load reads a key's state; an absent or foreign value is the state of a key never seen.
-func load(store Store, l *limit, key string, now int64) (cells, uint32, error) {
-	value, cas, err := store.Get(key)
-	if errors.Is(err, types.ErrorStatusNotFound) {
-		return l.algo.initial(now), casCreate, nil
-	}
-	if err != nil {
-		return cells{}, 0, errors.New("get shared data " + key + ": " + err.Error())
-	}
-	state, ok := decodeState(value, l.fingerprint)
-	if !ok || !l.algo.valid(state) {
-		state = l.algo.initial(now)
-	}
-	return state, cas, nil
-}
+func isNotFound(err error) bool    { return errors.Is(err, types.ErrorStatusNotFound) }
+func isCasMismatch(err error) bool { return errors.Is(err, types.ErrorStatusCasMismatch) }
 
 // hashKey is FNV-1a (64 bit) of a rule name and a partition key: an identifier for headers and
 // logs that does not reveal the key.

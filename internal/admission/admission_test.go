@@ -8,7 +8,6 @@ import (
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/tollgate-proxy/tollgate/config"
-	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
 // memStore is shared data with Envoy's CAS rules, plus hooks to inject faults.
@@ -138,10 +137,10 @@ func TestAdmitSteps(t *testing.T) {
 		{&g.rules[0].limits[0], "1:b", 1},
 		{&g.rules[1].limits[0], "9:192.0.2.1", 2},
 	} {
-		st, ok := decodeState(store.values[c.limit.keyPrefix+c.key], c.limit.fingerprint)
-		_, d := c.limit.algo.take(st, base, 1)
+		st, ok := storedSlot(g, store, c.limit, c.key)
+		_, d := c.limit.algo.take(st.cells, base, 1)
 		if !ok || !d.Allowed || d.Remaining+1 != c.want {
-			t.Errorf("%s%s holds %d tokens, want %d", c.limit.keyPrefix, c.key, d.Remaining+1, c.want)
+			t.Errorf("%s %q holds %d tokens, want %d", c.limit.ownerPrefix, c.key, d.Remaining+1, c.want)
 		}
 	}
 }
@@ -157,17 +156,22 @@ func TestMissingKeyChargesNothing(t *testing.T) {
 	}
 }
 
-func TestForeignOrCorruptValuesAreAFullBucket(t *testing.T) {
+// storedSlot is the slot a (limit, partition key) bucket lives in, decoded, if it holds it.
+func storedSlot(g *Gate, store *memStore, l *limit, partKey string) (slot, bool) {
+	owner := g.owner(l, partKey)
+	s, ok := decodeSlot(store.values[g.slotKey(owner%uint64(g.table.MaxKeys))])
+	return s, ok && s.owner == owner
+}
+
+func TestCorruptValuesAreANewBucket(t *testing.T) {
 	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
-	key := g.rules[0].limits[0].keyPrefix + "1:x"
-	other, _ := limiter.NewBucket(limiter.Limit{Capacity: 9, RefillTokens: 1, RefillInterval: time.Second})
-	var otherLimit [StateSize]byte
-	encodeState(otherLimit[:], other.Fingerprint(), cells{0, sec, 0})
-	var overfull [StateSize]byte
-	encodeState(overfull[:], g.rules[0].limits[0].fingerprint, cells{-5, sec, 0})
+	l := &g.rules[0].limits[0]
+	key := g.slotKey(g.owner(l, "1:x") % uint64(g.table.MaxKeys))
+	var otherVersion [SlotSize]byte
+	encodeSlot(otherVersion[:], &slot{owner: g.owner(l, "1:x"), cells: cells{5, sec, 7}})
+	otherVersion[2] = slotVersion + 1
 	for name, value := range map[string][]byte{
-		"short": []byte("garbage"), "wrong magic": make([]byte, StateSize),
-		"another limit's state": otherLimit[:], "negative level": overfull[:],
+		"short": []byte("garbage"), "wrong magic": make([]byte, SlotSize), "another layout version": otherVersion[:],
 	} {
 		store := newMemStore()
 		store.values[key], store.cas[key] = value, 7
@@ -175,8 +179,35 @@ func TestForeignOrCorruptValuesAreAFullBucket(t *testing.T) {
 		if out.Verdict != Allow || out.Limits[0].Remaining != 1 {
 			t.Errorf("%s: got %+v, want a full bucket minus one", name, out)
 		}
-		if _, ok := decodeState(store.values[key], g.rules[0].limits[0].fingerprint); !ok {
-			t.Errorf("%s: the value was not replaced by a valid state", name)
+		if _, ok := storedSlot(g, store, l, "1:x"); !ok {
+			t.Errorf("%s: the value was not replaced by a valid slot", name)
+		}
+	}
+}
+
+// A changed limit (a new configuration) keeps the tokens the key had, clamped to the new capacity.
+func TestChangedLimitCarriesTokensOver(t *testing.T) {
+	before := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 10, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	store := newMemStore()
+	for i := 0; i < 3; i++ {
+		before.Admit(header("k", "x"), store, sec) // 7 left
+	}
+	for _, c := range []struct {
+		doc  string
+		want int64 // tokens left after one more request
+	}{
+		{`{"capacity": 20, "refill_tokens": 1, "refill_interval": "1h"}`, 6},
+		{`{"capacity": 4, "refill_tokens": 1, "refill_interval": "1h"}`, 3},
+		{`{"capacity": 10, "refill_tokens": 3, "refill_interval": "1h"}`, 6},
+	} {
+		after := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [`+c.doc+`]}]}`)
+		copied := newMemStore()
+		for k, v := range store.values {
+			copied.values[k], copied.cas[k] = v, store.cas[k]
+		}
+		out := after.Admit(header("k", "x"), copied, sec)
+		if out.Verdict != Allow || out.Limits[0].Remaining != c.want {
+			t.Errorf("after changing to %s: %+v, want %d left", c.doc, out, c.want)
 		}
 	}
 }
@@ -256,15 +287,26 @@ func TestRetryAfterSeconds(t *testing.T) {
 	}
 }
 
-func TestStateRoundTrip(t *testing.T) {
-	var buf [StateSize]byte
-	want := cells{123456789, -42, 7}
-	encodeState(buf[:], 0xdeadbeef, want)
-	got, ok := decodeState(buf[:], 0xdeadbeef)
+func TestSlotRoundTrip(t *testing.T) {
+	var buf [SlotSize]byte
+	want := slot{algorithm: 2, fingerprint: 0xdeadbeef, owner: 1<<63 + 5, idleAt: -9, cells: cells{123456789, -42, 7}}
+	encodeSlot(buf[:], &want)
+	got, ok := decodeSlot(buf[:])
 	if !ok || got != want {
 		t.Fatalf("got %+v %v", got, ok)
 	}
-	if _, ok := decodeState(buf[:], 0xdeadbeee); ok {
-		t.Fatal("a state of another limit decoded")
+	if _, ok := decodeSlot(buf[:SlotSize-1]); ok {
+		t.Fatal("a short value decoded")
+	}
+}
+
+// The SipHash-2-4 test vector of its paper: key 00..0f, message 00..0e.
+func TestSipHash(t *testing.T) {
+	msg := make([]byte, 15)
+	for i := range msg {
+		msg[i] = byte(i)
+	}
+	if got := sipHash24(0x0706050403020100, 0x0f0e0d0c0b0a0908, msg); got != 0xa129ca6149be45e5 {
+		t.Fatalf("got %#x", got)
 	}
 }

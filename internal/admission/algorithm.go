@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"math"
+	"math/bits"
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -18,6 +20,12 @@ type algorithm interface {
 	give(c cells, now, n int64) cells
 	valid(c cells) bool
 	fingerprint() uint32
+	// idleAt is the instant from which the state is as good as a new one (a full bucket, a
+	// window with nothing counted): a slot idle by then may be given to another key.
+	idleAt(c cells) int64
+	// convert carries over the state a changed version of the same limit wrote (same rule,
+	// index and key, same algorithm, other numbers); ok is false if it cannot.
+	convert(c cells, now int64) (cells, bool)
 	// policy describes the limit for rate-limit headers: its quota and the window, in
 	// seconds, over which the quota is restored.
 	policy() (quota int64, windowSeconds int64)
@@ -33,8 +41,16 @@ func newAlgorithm(l config.Limit) (algorithm, error) {
 		return slidingWindow{w}, err
 	default:
 		b, err := limiter.NewBucket(limiter.Limit{Capacity: l.Capacity, RefillTokens: l.RefillTokens, RefillInterval: l.RefillInterval})
-		return tokenBucket{b}, err
+		g := gcd(uint64(l.RefillInterval), uint64(l.RefillTokens))
+		return tokenBucket{b: b, creditsPerNano: int64(uint64(l.RefillTokens) / max(g, 1))}, err
 	}
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 func ceilSeconds(d time.Duration) int64 {
@@ -45,21 +61,60 @@ func ceilSeconds(d time.Duration) int64 {
 	return s
 }
 
-type tokenBucket struct{ b limiter.Bucket }
+// tokenBucket stores (level in credits, last update, credits per token): the third cell lets a
+// changed limit carry the level over in tokens.
+type tokenBucket struct {
+	b              limiter.Bucket
+	creditsPerNano int64
+}
 
 func bucketState(c cells) limiter.State { return limiter.State{Level: c[0], Last: c[1]} }
-func bucketCells(s limiter.State) cells { return cells{s.Level, s.Last, 0} }
+func (t tokenBucket) cells(s limiter.State) cells {
+	return cells{s.Level, s.Last, t.b.CreditsPerToken()}
+}
 
-func (t tokenBucket) initial(now int64) cells { return bucketCells(t.b.Full(now)) }
+func (t tokenBucket) initial(now int64) cells { return t.cells(t.b.Full(now)) }
 func (t tokenBucket) take(c cells, now, n int64) (cells, limiter.Decision) {
 	s, d := t.b.Take(bucketState(c), now, n)
-	return bucketCells(s), d
+	return t.cells(s), d
 }
 func (t tokenBucket) give(c cells, now, n int64) cells {
-	return bucketCells(t.b.Give(bucketState(c), now, n))
+	return t.cells(t.b.Give(bucketState(c), now, n))
 }
-func (t tokenBucket) valid(c cells) bool  { return c[2] == 0 && t.b.Valid(bucketState(c)) }
+func (t tokenBucket) valid(c cells) bool {
+	return c[2] == t.b.CreditsPerToken() && t.b.Valid(bucketState(c))
+}
 func (t tokenBucket) fingerprint() uint32 { return t.b.Fingerprint() }
+
+// idleAt: full again at last + ceil(missing credits / credits per nanosecond).
+func (t tokenBucket) idleAt(c cells) int64 {
+	capacity := t.b.Full(0).Level
+	missing := capacity - min(max(c[0], 0), capacity)
+	if missing == 0 || t.creditsPerNano <= 0 {
+		return c[1]
+	}
+	wait := (missing + t.creditsPerNano - 1) / t.creditsPerNano
+	if c[1] > math.MaxInt64-wait {
+		return math.MaxInt64
+	}
+	return c[1] + wait
+}
+
+// convert keeps the tokens the key had, clamped to the new capacity (rounded down: a changed
+// limit never hands out a fraction more).
+func (t tokenBucket) convert(c cells, now int64) (cells, bool) {
+	oldPerToken, newPerToken := c[2], t.b.CreditsPerToken()
+	if oldPerToken <= 0 || c[0] < 0 {
+		return cells{}, false
+	}
+	hi, lo := bits.Mul64(uint64(c[0]), uint64(newPerToken))
+	if hi >= uint64(oldPerToken) {
+		return t.initial(now), true // more than any capacity: full
+	}
+	level, _ := bits.Div64(hi, lo, uint64(oldPerToken))
+	capacity := t.b.Full(0).Level
+	return cells{min(int64(min(level, uint64(capacity))), capacity), c[1], newPerToken}, true
+}
 
 // policy: a token bucket's quota is its capacity, restored from empty in
 // capacity × refill_interval / refill_tokens.
@@ -86,6 +141,13 @@ func (f fixedWindow) give(c cells, now, n int64) cells {
 }
 func (f fixedWindow) valid(c cells) bool  { return f.w.Valid(windowState(c)) }
 func (f fixedWindow) fingerprint() uint32 { return f.w.Fingerprint() }
+func (f fixedWindow) idleAt(c cells) int64 {
+	return windowIdleAt(c, int64(f.w.Limit().Window), false)
+}
+func (f fixedWindow) convert(c cells, now int64) (cells, bool) {
+	l := f.w.Limit()
+	return convertWindow(c, f.w.Empty(now).Start, int64(l.Window), l.Capacity, false), true
+}
 func (f fixedWindow) policy() (int64, int64) {
 	l := f.w.Limit()
 	return l.Capacity, max(ceilSeconds(l.Window), 1)
@@ -103,6 +165,48 @@ func (s slidingWindow) give(c cells, now, n int64) cells {
 }
 func (s slidingWindow) valid(c cells) bool  { return s.w.Valid(windowState(c)) }
 func (s slidingWindow) fingerprint() uint32 { return s.w.Fingerprint() }
+func (s slidingWindow) idleAt(c cells) int64 {
+	return windowIdleAt(c, int64(s.w.Limit().Window), true)
+}
+func (s slidingWindow) convert(c cells, now int64) (cells, bool) {
+	l := s.w.Limit()
+	return convertWindow(c, s.w.Empty(now).Start, int64(l.Window), l.Capacity, true), true
+}
+
+// windowIdleAt: nothing counted in the window is felt once the window (and, sliding, the one
+// after it) has passed.
+func windowIdleAt(c cells, window int64, sliding bool) int64 {
+	start, count, previous := c[0], c[1], c[2]
+	ends := int64(0)
+	switch {
+	case count > 0 && sliding:
+		ends = 2
+	case count > 0, previous > 0 && sliding:
+		ends = 1
+	}
+	if ends == 0 {
+		return start
+	}
+	if start > math.MaxInt64-ends*window {
+		return math.MaxInt64
+	}
+	return start + ends*window
+}
+
+// convertWindow keeps what a changed window limit counted: in the same window when its start is
+// still aligned to the new length, else carried into the window of now; counts are clamped to
+// the new capacity.
+func convertWindow(c cells, currentStart, window, capacity int64, sliding bool) cells {
+	count, previous := min(max(c[1], 0), capacity), min(max(c[2], 0), capacity)
+	if !sliding {
+		previous = 0
+	}
+	start := currentStart
+	if c[0]%window == 0 {
+		start = c[0]
+	}
+	return cells{start, count, previous}
+}
 func (s slidingWindow) policy() (int64, int64) {
 	l := s.w.Limit()
 	return l.Capacity, max(ceilSeconds(l.Window), 1)

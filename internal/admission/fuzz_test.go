@@ -4,19 +4,19 @@ import (
 	"testing"
 )
 
-// FuzzDecodeState: any bytes under our key decode to a state of the right limit or are refused;
-// never a panic, and what decodes re-encodes to the same bytes.
-func FuzzDecodeState(f *testing.F) {
-	var valid [StateSize]byte
-	encodeState(valid[:], 7, cells{5, 9, 0})
-	f.Add(valid[:], uint32(7))
-	f.Fuzz(func(t *testing.T, value []byte, fingerprint uint32) {
-		s, ok := decodeState(value, fingerprint)
+// FuzzDecodeSlot: any bytes in a slot decode to a slot or are refused; never a panic, and what
+// decodes re-encodes to the same bytes.
+func FuzzDecodeSlot(f *testing.F) {
+	var valid [SlotSize]byte
+	encodeSlot(valid[:], &slot{algorithm: 1, fingerprint: 7, owner: 9, idleAt: 11, cells: cells{5, 9, 1}})
+	f.Add(valid[:])
+	f.Fuzz(func(t *testing.T, value []byte) {
+		s, ok := decodeSlot(value)
 		if !ok {
 			return
 		}
-		var again [StateSize]byte
-		encodeState(again[:], fingerprint, s)
+		var again [SlotSize]byte
+		encodeSlot(again[:], &s)
 		if string(again[:]) != string(value) {
 			t.Fatalf("decode/encode changed %x into %x", value, again)
 		}
