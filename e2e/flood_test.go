@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// A flood of 1,000,000 distinct keys, as from a client minting a new API key per request: the
+// shared data never holds more than the key table's slots (plus its secret), and a well-behaved
+// key that keeps sending at three times its rate is admitted exactly its limit the whole time.
+func TestKeyFloodIsBoundedAndSparesWellBehavedKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the million-key flood takes a while; run without -short")
+	}
+	const (
+		maxKeys      = 10_000
+		steps        = 100
+		floodPerStep = 10_000 // 1,000,000 in all
+		workers      = 4
+	)
+	config := `{"key_table": {"max_keys": ` + strconv.Itoa(maxKeys) + `},
+	  "rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
+	    "limits": [{"capacity": 10, "refill_tokens": 1, "refill_interval": "100ms"}]}]}`
+	g := newRig(t, host.Envoy133, config, workers)
+	good := httpReq("GET", "/", peer, "x-api-key", "well-behaved")
+	admitted := 0
+	rng := rand.New(rand.NewPCG(1, 2))
+	for step := 0; step < steps; step++ {
+		g.at(time.Duration(step) * 100 * time.Millisecond)
+		// Three requests per refill interval: one token comes per step after the initial 10.
+		for i := 0; i < 3; i++ {
+			if resp := g.send(g.vms[i%workers], good, nil); resp.Status == 200 {
+				admitted++
+			}
+		}
+		keys := make([]string, floodPerStep)
+		for i := range keys {
+			keys[i] = strconv.FormatUint(rng.Uint64(), 36)
+		}
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(vm *host.VM, part []string) {
+				defer wg.Done()
+				for _, k := range part {
+					resp, err := vm.Do(httpReq("GET", "/", peer, "x-api-key", k), okUpstream)
+					if err != nil || (resp.Status != 200 && resp.Status != 429) {
+						t.Errorf("flood request: %v %v", resp, err)
+						return
+					}
+				}
+			}(g.vms[w], keys[w*floodPerStep/workers:(w+1)*floodPerStep/workers])
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		if n := g.host.SharedData().Keys("tollgate"); n > maxKeys+1 {
+			t.Fatalf("step %d: shared data holds %d keys, over the bound of %d slots and the secret", step, n, maxKeys)
+		}
+	}
+	if want := 10 + steps - 1; admitted != want {
+		t.Fatalf("the well-behaved key was admitted %d times over %d steps, want exactly %d (capacity 10 plus one token per step)", admitted, steps, want)
+	}
+	if g.counter("tollgate.key_table_full") == 0 {
+		t.Error("the flood never found the table full: the test did not exercise the bound")
+	}
+	for _, vm := range g.vms {
+		if err := vm.Err(); err != nil {
+			t.Fatalf("a VM failed: %v", err)
+		}
+	}
+	t.Logf("shared-data keys %d, key_table_full %d, linear memory %d pages", g.host.SharedData().Keys("tollgate"),
+		g.counter("tollgate.key_table_full"), g.vms[0].Stats().MemoryPages)
+}
+
+// Hostile request shapes: a 64 KiB key, binary bytes, an empty value, thousands of headers. Each
+// is answered, nothing traps, and the table stays bounded.
+func TestHostileKeys(t *testing.T) {
+	g := newRig(t, host.Envoy133, `{"key_table": {"max_keys": 64},
+	  "rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
+	    "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`, 2)
+	many := []string{"x-api-key", "many"}
+	for i := 0; i < 5000; i++ {
+		many = append(many, "x-h-"+strconv.Itoa(i), strings.Repeat("v", 20))
+	}
+	runPolicy(t, g, []policyStep{
+		{name: "64 KiB key: longer than max_key_bytes, so missing", req: httpReq("GET", "/", peer, "x-api-key", strings.Repeat("k", 64<<10)),
+			status: 401, body: "key of at most 1024 bytes"},
+		{name: "binary bytes", req: httpReq("GET", "/", peer, "x-api-key", "\x00\xff\xfe\x01bin"), status: 200},
+		{name: "binary bytes again", req: httpReq("GET", "/", peer, "x-api-key", "\x00\xff\xfe\x01bin"), status: 200},
+		{name: "binary bytes limited", req: httpReq("GET", "/", peer, "x-api-key", "\x00\xff\xfe\x01bin"), status: 429},
+		{name: "empty value: missing", req: httpReq("GET", "/", peer, "x-api-key", ""), status: 401},
+		{name: "5000 headers", req: httpReq("GET", "/", peer, many...), status: 200},
+	})
+	for i := 0; i < 1000; i++ {
+		g.send(g.vms[i%2], httpReq("GET", "/", peer, "x-api-key", strings.Repeat("x", i%1000+1)), nil)
+	}
+	if n := g.host.SharedData().Keys("tollgate"); n > 64+1 {
+		t.Fatalf("%d shared-data keys for 64 slots", n)
+	}
+	for _, vm := range g.vms {
+		if err := vm.Err(); err != nil {
+			t.Fatalf("a VM failed: %v", err)
+		}
+	}
+}
