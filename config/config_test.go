@@ -392,7 +392,7 @@ func TestParse(t *testing.T) {
 		{name: "key null", input: withRule(`{"name": "r", "key": null, "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}`), problems: []problem{{"rules[0].key", "got null, want an array: key is a list of 1 to 8 parts"}}},
 		{name: "key object", input: withRule(`{"name": "r", "key": {"header": "x"}, "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}`), problems: []problem{{"rules[0].key", "got an object, want an array"}}},
 		{name: "key empty", input: withRule(`{"name": "r", "key": [], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}`), problems: []problem{{"rules[0].key", "an empty list is not allowed: add a part such as"}}},
-		{name: "9 key parts", input: withKeyPart(repeatJoined(`{"client_ip": {}}`, 9)), problems: []problem{{"rules[0].key", "9 parts are too many: at most 8 are allowed"}}},
+		{name: "9 key parts", input: withKeyPart(`{"header": "a"}, {"header": "b"}, {"header": "c"}, {"header": "d"}, {"header": "e"}, {"header": "f"}, {"header": "g"}, {"header": "h"}, {"header": "i"}`), problems: []problem{{"rules[0].key", "9 parts are too many: at most 8 are allowed"}}},
 		{name: "key part string", input: withKeyPart(`"x-api-key"`), problems: []problem{{keyPartPath, `got the string "x-api-key", want an object: a key part is an object with exactly one field`}}},
 		{name: "key part empty", input: withKeyPart(`{}`), problems: []problem{{keyPartPath, `the key part is empty: a key part is an object with exactly one field: {"header": "<name>"}, {"client_ip": {}}, {"path": {}}, {"method": {}}, {"authority": {}}, {"query": "<parameter>"} or {"attribute": ["<segment>", ...]}`}}},
 		{name: "key part with header and client_ip", input: withKeyPart(`{"header": "x-api-key", "client_ip": {}}`), problems: []problem{{keyPartPath, `has both "header" and "client_ip": a key part takes exactly one`}}},
@@ -516,9 +516,9 @@ func TestParse(t *testing.T) {
 		{name: "exempt empty object", input: withExempt(`{}`), want: baseConfig(func(*config.Config) {})},
 		{
 			name:  "exempt paths",
-			input: withExempt(`{"paths": [{"exact": "/healthz"}, {"prefix": "/internal/"}, {"prefix": "/"}]}`),
+			input: withExempt(`{"paths": [{"exact": "/healthz"}, {"prefix": "/internal/"}, {"prefix": "/v1/health"}]}`),
 			want: baseConfig(func(c *config.Config) {
-				c.Exempt.Paths = []config.PathMatch{{Exact: "/healthz"}, {Prefix: "/internal/"}, {Prefix: "/"}}
+				c.Exempt.Paths = []config.PathMatch{{Exact: "/healthz"}, {Prefix: "/internal/"}, {Prefix: "/v1/health"}}
 			}),
 		},
 		{
@@ -532,7 +532,7 @@ func TestParse(t *testing.T) {
 					netip.MustParsePrefix("2001:db8::1/128"),
 					netip.MustParsePrefix("10.1.0.0/16"),
 					netip.MustParsePrefix("0.0.0.0/0"),
-					netip.MustParsePrefix("::ffff:192.0.2.0/120"),
+					netip.MustParsePrefix("192.0.2.0/24"), // IPv4-mapped: stored unmapped
 				}
 			}),
 		},
@@ -1377,6 +1377,22 @@ func TestKeyTable(t *testing.T) {
 		_, err := config.Parse([]byte(`{` + rule + `, "key_table": ` + doc + `}`))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("key_table %s: got %v, want %q", doc, err, want)
+		}
+	}
+}
+
+func TestMoreMisconfigurations(t *testing.T) {
+	const limits = `"limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]`
+	for doc, want := range map[string]string{
+		`{"rules": [{"name": "r", "key": [{"header": "a"}, {"header": "A"}], ` + limits + `}]}`:                                             "rules[0].key[1]: repeats rules[0].key[0]",
+		`{"exempt": {"paths": [{"prefix": "/"}]}, "rules": [{"name": "r", "key": [{"client_ip": {}}], ` + limits + `}]}`:                    `exempt.paths[0]: {"prefix": "/"} exempts every request`,
+		`{"response": {"headers": {"transfer-encoding": "chunked"}}, "rules": [{"name": "r", "key": [{"client_ip": {}}], ` + limits + `}]}`: "is a hop-by-hop header",
+		`{"response": {"headers": {"x-a": "caf\u00e9"}}, "rules": [{"name": "r", "key": [{"client_ip": {}}], ` + limits + `}]}`:             "header values are visible ASCII",
+		`{"exempt": {"client_cidrs": ["::ffff:0.0.0.0/64"]}, "rules": [{"name": "r", "key": [{"client_ip": {}}], ` + limits + `}]}`:         "IPv4-mapped prefix shorter than /96",
+	} {
+		_, err := config.Parse([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", doc, err, want)
 		}
 	}
 }

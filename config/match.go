@@ -78,7 +78,11 @@ func (v *validator) pathMatches(path string, value *jsonValue) []PathMatch {
 	v.checkCount(path, len(value.items), maxExemptions, "paths", `add a path match such as {"exact": "/healthz"}, or remove "paths"`)
 	matches := make([]PathMatch, 0, len(value.items))
 	for i, item := range value.items {
-		match, _ := v.pathMatch(indexPath(path, i), item)
+		match, ok := v.pathMatch(indexPath(path, i), item)
+		if ok && match.Prefix == "/" {
+			v.add(indexPath(path, i), `{"prefix": "/"} exempts every request, which turns the limiter off: `+
+				`exempt the paths that need it, e.g. {"exact": "/healthz"}, or remove the rules instead`)
+		}
 		matches = append(matches, match)
 	}
 	return matches
@@ -294,13 +298,23 @@ func (v *validator) clientCIDR(path string, value *jsonValue) (netip.Prefix, boo
 			"), which a client address never carries: remove it: "+cidrRule)
 		return netip.Prefix{}, false
 	case !hasLength:
-		return netip.PrefixFrom(address, address.BitLen()), true
+		return netip.PrefixFrom(address.Unmap(), address.Unmap().BitLen()), true
 	}
 	prefix, err := netip.ParsePrefix(text)
 	if err != nil {
 		v.add(path, quoteClipped(text)+" is not a valid CIDR: the prefix length after '/' must be a whole number from 0 to "+
 			strconv.Itoa(address.BitLen())+" for an IPv"+ipVersion(address)+" address, written without leading zeros: "+cidrRule)
 		return netip.Prefix{}, false
+	}
+	if address.Is4In6() {
+		// Client addresses are compared unmapped (::ffff:10.0.0.1 is 10.0.0.1), so an
+		// IPv4-mapped prefix is stored as the IPv4 prefix it stands for.
+		if prefix.Bits() < 96 {
+			v.add(path, quoteClipped(text)+" is an IPv4-mapped prefix shorter than /96, which covers more than IPv4 "+
+				"addresses: write the IPv4 CIDR instead, e.g. \"10.0.0.0/8\": "+cidrRule)
+			return netip.Prefix{}, false
+		}
+		return netip.PrefixFrom(address.Unmap(), prefix.Bits()-96).Masked(), true
 	}
 	return prefix.Masked(), true
 }

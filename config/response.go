@@ -23,6 +23,9 @@ const (
 		`or "x-ratelimit" (X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset)`
 )
 
+// hopByHopHeaders are the connection-level headers of RFC 9110 §7.6.1 and their old companions.
+var hopByHopHeaders = []string{"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"}
+
 // filterResponseHeaders are the response headers the filter sets itself,
 // each with the fix for a configuration that sets it too.
 var filterResponseHeaders = []struct{ name, fix string }{
@@ -144,6 +147,13 @@ func (v *validator) responseHeaderName(path, name string) (string, bool) {
 		return "", false
 	}
 	lower := strings.ToLower(name)
+	for _, hop := range hopByHopHeaders {
+		if lower == hop {
+			v.add(path, strconv.Quote(name)+" is a hop-by-hop header, which describes the connection rather than the "+
+				"response and which Envoy manages itself: remove it")
+			return "", false
+		}
+	}
 	for _, reserved := range filterResponseHeaders {
 		if lower == reserved.name {
 			v.add(path, strconv.Quote(name)+" is a header the filter sets itself: "+reserved.fix)
@@ -167,6 +177,11 @@ func (v *validator) responseHeaderValue(path string, value *jsonValue) (string, 
 			v.add(path, quoteClipped(text)+" contains "+strconv.QuoteRune(r)+", which would end the header early "+
 				"and let the rest of the value inject other headers or a body (response header injection): "+
 				responseHeaderValueRule)
+			return "", false
+		}
+		if (r < 0x20 && r != '\t') || r >= 0x7f {
+			v.add(path, quoteClipped(text)+" contains "+strconv.QuoteRune(r)+": header values are visible ASCII, "+
+				"spaces and tabs (RFC 9110 §5.5), and proxies reject or mangle anything else: "+responseHeaderValueRule)
 			return "", false
 		}
 	}

@@ -348,7 +348,14 @@ func (v *validator) key(path string, value *jsonValue) []KeyPart {
 	v.checkCount(path, len(value.items), maxKeyParts, "parts", `add a part such as {"header": "x-api-key"} or {"client_ip": {}}`)
 	parts := make([]KeyPart, 0, len(value.items))
 	for i, item := range value.items {
-		parts = append(parts, v.keyPart(indexPath(path, i), item))
+		part := v.keyPart(indexPath(path, i), item)
+		for j, earlier := range parts {
+			if part.Kind != 0 && sameKeyPart(part, earlier) {
+				v.add(indexPath(path, i), "repeats "+indexPath(path, j)+": a part given twice adds nothing to the key, remove one")
+				break
+			}
+		}
+		parts = append(parts, part)
 	}
 	return parts
 }

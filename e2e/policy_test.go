@@ -134,6 +134,8 @@ func TestRulesMatchingFallbackAndExemptionsThroughTheModule(t *testing.T) {
 		{name: "login", req: httpReq("POST", "/login", peer), status: 200},
 		{name: "login again", req: httpReq("POST", "/login", peer), status: 429},
 		{name: "GET /login is not limited", req: httpReq("GET", "/login", peer), status: 200},
+		{name: "another spelling of /login is /login", req: httpReq("POST", "//./login", peer), status: 429},
+		{name: "no way into the health check's exemption", req: httpReq("POST", "/healthz/../login", peer), status: 429},
 		{name: "user 1", req: httpReq("GET", "/api/x", peer, "x-user-id", "u1"), status: 200},
 		{name: "user 1", req: httpReq("GET", "/api/x", peer, "x-user-id", "u1"), status: 200},
 		{name: "user 1 limited", req: httpReq("GET", "/api/x", peer, "x-user-id", "u1"), status: 429},
@@ -147,7 +149,7 @@ func TestRulesMatchingFallbackAndExemptionsThroughTheModule(t *testing.T) {
 		{name: "canary exempt", req: httpReq("POST", "/login", peer, "x-canary", "1"), status: 200},
 	})
 	for name, want := range map[string]int64{
-		"tollgate.exempt": 4, "tollgate.rule.login.admitted": 1, "tollgate.rule.login.limited": 1,
+		"tollgate.exempt": 4, "tollgate.rule.login.admitted": 1, "tollgate.rule.login.limited": 3,
 		"tollgate.rule.tiered.admitted": 5, "tollgate.rule.tiered.limited": 2, "tollgate.rule.tiered.missing_key": 3,
 	} {
 		if got := g.counter(name); got != want {
@@ -168,6 +170,13 @@ func TestMissingKeyOptionsThroughTheModule(t *testing.T) {
 		{name: "team limited", req: httpReq("GET", "/", peer, "x-team", "a"), status: 200},
 		{name: "team limited", req: httpReq("GET", "/", peer, "x-team", "a"), status: 429},
 		{name: "no key: 403", req: httpReq("GET", "/private", peer), status: 403, body: "Forbidden: the request has no header x-api-key (rate limit rule key)"},
+		// A 401 carries a challenge (RFC 9110 §15.5.2).
+		{name: "no team on a rejecting rule", req: httpReq("GET", "/private", peer, "x-api-key", ""), status: 403},
+	})
+	g401 := newRig(t, host.Envoy133, coreConfig, 1)
+	runPolicy(t, g401, []policyStep{
+		{name: "401 with a challenge", req: httpReq("GET", "/", peer), status: 401,
+			headers: map[string]string{"www-authenticate": `Tollgate realm="per-api-key"`}},
 	})
 }
 
@@ -219,12 +228,22 @@ func TestShadowModeThroughTheModule(t *testing.T) {
 		return &host.Response{Status: 200}, nil
 	}
 	for i := 0; i < 3; i++ {
-		if resp := g.send(g.vms[0], httpReq("GET", "/", peer), upstream); resp.Status != 200 {
+		// The client's own mark must never reach the upstream.
+		if resp := g.send(g.vms[0], httpReq("GET", "/", peer, "x-tollgate-shadow-limited", "forged"), upstream); resp.Status != 200 {
 			t.Fatalf("request %d: shadow mode rejected it: %d", i, resp.Status)
 		}
 	}
 	if strings.Join(marked, "|") != "trial|trial" {
 		t.Fatalf("the upstream saw shadow marks %q, want two requests marked trial", marked)
+	}
+	// A shadow rule never rejects, not even a request without its key.
+	missing := newRig(t, host.Envoy133, `{"rules": [{"name": "trial", "shadow": true, "key": [{"header": "x-user"}],
+	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`, 1)
+	if resp := missing.send(missing.vms[0], httpReq("GET", "/", peer), nil); resp.Status != 200 {
+		t.Fatalf("a shadow rule rejected a request without its key: %d", resp.Status)
+	}
+	if missing.counter("tollgate.rule.trial.missing_key") != 1 {
+		t.Fatalf("missing_key = %d", missing.counter("tollgate.rule.trial.missing_key"))
 	}
 	if g.counter("tollgate.rule.trial.shadow_limited") != 2 || g.counter("tollgate.rule.trial.admitted") != 1 {
 		t.Fatalf("shadow_limited %d admitted %d", g.counter("tollgate.rule.trial.shadow_limited"), g.counter("tollgate.rule.trial.admitted"))

@@ -35,6 +35,9 @@ type pluginContext struct {
 	// Plugin-wide counters.
 	exempt, internalErrors, tableFull abi.Counter
 	debug                             bool
+	// shadowRules is true when any rule is a shadow rule: then the shadow header a client sent
+	// itself is removed from every request.
+	shadowRules bool
 	// lastFailure is the last internal error logged; a failing store fails every request the
 	// same way, and one line per distinct error is enough.
 	lastFailure string
@@ -99,6 +102,10 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	if !ok {
 		return types.OnPluginStartStatusFailed
 	}
+	p.shadowRules = cfg.Shadow
+	for _, r := range cfg.Rules {
+		p.shadowRules = p.shadowRules || r.Shadow
+	}
 	level, _ := abi.GetLogLevel()
 	p.debug = level <= abi.LogLevelDebug
 	abi.Log(abi.LogLevelInfo, "tollgate: started with "+strconv.Itoa(len(cfg.Rules))+" rule(s), failure_mode "+cfg.FailureMode.String())
@@ -149,20 +156,19 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 	if out.TableFull > 0 {
 		_ = p.tableFull.Increment(uint64(out.TableFull))
 	}
+	for _, i := range out.InvalidCost {
+		_ = p.rules[i].invalidCost.Increment(1)
+	}
+	if out.ShadowErr != nil {
+		p.failed("shadow rule: " + out.ShadowErr.Error())
+	}
 	switch out.Verdict {
 	case admission.Allow:
 		for _, i := range out.Admitted {
 			_ = p.rules[i].admitted.Increment(1)
 		}
-		if len(out.ShadowLimited) > 0 {
-			names := make([]string, len(out.ShadowLimited))
-			for j, i := range out.ShadowLimited {
-				_ = p.rules[i].shadowLimited.Increment(1)
-				names[j] = p.gate.RuleName(i)
-			}
-			if err := abi.AddHttpRequestHeader(ShadowHeader, strings.Join(names, ",")); err != nil {
-				p.failed("cannot mark a shadow-limited request: " + err.Error())
-			}
+		if p.shadowRules {
+			h.markShadow(out)
 		}
 		h.responseHeaders = p.gate.RateLimitHeaders(p.cfg.RateLimitHeaders, out)
 		return types.ActionContinue
@@ -175,7 +181,12 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 		return types.ActionPause
 	case admission.MissingKey:
 		_ = p.rules[out.Rule].missingKey.Increment(1)
-		h.reply(uint32(out.Status), "the request has no "+out.MissingPart+" (rate limit rule "+p.gate.RuleName(out.Rule)+")\n")
+		var challenge [][2]string
+		if out.Status == 401 {
+			// RFC 9110 §15.5.2: a 401 carries a challenge. The scheme names what is missing.
+			challenge = append(challenge, [2]string{"www-authenticate", `Tollgate realm="` + p.gate.RuleName(out.Rule) + `"`})
+		}
+		h.reply(uint32(out.Status), "the request has no "+out.MissingPart+" (rate limit rule "+p.gate.RuleName(out.Rule)+")\n", challenge...)
 		return types.ActionPause
 	case admission.BadCost:
 		_ = p.rules[out.Rule].invalidCost.Increment(1)
@@ -184,6 +195,26 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 	default:
 		p.failed(out.Err.Error())
 		return h.failOpenOrDeny()
+	}
+}
+
+// markShadow sets the shadow header to the rules that would have limited the request, after
+// removing any the client sent: the upstream must be able to trust it.
+func (h *httpContext) markShadow(out *admission.Outcome) {
+	p := h.plugin
+	if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
+		p.failed("cannot remove " + ShadowHeader + ": " + err.Error())
+	}
+	if len(out.ShadowLimited) == 0 {
+		return
+	}
+	names := make([]string, len(out.ShadowLimited))
+	for j, i := range out.ShadowLimited {
+		_ = p.rules[i].shadowLimited.Increment(1)
+		names[j] = p.gate.RuleName(i)
+	}
+	if err := abi.AddHttpRequestHeader(ShadowHeader, strings.Join(names, ",")); err != nil {
+		p.failed("cannot mark a shadow-limited request: " + err.Error())
 	}
 }
 
@@ -212,9 +243,9 @@ func (h *httpContext) failOpenOrDeny() types.Action {
 }
 
 // reply sends a plain-text local reply; the status text leads the body.
-func (h *httpContext) reply(status uint32, detail string) {
+func (h *httpContext) reply(status uint32, detail string, extra ...[2]string) {
 	body := statusText(status) + ": " + detail
-	headers := [][2]string{{"content-type", "text/plain; charset=utf-8"}}
+	headers := append([][2]string{{"content-type", "text/plain; charset=utf-8"}}, extra...)
 	if err := abi.SendHttpResponse(status, headers, []byte(body), -1); err != nil {
 		h.plugin.failed("cannot send a local reply: " + err.Error())
 	}
@@ -238,7 +269,8 @@ func statusText(status uint32) string {
 
 func (h *httpContext) OnHttpResponseHeaders(numHeaders int, endOfStream bool) types.Action {
 	for _, header := range h.responseHeaders {
-		if err := abi.AddHttpResponseHeader(header[0], header[1]); err != nil {
+		// Replaced, not added: an upstream's own rate-limit headers would contradict ours.
+		if err := abi.ReplaceHttpResponseHeader(header[0], header[1]); err != nil {
 			h.plugin.failed("cannot add " + header[0] + ": " + err.Error())
 		}
 	}

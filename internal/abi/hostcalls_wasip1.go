@@ -42,6 +42,16 @@ func proxyAddHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32, value
 //go:wasmimport env proxy_get_log_level
 func proxyGetLogLevel(levelPtr unsafe.Pointer) Status
 
+// Spec "HTTP fields": proxy_replace_header_map_value.
+//
+//go:wasmimport env proxy_replace_header_map_value
+func proxyReplaceHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32, value unsafe.Pointer, valueSize uint32) Status
+
+// Spec "HTTP fields": proxy_remove_header_map_value.
+//
+//go:wasmimport env proxy_remove_header_map_value
+func proxyRemoveHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32) Status
+
 // Spec "HTTP streams": proxy_send_local_response.
 //
 //go:wasmimport env proxy_send_local_response
@@ -142,6 +152,17 @@ func GetLogLevel() (LogLevel, error) {
 		return LogLevelInfo, st.Err()
 	}
 	return LogLevel(level), nil
+}
+
+// RemoveHttpRequestHeader removes every value of a request header; only during the
+// request-headers callback. Removing an absent header is not an error.
+func RemoveHttpRequestHeader(name string) error {
+	return proxyRemoveHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name))).Err()
+}
+
+// ReplaceHttpResponseHeader sets a response header, replacing any values it had.
+func ReplaceHttpResponseHeader(name, value string) error {
+	return proxyReplaceHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))).Err()
 }
 
 // AddHttpResponseHeader appends a response header.

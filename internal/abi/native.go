@@ -55,6 +55,14 @@ func AddHttpRequestHeader(name, value string) error {
 // GetLogLevel returns the host's log level; the SDK's emulator has none, so info.
 func GetLogLevel() (LogLevel, error) { return LogLevelInfo, nil }
 
+// RemoveHttpRequestHeader removes a request header.
+func RemoveHttpRequestHeader(name string) error { return proxywasm.RemoveHttpRequestHeader(name) }
+
+// ReplaceHttpResponseHeader sets a response header.
+func ReplaceHttpResponseHeader(name, value string) error {
+	return proxywasm.ReplaceHttpResponseHeader(name, value)
+}
+
 // AddHttpResponseHeader appends a response header.
 func AddHttpResponseHeader(name, value string) error {
 	return proxywasm.AddHttpResponseHeader(name, value)

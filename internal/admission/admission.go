@@ -58,6 +58,11 @@ type LimitStatus struct {
 	// Reset is the time until the limit is whole again; for the limit that rejected, the time
 	// until the request would be admitted.
 	Reset time.Duration
+	// Next is the time until one more unit than Remaining is available (0 when whole); for the
+	// limit that rejected, the time until the request would be admitted.
+	Next time.Duration
+	// Rejecting is true for the limit whose wait decided a rejection.
+	Rejecting bool
 	// PartitionHash identifies the partition key without revealing it.
 	PartitionHash uint64
 }
@@ -77,6 +82,10 @@ type Outcome struct {
 	RetryAfter time.Duration
 	// Admitted lists the rules that applied and admitted the request (Allow).
 	Admitted []int
+	// InvalidCost lists the shadow rules skipped because their cost header was bad.
+	InvalidCost []int
+	// ShadowErr is why a shadow rule could not be decided (the request went on).
+	ShadowErr error
 	// TableFull counts the limits whose slot held another key's bucket in use (when_full).
 	TableFull int
 	// ShadowLimited lists the shadow rules that would have limited the request.
@@ -192,7 +201,7 @@ func New(cfg *config.Config, namespace string) (*Gate, error) {
 func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	out := &g.out
 	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
-		MissingKeys: out.MissingKeys[:0], Limits: out.Limits[:0]}
+		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0]}
 	view := requestView{req: req, clientIP: g.clientIP}
 	if view.exempt(&g.exempt) {
 		out.Verdict = Exempt
@@ -209,7 +218,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			if shadow != (pass == 1) || !view.matches(&r.config.Match) {
 				continue
 			}
-			key, verdict := g.ruleKey(&view, r)
+			key, verdict := g.ruleKey(&view, r, shadow)
 			if verdict != Allow {
 				return out
 			}
@@ -217,6 +226,11 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 				continue // missing key, and the rule lets such requests through
 			}
 			cost, ok := ruleCost(req, &r.config.Cost)
+			if !ok && shadow {
+				// A shadow rule never rejects: the request goes on without it.
+				out.InvalidCost = append(out.InvalidCost, r.index)
+				continue
+			}
 			if !ok {
 				out.Verdict, out.Rule = BadCost, r.index
 				return out
@@ -244,10 +258,10 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 		return out
 	case verdict == Limited:
 		out.Verdict, out.Rule, out.RetryAfter = Limited, worst.rule.index, worst.decision.RetryAfter
-		g.collect(g.applied[:enforcedEnd], worst)
+		g.collect(g.applied[:enforcedEnd], worst, now)
 		return out
 	}
-	g.collect(g.applied[:enforcedEnd], nil)
+	g.collect(g.applied[:enforcedEnd], nil, now)
 	g.admitted(g.applied[:enforcedEnd])
 	for s, start := range shadowStart {
 		end := len(g.applied)
@@ -255,16 +269,16 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			end = shadowStart[s+1]
 		}
 		group := g.applied[start:end]
-		verdict, worst, err := g.decide(store, group, now)
+		verdict, _, err := g.decide(store, group, now)
 		switch {
 		case err != nil:
-			out.Verdict, out.Err = Failed, err
-			return out
+			// A shadow rule never rejects, not even when the limiter fails.
+			out.ShadowErr = err
 		case verdict == Limited:
 			out.ShadowLimited = append(out.ShadowLimited, group[0].rule.index)
-			g.collect(group, worst)
 		default:
-			g.collect(group, nil)
+			// Shadow limits stay out of the rate-limit headers: clients would throttle
+			// themselves on a limit that is only being tried.
 			g.admitted(group)
 		}
 	}
@@ -274,7 +288,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 
 // ruleKey builds a rule's partition key, following its missing_key policy. An empty key with
 // verdict Allow means the rule does not apply; another verdict has been set in g.out.
-func (g *Gate) ruleKey(view *requestView, r *rule) (string, Verdict) {
+func (g *Gate) ruleKey(view *requestView, r *rule, shadow bool) (string, Verdict) {
 	key, missing := view.partitionKey(r.config.Key)
 	if missing == nil && len(key) > g.table.MaxKeyBytes {
 		missing, key = &tooLong, ""
@@ -298,6 +312,11 @@ func (g *Gate) ruleKey(view *requestView, r *rule) (string, Verdict) {
 			return "fallback:" + fallback, Allow
 		}
 		missing = fallbackMissing
+	}
+	if shadow {
+		// A shadow rule never rejects: counted, and the request goes on without it.
+		g.out.MissingKeys = append(g.out.MissingKeys, r.index)
+		return "", Allow
 	}
 	part := describePart(*missing)
 	if missing == &tooLong {
@@ -327,7 +346,8 @@ func ruleCost(req Request, c *config.Cost) (int64, bool) {
 		}
 		return 0, false
 	}
-	return min(int64(n), c.Max), true
+	// The client chooses this number: at least 1, or it could make every request free.
+	return min(max(int64(n), 1), c.Max), true
 }
 
 func isDigits(s string) bool {
@@ -348,25 +368,36 @@ func (g *Gate) admitted(group []applied) {
 }
 
 // collect records the status of a group's limits for rate-limit headers.
-func (g *Gate) collect(group []applied, rejecting *applied) {
+func (g *Gate) collect(group []applied, rejecting *applied, now int64) {
 	if !g.CollectStatus {
 		return
 	}
 	for i := range group {
 		a := &group[i]
-		reset, remaining := a.decision.Reset, a.decision.Remaining
+		status := LimitStatus{
+			Rule: a.rule.index, Limit: a.limit.index, Quota: a.limit.quota, WindowSeconds: a.limit.windowSeconds,
+			Remaining: a.decision.Remaining, Reset: a.decision.Reset,
+			PartitionHash: g.partitionHash(a.rule.config.Name, a.partKey),
+		}
 		switch {
 		case a == rejecting:
-			reset = a.decision.RetryAfter
-		case rejecting != nil && a.decision.Allowed && a.cost > 0:
-			// Decided as if charged, but the group was rejected: nothing was taken.
-			remaining += a.cost
+			status.Reset, status.Next, status.Rejecting = a.decision.RetryAfter, a.decision.RetryAfter, true
+		case a.skip:
+			continue
+		default:
+			state := a.next
+			if rejecting != nil && a.decision.Allowed && a.cost > 0 {
+				// Decided as if charged, but the group was rejected: nothing was taken.
+				status.Remaining += a.cost
+				state = a.limit.algo.give(a.next, now, a.cost)
+			}
+			if status.Remaining < a.limit.quota {
+				if _, d := a.limit.algo.take(state, now, status.Remaining+1); !d.Allowed {
+					status.Next = d.RetryAfter
+				}
+			}
 		}
-		g.out.Limits = append(g.out.Limits, LimitStatus{
-			Rule: a.rule.index, Limit: a.limit.index, Quota: a.limit.quota,
-			WindowSeconds: a.limit.windowSeconds, Remaining: remaining, Reset: reset,
-			PartitionHash: hashKey(a.rule.config.Name, a.partKey),
-		})
+		g.out.Limits = append(g.out.Limits, status)
 	}
 }
 
@@ -407,7 +438,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 		}
 		g.refund(store, group[:written], now)
 		if !isCasMismatch(err) {
-			return Failed, nil, errors.New("set shared data " + group[written].slotKey + ": " + err.Error())
+			return Failed, nil, errors.New("cannot write to shared data: " + err.Error())
 		}
 	}
 	return Failed, nil, errContended
@@ -427,7 +458,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 	case isNotFound(err):
 		cas = casCreate
 	case err != nil:
-		return errors.New("get shared data " + a.slotKey + ": " + err.Error())
+		return errors.New("cannot read shared data: " + err.Error())
 	default:
 		s, ok := decodeSlot(value)
 		switch {
@@ -516,17 +547,14 @@ func (g *Gate) refund(store Store, charged []applied, now int64) {
 func isNotFound(err error) bool    { return errors.Is(err, types.ErrorStatusNotFound) }
 func isCasMismatch(err error) bool { return errors.Is(err, types.ErrorStatusCasMismatch) }
 
-// hashKey is FNV-1a (64 bit) of a rule name and a partition key: an identifier for headers and
-// logs that does not reveal the key.
-func hashKey(rule, key string) uint64 {
-	h := uint64(14695981039346656037)
-	for _, s := range [2]string{rule, key} {
-		for i := 0; i < len(s); i++ {
-			h ^= uint64(s[i])
-			h *= 1099511628211
-		}
-		h ^= 0xff
-		h *= 1099511628211
-	}
-	return h
+// partitionHash identifies a partition key in headers and logs without revealing it: keyed with
+// the table's secret, so that a short key space (addresses, sequential ids) cannot be searched
+// for the value.
+func (g *Gate) partitionHash(rule, key string) uint64 {
+	buf := append(g.hashBuf[:0], "pk\x00"...)
+	buf = append(buf, rule...)
+	buf = append(buf, 0)
+	buf = append(buf, key...)
+	g.hashBuf = buf
+	return sipHash24(g.secret[0], g.secret[1], buf)
 }

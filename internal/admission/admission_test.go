@@ -310,3 +310,48 @@ func TestSipHash(t *testing.T) {
 		t.Fatalf("got %#x", got)
 	}
 }
+
+// A write that loses its race after another limit of the request was written: that write is
+// undone and the request decided again, so it is charged exactly once.
+func TestLostRaceUndoesEarlierWrites(t *testing.T) {
+	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [
+	  {"capacity": 5, "refill_tokens": 1, "refill_interval": "1h"},
+	  {"capacity": 7, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	store := newMemStore()
+	second := g.slotKey(g.owner(&g.rules[0].limits[1], "1:x") % uint64(g.table.MaxKeys))
+	lost := false
+	store.beforeSet = func(key string) error {
+		if key == second && !lost {
+			lost = true
+			return types.ErrorStatusCasMismatch
+		}
+		return nil
+	}
+	out := g.Admit(header("k", "x"), store, sec)
+	if out.Verdict != Allow || !lost {
+		t.Fatalf("%+v (lost race: %v)", out, lost)
+	}
+	if out.Limits[0].Remaining != 4 || out.Limits[1].Remaining != 6 {
+		t.Fatalf("remaining %d and %d, want 4 and 6: the first limit was charged twice", out.Limits[0].Remaining, out.Limits[1].Remaining)
+	}
+	for i, want := range []int64{4, 6} {
+		s, ok := storedSlot(g, store, &g.rules[0].limits[i], "1:x")
+		_, d := g.rules[0].limits[i].algo.take(s.cells, sec, 1)
+		if !ok || d.Remaining+1 != want {
+			t.Fatalf("limit %d holds %d tokens, want %d", i, d.Remaining+1, want)
+		}
+	}
+}
+
+// A request that costs nothing is admitted and reports what a one-unit request would find.
+func TestFreeRequestsPeek(t *testing.T) {
+	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "cost": 0,
+	  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	store := newMemStore()
+	for i := 0; i < 3; i++ {
+		out := g.Admit(header("k", "x"), store, sec)
+		if out.Verdict != Allow || out.Limits[0].Remaining != 2 {
+			t.Fatalf("request %d: %+v, want admitted with 2 left", i, out)
+		}
+	}
+}

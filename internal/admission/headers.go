@@ -9,27 +9,30 @@ import (
 )
 
 // RateLimitHeaders renders the rate-limit headers of a style for an outcome's limits
-// (Gate.CollectStatus must be on). Policies are named after their rule, with ".<limit index>"
-// when the rule has several limits.
+// (Gate.CollectStatus must be on). Policies are named after their rule, with "/<limit index>"
+// when the rule has several limits ('/' cannot occur in a rule name, so names never collide).
 //
 // HeadersDraft follows draft-ietf-httpapi-ratelimit-headers: RateLimit-Policy lists each limit
-// with its quota q and window w (seconds to restore the whole quota); RateLimit gives each one's
-// remaining units r, seconds t until it is whole again (for the limit that rejected, until the
-// request would be admitted), and pk, a hash of the partition key (never the key itself).
+// with its quota q and window w (seconds to restore the whole quota; a token bucket admits a
+// burst of q and then q per w); RateLimit gives each one's remaining units r, seconds t until
+// more quota is available, and pk, a keyed hash of the partition key (never the key itself). On
+// a rejection RateLimit carries only the limit that rejected, with r=0 and t equal to
+// Retry-After.
 //
-// HeadersXRateLimit reports the most restrictive limit (fewest units left) as
-// X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset (seconds).
+// HeadersXRateLimit reports the most restrictive limit (the one that rejected, else the one with
+// the fewest units left) as X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
+// (seconds until it is whole again, or until the request would be admitted).
 func (g *Gate) RateLimitHeaders(style config.HeaderStyle, out *Outcome) [][2]string {
 	if len(out.Limits) == 0 {
 		return nil
 	}
 	switch style {
 	case config.HeadersDraft:
+		rejected := out.Verdict == Limited
 		var policy, state []byte
 		for i, l := range out.Limits {
 			if i > 0 {
 				policy = append(policy, ", "...)
-				state = append(state, ", "...)
 			}
 			name := g.policyName(l)
 			policy = append(policy, '"')
@@ -39,12 +42,18 @@ func (g *Gate) RateLimitHeaders(style config.HeaderStyle, out *Outcome) [][2]str
 			policy = append(policy, ";w="...)
 			policy = strconv.AppendInt(policy, l.WindowSeconds, 10)
 
+			if rejected && !l.Rejecting {
+				continue
+			}
+			if len(state) > 0 {
+				state = append(state, ", "...)
+			}
 			state = append(state, '"')
 			state = append(state, name...)
 			state = append(state, `";r=`...)
 			state = strconv.AppendInt(state, l.Remaining, 10)
 			state = append(state, ";t="...)
-			state = strconv.AppendInt(state, ceilSeconds(l.Reset), 10)
+			state = strconv.AppendInt(state, ceilSeconds(l.Next), 10)
 			state = append(state, ";pk=:"...)
 			var hash [8]byte
 			binary.BigEndian.PutUint64(hash[:], l.PartitionHash)
@@ -55,7 +64,9 @@ func (g *Gate) RateLimitHeaders(style config.HeaderStyle, out *Outcome) [][2]str
 	case config.HeadersXRateLimit:
 		tightest := out.Limits[0]
 		for _, l := range out.Limits[1:] {
-			if l.Remaining < tightest.Remaining || (l.Remaining == tightest.Remaining && l.Reset > tightest.Reset) {
+			switch {
+			case tightest.Rejecting:
+			case l.Rejecting, l.Remaining < tightest.Remaining, l.Remaining == tightest.Remaining && l.Reset > tightest.Reset:
 				tightest = l
 			}
 		}
@@ -73,7 +84,7 @@ func (g *Gate) policyName(l LimitStatus) string {
 	if len(r.limits) == 1 {
 		return r.config.Name
 	}
-	return r.config.Name + "." + strconv.Itoa(l.Limit)
+	return r.config.Name + "/" + strconv.Itoa(l.Limit)
 }
 
 // RuleName returns the name of the rule with the given index.

@@ -1,7 +1,8 @@
 package admission
 
 import (
-	"strings"
+	"encoding/base64"
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -58,16 +59,24 @@ func TestForwardedForSpoofing(t *testing.T) {
 	})
 }
 
-// With use_remote_address, Envoy appends the peer's address to x-forwarded-for before the filter
-// sees it; trusted hops are counted as Envoy counts them, on the header as received.
-func TestForwardedForAppendedByEnvoy(t *testing.T) {
-	g := mustGate(t, `{"client_ip": {"xff_num_trusted_hops": 1},
+// Trusted hops count on the header as the filter receives it. With use_remote_address, Envoy
+// appends the peer's address first, so that entry is one of the N; no entry is ever skipped by
+// guessing, since the same header arrives from a proxy that appended the peer itself.
+func TestForwardedForCountsTheHeaderAsReceived(t *testing.T) {
+	g := mustGate(t, `{"client_ip": {"xff_num_trusted_hops": 2},
 	  "rules": [{"name": "ip", "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
 	lb := "10.0.0.1:443"
 	runSteps(t, g, newMemStore(), []step{
-		{"client via the proxy, peer appended", 0, req(lb, "x-forwarded-for", "6.6.6.6, 203.0.113.9, 10.0.0.1"), Allow, -1, 0},
+		{"client via the proxy, peer appended by Envoy", 0, req(lb, "x-forwarded-for", "6.6.6.6, 203.0.113.9, 10.0.0.1"), Allow, -1, 0},
 		{"same client, other spoof", 0, req(lb, "x-forwarded-for", "7.7.7.7, 203.0.113.9, 10.0.0.1"), Limited, 0, time.Hour},
-		{"same client, no append", 0, req(lb, "x-forwarded-for", "203.0.113.9"), Limited, 0, time.Hour},
+	})
+	// Envoy's default (use_remote_address false) sets source.address from the rightmost entry:
+	// with one trusted hop the client is that entry, and entries on its left change nothing.
+	one := mustGate(t, `{"client_ip": {"xff_num_trusted_hops": 1},
+	  "rules": [{"name": "ip", "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	runSteps(t, one, newMemStore(), []step{
+		{"first", 0, req("203.0.113.7:0", "x-forwarded-for", "6.6.6.1, 203.0.113.7"), Allow, -1, 0},
+		{"spoof", 0, req("203.0.113.7:0", "x-forwarded-for", "6.6.6.2, 203.0.113.7"), Limited, 0, time.Hour},
 	})
 }
 
@@ -216,10 +225,10 @@ func TestCost(t *testing.T) {
 		{"cost 5 needs 5 s", 0, req(ip, ":path", "/export"), Limited, 0, 5 * time.Second},
 		{"header 3", 0, req(ip, ":path", "/batch", "x-batch-size", "3"), Allow, -1, 0},
 		{"default 2", 0, req(ip, ":path", "/batch"), Allow, -1, 0},
-		{"zero is free", 0, req(ip, ":path", "/batch", "x-batch-size", "0"), Allow, -1, 0},
-		{"99 counts as max 8: 5 left", 0, req(ip, ":path", "/batch", "x-batch-size", "99"), Limited, 1, 3 * time.Second},
-		{"huge counts as max", 0, req(ip, ":path", "/batch", "x-batch-size", "99999999999999999999999"), Limited, 1, 3 * time.Second},
-		{"zero is free even when empty-ish", 0, req(ip, ":path", "/batch", "x-batch-size", "0"), Allow, -1, 0},
+		// A client could make every request free with 0: a header cost is at least 1.
+		{"zero counts as one: 4 left", 0, req(ip, ":path", "/batch", "x-batch-size", "0"), Allow, -1, 0},
+		{"99 counts as max 8", 0, req(ip, ":path", "/batch", "x-batch-size", "99"), Limited, 1, 4 * time.Second},
+		{"huge counts as max", 0, req(ip, ":path", "/batch", "x-batch-size", "99999999999999999999999"), Limited, 1, 4 * time.Second},
 		{"negative", 0, req(ip, ":path", "/batch", "x-batch-size", "-1"), BadCost, 1, 0},
 		{"not a number", 0, req(ip, ":path", "/batch", "x-batch-size", "3.5"), BadCost, 1, 0},
 	})
@@ -287,15 +296,21 @@ func TestRateLimitHeaders(t *testing.T) {
 	    {"algorithm": "fixed_window", "capacity": 1000, "window": "24h"},
 	    {"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
 	store := newMemStore()
+	if err := g.LoadSecret(store, func() uint64 { return 7 }); err != nil {
+		t.Fatal(err)
+	}
+	pk := func(rule string) string {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], g.partitionHash(rule, "10:secret-key"))
+		return ":" + base64.StdEncoding.EncodeToString(b[:]) + ":"
+	}
 	out := g.Admit(req("192.0.2.1:1", "k", "secret-key"), store, 0)
 	draft := g.RateLimitHeaders(config.HeadersDraft, out)
-	if len(draft) != 2 || draft[0][0] != "ratelimit-policy" ||
-		draft[0][1] != `"burst";q=10;w=60, "daily.0";q=1000;w=86400, "daily.1";q=2;w=2` {
-		t.Fatalf("policy: %q", draft)
-	}
-	if !strings.HasPrefix(draft[1][1], `"burst";r=9;t=6;pk=:`) || !strings.Contains(draft[1][1], `"daily.0";r=999;t=86400;pk=:`) ||
-		!strings.Contains(draft[1][1], `"daily.1";r=1;t=1;pk=:`) || strings.Contains(draft[1][1], "secret") {
-		t.Fatalf("state: %q", draft[1][1])
+	wantPolicy := `"burst";q=10;w=60, "daily/0";q=1000;w=86400, "daily/1";q=2;w=2`
+	// t is the time until more quota: a token every 6 s, the window's end, a token every second.
+	wantState := `"burst";r=9;t=6;pk=` + pk("burst") + `, "daily/0";r=999;t=86400;pk=` + pk("daily") + `, "daily/1";r=1;t=1;pk=` + pk("daily")
+	if len(draft) != 2 || draft[0] != [2]string{"ratelimit-policy", wantPolicy} || draft[1] != [2]string{"ratelimit", wantState} {
+		t.Fatalf("draft headers:\n got  %q\n want %q / %q", draft, wantPolicy, wantState)
 	}
 	x := g.RateLimitHeaders(config.HeadersXRateLimit, out)
 	if len(x) != 3 || x[0] != [2]string{"x-ratelimit-limit", "2"} || x[1] != [2]string{"x-ratelimit-remaining", "1"} || x[2] != [2]string{"x-ratelimit-reset", "1"} {
@@ -304,7 +319,35 @@ func TestRateLimitHeaders(t *testing.T) {
 	g.Admit(req("192.0.2.1:1", "k", "secret-key"), store, 0)
 	out = g.Admit(req("192.0.2.1:1", "k", "secret-key"), store, 0)
 	x = g.RateLimitHeaders(config.HeadersXRateLimit, out)
-	if out.Verdict != Limited || x[1][1] != "0" || x[2][1] != "1" {
+	if out.Verdict != Limited || x[0][1] != "2" || x[1][1] != "0" || x[2][1] != "1" {
 		t.Fatalf("rejected: %+v %q", out, x)
 	}
+	// On a rejection RateLimit carries the rejecting limit only, its t equal to Retry-After.
+	draft = g.RateLimitHeaders(config.HeadersDraft, out)
+	if draft[0][1] != wantPolicy || draft[1][1] != `"daily/1";r=0;t=1;pk=`+pk("daily") {
+		t.Fatalf("rejected draft headers: %q", draft)
+	}
+}
+
+func TestPathsAreNormalizedBeforeMatching(t *testing.T) {
+	for path, want := range map[string]string{
+		"/": "/", "/api/x": "/api/x", "//api//x": "/api/x", "/./api/x": "/api/x",
+		"/healthz/../api/x": "/api/x", "/%61pi/x": "/api/x", "/a/b/../../../api": "/api",
+		"/api/": "/api/", "/api/x/.": "/api/x/", "/%2Fapi": "/%2Fapi", "/API": "/API", "": "",
+	} {
+		if got := normalizePath(path); got != want {
+			t.Errorf("normalizePath(%q) = %q, want %q", path, got, want)
+		}
+	}
+	g := mustGate(t, `{"exempt": {"paths": [{"prefix": "/healthz"}]},
+	  "rules": [{"name": "api", "match": {"path": {"prefix": "/api/"}}, "key": [{"client_ip": {}}],
+	    "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	store := newMemStore()
+	runSteps(t, g, store, []step{
+		{"first", 0, req("192.0.2.1:1", ":path", "/api/x"), Allow, -1, 0},
+		{"through the exemption", 0, req("192.0.2.1:1", ":path", "/healthz/../api/x"), Limited, 0, time.Hour},
+		{"doubled slash", 0, req("192.0.2.1:1", ":path", "//api/x"), Limited, 0, time.Hour},
+		{"dot segment", 0, req("192.0.2.1:1", ":path", "/./api/x"), Limited, 0, time.Hour},
+		{"encoded letter", 0, req("192.0.2.1:1", ":path", "/%61pi/x"), Limited, 0, time.Hour},
+	})
 }

@@ -42,6 +42,7 @@ func (v *requestView) pathAndQuery() (string, string) {
 		if i := strings.IndexByte(full, '?'); i >= 0 {
 			v.path, v.query = full[:i], full[i+1:]
 		}
+		v.path = normalizePath(v.path)
 	}
 	return v.path, v.query
 }
@@ -57,12 +58,10 @@ func (v *requestView) clientAddress() string {
 	v.clientDone = true
 	source, sourceFound := v.req.SourceAddress()
 	if hops := v.clientIP.XFFNumTrustedHops; hops > 0 {
+		// Counted on the header as the filter receives it: an entry Envoy appended itself
+		// (use_remote_address) is one of the N. Guessing whether Envoy appended one is not
+		// safe: the same header arrives from a proxy that appended the peer's address.
 		if xff, found := v.req.HeaderValues("x-forwarded-for"); found {
-			// With use_remote_address, Envoy appends the connection's address before filters
-			// run; Envoy counts trusted hops on the header as received, so skip that entry.
-			if last, ok := nthFromRight(xff, 1); ok && sourceFound && sameAddress(last, hostOf(source)) {
-				hops++
-			}
 			if entry, ok := nthFromRight(xff, hops); ok {
 				if addr, err := netip.ParseAddr(entry); err == nil {
 					v.client = addr.Unmap().String()
@@ -77,13 +76,6 @@ func (v *requestView) clientAddress() string {
 		}
 	}
 	return v.client
-}
-
-// sameAddress compares two textual IP addresses as addresses.
-func sameAddress(a, b string) bool {
-	x, err1 := netip.ParseAddr(a)
-	y, err2 := netip.ParseAddr(b)
-	return err1 == nil && err2 == nil && x.Unmap() == y.Unmap()
 }
 
 // nthFromRight returns the nth (1-based) comma-separated entry from the right, trimmed.
@@ -317,4 +309,48 @@ func stripPort(host string) string {
 		return host[:i]
 	}
 	return host
+}
+
+// normalizePath puts a request path in the form rules are matched against, so that spellings of
+// one path cannot slip past a rule or into an exemption ("/healthz/../api", "//api", "/%61pi"):
+// percent-encoded unreserved characters are decoded (RFC 3986 §2.3), runs of slashes merged, and
+// "." and ".." segments removed (§5.2.4), as Envoy's normalize_path and merge_slashes do. Case
+// is kept: paths are case-sensitive.
+func normalizePath(p string) string {
+	if !strings.ContainsAny(p, "%.") && !strings.Contains(p, "//") {
+		return p
+	}
+	decoded := make([]byte, 0, len(p))
+	for i := 0; i < len(p); i++ {
+		if p[i] == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]) {
+			if c := unhex(p[i+1])<<4 | unhex(p[i+2]); isUnreserved(c) {
+				decoded = append(decoded, c)
+				i += 2
+				continue
+			}
+		}
+		decoded = append(decoded, p[i])
+	}
+	var out []string
+	for _, segment := range strings.Split(string(decoded), "/") {
+		switch segment {
+		case "", ".":
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, segment)
+		}
+	}
+	trailing := strings.HasSuffix(string(decoded), "/") || strings.HasSuffix(string(decoded), "/.") || strings.HasSuffix(string(decoded), "/..")
+	result := "/" + strings.Join(out, "/")
+	if trailing && len(out) > 0 {
+		result += "/"
+	}
+	return result
+}
+
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
 }
