@@ -54,6 +54,7 @@ bench:
 
 fuzz:
 	$(GO) test ./config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./config -run '^$$' -fuzz '^FuzzDecodeMatchesEncodingJSON$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./limiter -run '^$$' -fuzz '^FuzzTake$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/admission -run '^$$' -fuzz '^FuzzDecodeState$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/abi -run '^$$' -fuzz '^FuzzDecodePairs$$' -fuzztime $(FUZZTIME)
