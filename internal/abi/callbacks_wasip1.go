@@ -18,10 +18,10 @@ import (
 var vm = struct {
 	root    types.VMContext
 	plugins map[uint32]types.PluginContext
-	streams map[uint32]types.HttpContext
+	streams streamTable
 }{
 	plugins: map[uint32]types.PluginContext{},
-	streams: map[uint32]types.HttpContext{},
+	streams: streamTable{spilled: map[uint32]types.HttpContext{}},
 }
 
 // SetVMContext registers the plugin's VM context. Call it from an init function: in a c-shared
@@ -105,7 +105,7 @@ func proxyOnContextCreate(contextID, parentID uint32) {
 	}
 	if plugin, ok := vm.plugins[parentID]; ok {
 		if stream := plugin.NewHttpContext(contextID); stream != nil {
-			vm.streams[contextID] = stream
+			vm.streams.add(contextID, stream)
 		}
 	}
 }
@@ -141,7 +141,7 @@ func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
 func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
 	resetArena()
 	defer recoverCallback("proxy_on_request_headers")
-	stream, ok := vm.streams[contextID]
+	stream, ok := vm.streams.get(contextID)
 	if !ok {
 		return uint32(types.ActionContinue)
 	}
@@ -154,7 +154,7 @@ func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action ui
 func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
 	resetArena()
 	defer recoverCallback("proxy_on_response_headers")
-	stream, ok := vm.streams[contextID]
+	stream, ok := vm.streams.get(contextID)
 	if !ok {
 		return uint32(types.ActionContinue)
 	}
@@ -174,8 +174,7 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 func proxyOnDelete(contextID uint32) {
 	resetArena()
 	defer recoverCallback("proxy_on_delete")
-	if stream, ok := vm.streams[contextID]; ok {
-		delete(vm.streams, contextID)
+	if stream, ok := vm.streams.remove(contextID); ok {
 		stream.OnHttpStreamDone()
 		return
 	}
