@@ -6,6 +6,7 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/tetratelabs/proxy-wasm-go-sdk v0.24.0
 	github.com/tetratelabs/wazero v1.12.0
+	golang.org/x/time v0.16.0
 	google.golang.org/protobuf v1.36.12
 	istio.io/api v1.31.4
 	sigs.k8s.io/yaml v1.6.0

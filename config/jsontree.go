@@ -2,10 +2,8 @@ package config
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
 	"strconv"
+	"unicode/utf8"
 )
 
 // jsonKind is the JSON type of a decoded value.
@@ -55,150 +53,387 @@ func (v *jsonValue) member(name string) *jsonValue {
 // levels (document, rules, rule, missing_key, key, key part, attribute).
 const maxJSONDepth = 32
 
-// errTooDeep is returned by readJSONValue when nesting exceeds maxJSONDepth.
-var errTooDeep = errors.New("nesting too deep")
-
 // decodeDocument decodes data into a jsonValue tree. On failure it returns
 // a single document-level Problem: when the syntax is broken nothing after
 // that point can be trusted, so there is nothing more to report.
+//
+// The decoder is this package's own strict RFC 8259 parser rather than
+// encoding/json: the configuration is parsed inside the Wasm module too, and
+// encoding/json (reflection, fmt, os) made up half of the module's size. It
+// follows encoding/json where the difference would show: the same error
+// wording ("invalid character 'x' looking for beginning of value"), invalid
+// UTF-8 and lone surrogates in strings decoded as U+FFFD, numbers kept as
+// their literal text.
 func decodeDocument(data []byte) (*jsonValue, *Problem) {
 	if isJSONSpaceOnly(data) {
 		return nil, &Problem{Message: "the configuration is empty: provide a JSON object such as " + minimalExample}
 	}
-	decoder := json.NewDecoder(bytes.NewReader(data))
-	decoder.UseNumber()
-	root, err := readJSONValue(decoder, 1)
+	p := &jsonParser{data: data}
+	root, err := p.value(1)
 	if err != nil {
-		return nil, syntaxProblem(data, decoder, err)
+		return nil, err.problem(data)
 	}
-	// json.Decoder reads a stream of values; a configuration is exactly one.
-	end := int(decoder.InputOffset())
-	for end < len(data) && isJSONSpace(data[end]) {
-		end++
-	}
-	if end < len(data) {
-		return nil, &Problem{Message: "unexpected data after the end of the JSON document at " + position(data, end) +
+	// A configuration is exactly one JSON value.
+	p.skipSpace()
+	if p.pos < len(data) {
+		return nil, &Problem{Message: "unexpected data after the end of the JSON document at " + position(data, p.pos) +
 			": the configuration is a single JSON object; remove everything after its closing }"}
 	}
 	return root, nil
 }
 
-// readJSONValue reads one complete value; depth is the nesting level of
-// the value being read (the document is level 1).
-func readJSONValue(decoder *json.Decoder, depth int) (*jsonValue, error) {
-	token, err := decoder.Token()
-	if err != nil {
-		return nil, err
+// jsonError is why decoding stopped, and where.
+type jsonError struct {
+	kind   jsonErrorKind
+	offset int
+	msg    string // kindSyntax: encoding/json's wording
+}
+
+type jsonErrorKind uint8
+
+const (
+	errSyntax jsonErrorKind = iota
+	errEnd                  // the input ends inside a value
+	errDepth                // nesting beyond maxJSONDepth
+)
+
+func (e *jsonError) problem(data []byte) *Problem {
+	switch e.kind {
+	case errEnd:
+		return &Problem{Message: "the JSON ends early at " + position(data, len(data)) +
+			": close every open string, [ and {"}
+	case errDepth:
+		return &Problem{Message: "the JSON nests deeper than " + strconv.Itoa(maxJSONDepth) + " levels at " +
+			position(data, e.offset) + ": a configuration nests at most 7 levels; remove the extra [ and {"}
 	}
-	switch token := token.(type) {
-	case nil:
-		return &jsonValue{kind: kindNull}, nil
-	case bool:
-		return &jsonValue{kind: kindBool, boolean: token}, nil
-	case json.Number:
-		return &jsonValue{kind: kindNumber, text: string(token)}, nil
-	case string:
-		return &jsonValue{kind: kindString, text: token}, nil
-	case json.Delim:
+	return &Problem{Message: "invalid JSON at " + position(data, e.offset) + ": " + e.msg +
+		" (look for a missing or extra comma, quote or bracket at or just before that point)"}
+}
+
+// jsonParser is a recursive-descent parser over the whole input.
+type jsonParser struct {
+	data []byte
+	pos  int
+	// buf is reused to unescape strings.
+	buf []byte
+}
+
+func (p *jsonParser) skipSpace() {
+	for p.pos < len(p.data) && isJSONSpace(p.data[p.pos]) {
+		p.pos++
+	}
+}
+
+// unexpected is the error for the byte at p.pos (or the end of the input) in a context
+// described as encoding/json does ("looking for beginning of value", "after array element").
+func (p *jsonParser) unexpected(context string) *jsonError {
+	if p.pos >= len(p.data) {
+		return &jsonError{kind: errEnd, offset: len(p.data)}
+	}
+	return &jsonError{kind: errSyntax, offset: p.pos, msg: "invalid character " + quoteChar(p.data[p.pos]) + " " + context}
+}
+
+// quoteChar formats a byte as encoding/json does in its syntax errors.
+func quoteChar(c byte) string {
+	switch c {
+	case '\'':
+		return `'\''`
+	case '"':
+		return `'"'`
+	}
+	s := strconv.Quote(string(rune(c)))
+	return "'" + s[1:len(s)-1] + "'"
+}
+
+// value parses one value at the given nesting level (the document is level 1).
+func (p *jsonParser) value(depth int) (*jsonValue, *jsonError) {
+	p.skipSpace()
+	if p.pos >= len(p.data) {
+		return nil, &jsonError{kind: errEnd, offset: len(p.data)}
+	}
+	switch c := p.data[p.pos]; {
+	case c == '{' || c == '[':
+		p.pos++
 		if depth > maxJSONDepth {
-			return nil, errTooDeep
+			return nil, &jsonError{kind: errDepth, offset: p.pos}
 		}
-		if token == '[' {
-			return readJSONArray(decoder, depth)
+		if c == '[' {
+			return p.array(depth)
 		}
-		if token == '{' {
-			return readJSONObject(decoder, depth)
-		}
-	}
-	// Token never yields anything else at a value position; this guards
-	// against a decoder change rather than handling real input.
-	return nil, errors.New("unexpected JSON token")
-}
-
-func readJSONArray(decoder *json.Decoder, depth int) (*jsonValue, error) {
-	array := &jsonValue{kind: kindArray}
-	for decoder.More() {
-		item, err := readJSONValue(decoder, depth+1)
+		return p.object(depth)
+	case c == '"':
+		text, err := p.string()
 		if err != nil {
 			return nil, err
 		}
-		array.items = append(array.items, item)
-	}
-	return array, readClosingDelim(decoder)
-}
-
-func readJSONObject(decoder *json.Decoder, depth int) (*jsonValue, error) {
-	object := &jsonValue{kind: kindObject}
-	// Appearances per name; a scan of members would be quadratic on hostile input.
-	seen := make(map[string]int)
-	for decoder.More() {
-		token, err := decoder.Token()
+		return &jsonValue{kind: kindString, text: text}, nil
+	case c == '-' || '0' <= c && c <= '9':
+		text, err := p.number()
 		if err != nil {
 			return nil, err
 		}
-		name, ok := token.(string)
-		if !ok {
-			return nil, errors.New("object member name is not a string")
-		}
-		value, err := readJSONValue(decoder, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		seen[name]++
-		if seen[name] > 1 {
-			if seen[name] == 2 {
-				object.repeated = append(object.repeated, name)
-			}
-			continue
-		}
-		object.members = append(object.members, jsonMember{name: name, value: value})
+		return &jsonValue{kind: kindNumber, text: text}, nil
+	case c == 't':
+		return &jsonValue{kind: kindBool, boolean: true}, p.literal("true")
+	case c == 'f':
+		return &jsonValue{kind: kindBool}, p.literal("false")
+	case c == 'n':
+		return &jsonValue{kind: kindNull}, p.literal("null")
 	}
-	return object, readClosingDelim(decoder)
+	return nil, p.unexpected("looking for beginning of value")
 }
 
-// readClosingDelim consumes the ] or } that ends the current container.
-// More reports false both at the delimiter and at end of input, so a
-// truncated document surfaces here as an error from Token.
-func readClosingDelim(decoder *json.Decoder) error {
-	token, err := decoder.Token()
-	if err != nil {
-		return err
-	}
-	if delim, ok := token.(json.Delim); !ok || (delim != ']' && delim != '}') {
-		return errors.New("expected the end of an array or object")
+func (p *jsonParser) literal(word string) *jsonError {
+	for i := 0; i < len(word); i++ {
+		if p.pos >= len(p.data) {
+			return &jsonError{kind: errEnd, offset: len(p.data)}
+		}
+		if p.data[p.pos] != word[i] {
+			return p.unexpected("in literal " + word + " (expecting " + quoteChar(word[i]) + ")")
+		}
+		p.pos++
 	}
 	return nil
 }
 
-// syntaxProblem turns a decoding error into a Problem that points at the
-// place in the input where decoding stopped.
-func syntaxProblem(data []byte, decoder *json.Decoder, err error) *Problem {
-	var syntaxErr *json.SyntaxError
-	isSyntaxErr := errors.As(err, &syntaxErr)
-	switch {
-	// The decoder reports a truncated document as io.EOF or
-	// io.ErrUnexpectedEOF, or (when built on encoding/json/v2) as a
-	// syntax error at the end of the input.
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		isSyntaxErr && syntaxErr.Offset >= int64(len(data)):
-		return &Problem{Message: "the JSON ends early at " + position(data, len(data)) +
-			": close every open string, [ and {"}
-	case errors.Is(err, errTooDeep):
-		return &Problem{Message: "the JSON nests deeper than " + strconv.Itoa(maxJSONDepth) + " levels at " +
-			position(data, int(decoder.InputOffset())) +
-			": a configuration nests at most 7 levels; remove the extra [ and {"}
-	case isSyntaxErr:
-		// For an error inside a value, encoding/json's Offset can lag behind
-		// the offending byte, so take the later of the two offsets and step
-		// over whitespace to land on the byte itself.
-		offset := max(int(syntaxErr.Offset), int(decoder.InputOffset()))
-		for offset < len(data) && isJSONSpace(data[offset]) {
-			offset++
+// number reads a number and returns its literal text.
+func (p *jsonParser) number() (string, *jsonError) {
+	start := p.pos
+	digits := func() *jsonError {
+		if p.pos >= len(p.data) {
+			return &jsonError{kind: errEnd, offset: len(p.data)}
 		}
-		return &Problem{Message: "invalid JSON at " + position(data, offset) + ": " + syntaxErr.Error() +
-			" (look for a missing or extra comma, quote or bracket at or just before that point)"}
-	default:
-		return &Problem{Message: "invalid JSON at " + position(data, int(decoder.InputOffset())) + ": " + err.Error()}
+		if c := p.data[p.pos]; c < '0' || c > '9' {
+			return p.unexpected("in numeric literal")
+		}
+		for p.pos < len(p.data) && '0' <= p.data[p.pos] && p.data[p.pos] <= '9' {
+			p.pos++
+		}
+		return nil
+	}
+	if p.data[p.pos] == '-' {
+		p.pos++
+	}
+	if p.pos < len(p.data) && p.data[p.pos] == '0' {
+		p.pos++
+	} else if err := digits(); err != nil {
+		return "", err
+	}
+	if p.pos < len(p.data) && p.data[p.pos] == '.' {
+		p.pos++
+		if err := digits(); err != nil {
+			return "", err
+		}
+	}
+	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
+			p.pos++
+		}
+		if err := digits(); err != nil {
+			return "", err
+		}
+	}
+	return string(p.data[start:p.pos]), nil
+}
+
+// string reads a string starting at its opening quote and returns it decoded.
+func (p *jsonParser) string() (string, *jsonError) {
+	p.pos++ // the opening quote
+	start := p.pos
+	plain := true // no escape and valid UTF-8: the bytes are the string
+	for {
+		if p.pos >= len(p.data) {
+			return "", &jsonError{kind: errEnd, offset: len(p.data)}
+		}
+		c := p.data[p.pos]
+		switch {
+		case c == '"':
+			raw := p.data[start:p.pos]
+			p.pos++
+			if plain && utf8.Valid(raw) {
+				return string(raw), nil
+			}
+			return p.unescape(raw), nil
+		case c == '\\':
+			plain = false
+			p.pos++
+			if p.pos >= len(p.data) {
+				return "", &jsonError{kind: errEnd, offset: len(p.data)}
+			}
+			switch p.data[p.pos] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				p.pos++
+			case 'u':
+				p.pos++
+				for i := 0; i < 4; i++ {
+					if p.pos >= len(p.data) {
+						return "", &jsonError{kind: errEnd, offset: len(p.data)}
+					}
+					if !isHexDigit(p.data[p.pos]) {
+						return "", p.unexpected("in \\u hexadecimal character escape")
+					}
+					p.pos++
+				}
+			default:
+				return "", p.unexpected("in string escape code")
+			}
+		case c < 0x20:
+			return "", p.unexpected("in string literal")
+		default:
+			p.pos++
+		}
+	}
+}
+
+// unescape decodes the body of a string already checked by string: escapes resolved, surrogate
+// pairs joined, and invalid UTF-8 and lone surrogates replaced by U+FFFD, as encoding/json does.
+func (p *jsonParser) unescape(raw []byte) string {
+	b := p.buf[:0]
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\':
+			switch raw[i+1] {
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				r := hex4(raw[i+2:])
+				i += 6
+				if 0xD800 <= r && r < 0xE000 {
+					r2 := rune(-1)
+					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+						r2 = hex4(raw[i+2:])
+					}
+					if r < 0xDC00 && 0xDC00 <= r2 && r2 < 0xE000 {
+						r = (r-0xD800)<<10 | (r2 - 0xDC00) + 0x10000
+						i += 6
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				b = utf8.AppendRune(b, r)
+				continue
+			default: // '"', '\\', '/'
+				b = append(b, raw[i+1])
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = utf8.AppendRune(b, utf8.RuneError)
+			} else {
+				b = append(b, raw[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	p.buf = b
+	return string(b)
+}
+
+func isHexDigit(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// hex4 decodes four hex digits already checked by string.
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c >= 'a':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+func (p *jsonParser) array(depth int) (*jsonValue, *jsonError) {
+	array := &jsonValue{kind: kindArray}
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		return array, nil
+	}
+	for {
+		item, err := p.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		array.items = append(array.items, item)
+		p.skipSpace()
+		if p.pos < len(p.data) && p.data[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.pos < len(p.data) && p.data[p.pos] == ']' {
+			p.pos++
+			return array, nil
+		}
+		return nil, p.unexpected("after array element")
+	}
+}
+
+func (p *jsonParser) object(depth int) (*jsonValue, *jsonError) {
+	object := &jsonValue{kind: kindObject}
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		return object, nil
+	}
+	// Appearances per name; a scan of members would be quadratic on hostile input.
+	seen := make(map[string]int)
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return nil, p.unexpected("looking for beginning of object key string")
+		}
+		name, err := p.string()
+		if err != nil {
+			return nil, err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return nil, p.unexpected("after object key")
+		}
+		p.pos++
+		value, err := p.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		seen[name]++
+		switch seen[name] {
+		case 1:
+			object.members = append(object.members, jsonMember{name: name, value: value})
+		case 2:
+			object.repeated = append(object.repeated, name)
+		}
+		p.skipSpace()
+		if p.pos < len(p.data) && p.data[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.pos < len(p.data) && p.data[p.pos] == '}' {
+			p.pos++
+			return object, nil
+		}
+		return nil, p.unexpected("after object key:value pair")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
@@ -41,6 +42,17 @@ type pluginContext struct {
 	// lastFailure is the last internal error logged; a failing store fails every request the
 	// same way, and one line per distinct error is enough.
 	lastFailure string
+	// free holds finished stream contexts for reuse: a stream then costs no allocation.
+	free []*httpContext
+	// reply holds the buffers a rejection is built in, reused (one stream at a time runs).
+	reply replyBuffers
+}
+
+// replyBuffers are reused to build local replies without allocating.
+type replyBuffers struct {
+	headers [][2]string
+	body    []byte
+	number  []byte
 }
 
 // ruleMetrics are a rule's counters, named tollgate.rule.<rule>.<event>.
@@ -113,7 +125,19 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 }
 
 func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
+	if n := len(p.free); n > 0 {
+		h := p.free[n-1]
+		p.free = p.free[:n-1]
+		return h
+	}
 	return &httpContext{plugin: p}
+}
+
+// OnHttpStreamDone runs when Envoy deletes the stream's context: the context goes back to its
+// plugin's free list.
+func (h *httpContext) OnHttpStreamDone() {
+	h.responseHeaders = nil
+	h.plugin.free = append(h.plugin.free, h)
 }
 
 // failed logs an internal error once per distinct message and counts every occurrence.
@@ -220,16 +244,37 @@ func (h *httpContext) markShadow(out *admission.Outcome) {
 
 // rejectLimited sends the configured rejection: status, body, content type and headers, with an
 // exact Retry-After and the rate-limit headers if configured.
+//
+// It is built in the plugin's reused buffers: Envoy copies the reply during the call, so a
+// rejection allocates nothing beyond what the rate-limit headers need.
 func (h *httpContext) rejectLimited(out *admission.Outcome) {
-	resp := &h.plugin.cfg.Response
-	retryAfter := strconv.FormatInt(out.RetryAfterSeconds(), 10)
-	headers := make([][2]string, 0, 2+len(resp.Headers)+3)
-	headers = append(headers, [2]string{"retry-after", retryAfter}, [2]string{"content-type", resp.ContentType})
+	p := h.plugin
+	resp := &p.cfg.Response
+	buf := &p.reply
+	buf.number = strconv.AppendInt(buf.number[:0], out.RetryAfterSeconds(), 10)
+	// Only read while the buffers are in use, below.
+	retryAfter := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
+	headers := append(buf.headers[:0], [2]string{"retry-after", retryAfter}, [2]string{"content-type", resp.ContentType})
 	headers = append(headers, resp.Headers...)
-	headers = append(headers, h.plugin.gate.RateLimitHeaders(h.plugin.cfg.RateLimitHeaders, out)...)
-	body := strings.ReplaceAll(resp.Body, "{retry_after}", retryAfter)
-	if err := abi.SendHttpResponse(uint32(resp.Status), headers, []byte(body), -1); err != nil {
-		h.plugin.failed("cannot send a local reply: " + err.Error())
+	headers = append(headers, p.gate.RateLimitHeaders(p.cfg.RateLimitHeaders, out)...)
+	buf.body = appendReplacing(buf.body[:0], resp.Body, "{retry_after}", retryAfter)
+	if err := abi.SendHttpResponse(uint32(resp.Status), headers, buf.body, -1); err != nil {
+		p.failed("cannot send a local reply: " + err.Error())
+	}
+	clear(headers) // drop the references to this request's strings
+	buf.headers = headers[:0]
+}
+
+// appendReplacing appends s to dst with every old replaced by new.
+func appendReplacing(dst []byte, s, old, new string) []byte {
+	for {
+		i := strings.Index(s, old)
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:i]...)
+		dst = append(dst, new...)
+		s = s[i+len(old):]
 	}
 }
 
@@ -298,7 +343,9 @@ var verdictNames = map[admission.Verdict]string{
 	admission.Exempt: "exempt", admission.BadCost: "invalid_cost", admission.Failed: "failed",
 }
 
-// request reads request attributes through the ABI.
+// request reads request attributes through the ABI. Its strings live in the ABI's scratch arena
+// and are valid until proxy_on_request_headers returns: the decision reads them, and copies what it
+// keeps (the partition key is built anew from them).
 type request struct{}
 
 func (request) Header(name string) (string, bool) {
@@ -308,18 +355,21 @@ func (request) Header(name string) (string, bool) {
 
 func (request) HeaderValues(name string) (string, bool) {
 	v, err := abi.GetProperty("request", "headers", name)
-	return string(v), err == nil
+	return arenaString(v), err == nil
 }
 
 func (request) SourceAddress() (string, bool) {
 	v, err := abi.GetProperty("source", "address")
-	return string(v), err == nil
+	return arenaString(v), err == nil
 }
 
 func (request) Property(path []string) (string, bool) {
 	v, err := abi.GetProperty(path...)
-	return string(v), err == nil
+	return arenaString(v), err == nil
 }
+
+// arenaString views bytes in the ABI's scratch arena as a string, without copying.
+func arenaString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // store is Envoy shared data through the ABI.
 type store struct{}

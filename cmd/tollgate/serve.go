@@ -33,12 +33,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	envoy := fs.String("envoy", "1.33", "Envoy generation to emulate: 1.33 (1.33 to 1.38) or 1.39")
 	pluginName := fs.String("plugin-name", "tollgate", "Envoy's config.name for the plugin")
 	logLevel := fs.String("log-level", "info", "lowest module log level shown: trace, debug, info, warn, error, critical")
+	noFilter := fs.Bool("no-filter", false, "proxy without the module (no --config needed): a baseline for load tests")
 	admin := fs.String("admin", "", "`ADDR` for the admin listener serving /stats and /stats/prometheus (off when empty)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	var problems []string
-	if *configPath == "" {
+	if *configPath == "" && !*noFilter {
 		problems = append(problems, "--config is required: the plugin configuration file, e.g. --config examples/tollgate.json")
 	}
 	upstreamURL, err := url.Parse(*upstream)
@@ -74,6 +75,17 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	errorLog := log.New(stderr, "tollgate serve: ", 0)
+	if *noFilter {
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
+			return 1
+		}
+		srv := &http.Server{Handler: gateway.NewPassThrough(upstreamURL, errorLog), ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
+		fmt.Fprintf(stdout, "tollgate serve: listening on http://%s, proxying to %s without the filter\n", ln.Addr(), upstreamURL)
+		return serveUntilSignal(srv, ln, stderr)
+	}
 	pluginConfig, err := os.ReadFile(*configPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
@@ -90,7 +102,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	errorLog := log.New(stderr, "tollgate serve: ", 0)
 	ctx := context.Background()
 	h, err := host.New(ctx, wasm, host.Options{
 		Profile:      profile,
@@ -137,6 +148,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "tollgate serve: metrics on http://%s/stats and /stats/prometheus\n", adminLn.Addr())
 	}
 
+	return serveUntilSignal(srv, ln, stderr)
+}
+
+// serveUntilSignal serves until the listener fails or SIGINT/SIGTERM asks for a graceful stop.
+func serveUntilSignal(srv *http.Server, ln net.Listener, stderr io.Writer) int {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
 	done := make(chan error, 1)
@@ -146,7 +162,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
 		return 1
 	case <-stop:
-		shutdownCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintf(stderr, "tollgate serve: shutdown: %v\n", err)

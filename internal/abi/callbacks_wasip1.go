@@ -10,18 +10,18 @@ import (
 
 // Callbacks of the proxy-wasm ABI v0.2.1 (spec: proxy-wasm/spec abi-versions/v0.2.1/README.md,
 // "Functions implemented in the Wasm module"). Envoy calls only the ones a module exports, so
-// callbacks the filter has no use for (bodies, trailers, ticks, queues, callouts) are not
-// exported and cost no crossing.
+// callbacks the filter has no use for (bodies, trailers, ticks, queues, callouts, the log phase,
+// done) are not exported and cost no crossing.
 
 // vm holds the contexts of this VM instance. A VM is single-threaded: Envoy never calls into it
 // concurrently, so no locking.
 var vm = struct {
 	root    types.VMContext
 	plugins map[uint32]types.PluginContext
-	streams map[uint32]types.HttpContext
+	streams streamTable
 }{
 	plugins: map[uint32]types.PluginContext{},
-	streams: map[uint32]types.HttpContext{},
+	streams: streamTable{spilled: map[uint32]types.HttpContext{}},
 }
 
 // SetVMContext registers the plugin's VM context. Call it from an init function: in a c-shared
@@ -52,23 +52,50 @@ func describePanic(r any) string {
 //go:wasmexport proxy_abi_version_0_2_1
 func proxyABIVersion0_2_1() {}
 
-// Spec "Memory management": the host calls this to place variable-size results in module memory.
-// The slice stays reachable through the pointer the host writes into the caller's variable before
-// any other Go code runs.
+// arena is where the host's allocations go: a buffer reused by every callback, so reading a
+// header or a shared value allocates nothing on the Go heap. Each callback (the allocator aside)
+// starts it empty again (resetArena), so what a host call returned there is valid until the
+// callback that made the call returns. A result larger than what is left gets a slice of its own
+// from the Go heap, an ordinary Go value.
+var arena struct {
+	buf  [16 << 10]byte
+	used uint32
+}
+
+// lastAlloc is the last allocation handed to the host, and lastAllocSize its size. As a Go pointer
+// in a package variable, written by Go code, it keeps a heap allocation alive until the host call
+// that asked for it has returned and its wrapper has turned it into a slice (hostResult).
+var (
+	lastAlloc     unsafe.Pointer
+	lastAllocSize uint32
+)
+
+func resetArena() { arena.used = 0 }
+
+// Spec "Memory management": the host calls this to place a variable-size result in module memory,
+// once per result, during the host call that returns it.
 //
 //go:wasmexport proxy_on_memory_allocate
 func proxyOnMemoryAllocate(size uint32) unsafe.Pointer {
 	if size == 0 {
 		size = 1
 	}
-	buf := make([]byte, size)
-	return unsafe.Pointer(&buf[0])
+	if size <= uint32(len(arena.buf))-arena.used {
+		lastAlloc = unsafe.Pointer(&arena.buf[arena.used])
+		arena.used += (size + 7) &^ 7
+	} else {
+		buf := make([]byte, size)
+		lastAlloc = unsafe.Pointer(&buf[0])
+	}
+	lastAllocSize = size
+	return lastAlloc
 }
 
 // Spec "Context lifecycle": proxy_on_context_create; parent 0 means a root (plugin) context.
 //
 //go:wasmexport proxy_on_context_create
 func proxyOnContextCreate(contextID, parentID uint32) {
+	resetArena()
 	defer recoverCallback("proxy_on_context_create")
 	if parentID == 0 {
 		if vm.root != nil {
@@ -78,7 +105,7 @@ func proxyOnContextCreate(contextID, parentID uint32) {
 	}
 	if plugin, ok := vm.plugins[parentID]; ok {
 		if stream := plugin.NewHttpContext(contextID); stream != nil {
-			vm.streams[contextID] = stream
+			vm.streams.add(contextID, stream)
 		}
 	}
 }
@@ -87,6 +114,7 @@ func proxyOnContextCreate(contextID, parentID uint32) {
 //
 //go:wasmexport proxy_on_vm_start
 func proxyOnVMStart(rootID, vmConfigurationSize uint32) (ok uint32) {
+	resetArena()
 	defer recoverCallback("proxy_on_vm_start")
 	if vm.root == nil {
 		return 0
@@ -98,6 +126,7 @@ func proxyOnVMStart(rootID, vmConfigurationSize uint32) (ok uint32) {
 //
 //go:wasmexport proxy_on_configure
 func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
+	resetArena()
 	defer recoverCallback("proxy_on_configure")
 	plugin, found := vm.plugins[rootID]
 	if !found {
@@ -110,8 +139,9 @@ func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
 //
 //go:wasmexport proxy_on_request_headers
 func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
+	resetArena()
 	defer recoverCallback("proxy_on_request_headers")
-	stream, ok := vm.streams[contextID]
+	stream, ok := vm.streams.get(contextID)
 	if !ok {
 		return uint32(types.ActionContinue)
 	}
@@ -122,45 +152,32 @@ func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action ui
 //
 //go:wasmexport proxy_on_response_headers
 func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
+	resetArena()
 	defer recoverCallback("proxy_on_response_headers")
-	stream, ok := vm.streams[contextID]
+	stream, ok := vm.streams.get(contextID)
 	if !ok {
 		return uint32(types.ActionContinue)
 	}
 	return uint32(stream.OnHttpResponseHeaders(int(numHeaders), endOfStream != 0))
 }
 
-// Spec "Context lifecycle": proxy_on_log, the access-log phase of a finished stream.
-//
-//go:wasmexport proxy_on_log
-func proxyOnLog(contextID uint32) {
-	defer recoverCallback("proxy_on_log")
-	if stream, ok := vm.streams[contextID]; ok {
-		stream.OnHttpStreamDone()
-	}
-}
+// proxy_on_log and proxy_on_done are not exported: each would be one more callback into the VM
+// for every stream, and the filter needs neither. Without proxy_on_done Envoy takes every context
+// as done at once, as an OnPluginDone returning true does; PluginContext.OnPluginDone is never
+// called.
 
-// Spec "Context lifecycle": proxy_on_done. Streams ignore the result; a root context returning 0
-// stays pending (the filter never needs that).
-//
-//go:wasmexport proxy_on_done
-func proxyOnDone(contextID uint32) (done uint32) {
-	// Done unless the plugin says otherwise: a recovered panic must not leave the root context
-	// pending forever.
-	done = 1
-	defer recoverCallback("proxy_on_done")
-	if plugin, ok := vm.plugins[contextID]; ok {
-		return boolToUint32(plugin.OnPluginDone())
-	}
-	return 1
-}
-
-// Spec "Context lifecycle": proxy_on_delete, the last call for a context.
+// Spec "Context lifecycle": proxy_on_delete, the last call for a context. A stream's
+// HttpContext.OnHttpStreamDone runs here (no header map is available any more), so the plugin
+// can recycle it.
 //
 //go:wasmexport proxy_on_delete
 func proxyOnDelete(contextID uint32) {
+	resetArena()
 	defer recoverCallback("proxy_on_delete")
-	delete(vm.streams, contextID)
+	if stream, ok := vm.streams.remove(contextID); ok {
+		stream.OnHttpStreamDone()
+		return
+	}
 	delete(vm.plugins, contextID)
 }
 

@@ -9,8 +9,8 @@ import (
 
 // Raw host functions of the proxy-wasm ABI v0.2.1 (spec: proxy-wasm/spec
 // abi-versions/v0.2.1/README.md, "Functions implemented in the host environment").
-// Output pointers receive 32-bit little-endian addresses and sizes written by the host; the Go
-// variables behind them are zeroed 8-byte slots, so the upper half stays 0.
+// Output pointers receive 32-bit little-endian addresses and sizes written by the host, into the
+// result slots below.
 
 // Spec "Logging": proxy_log.
 //
@@ -88,13 +88,41 @@ func stringData(s string) unsafe.Pointer { return unsafe.Pointer(unsafe.StringDa
 
 func bytesData(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
-// hostBytes turns a host-written (address, size) pair into a slice of memory the host obtained
-// from proxy_on_memory_allocate; (0, 0) is an empty result.
-func hostBytes(data *byte, size uint32) []byte {
-	if data == nil || size == 0 {
-		return nil
+// Result slots. The host writes each output of a host call (an address, a size, a CAS, an id, a
+// level, a time) into module memory at the pointer it was given. Locals whose address is passed to
+// an import escape to the heap, one allocation each per call; these package-level slots do not.
+// A VM is single-threaded and the allocator, the only code that runs during a host call, makes no
+// host call, so one set of slots serves every call. Each wrapper reads its slots right after its
+// call. The address slot is a plain integer, not a pointer the garbage collector would trust: the
+// memory it designates is kept alive by lastAlloc (see proxyOnMemoryAllocate).
+var (
+	resultAddr, resultSize, resultU32 uint32
+	resultU64                         uint64
+)
+
+var (
+	ptrAddr = unsafe.Pointer(&resultAddr)
+	ptrSize = unsafe.Pointer(&resultSize)
+	ptrU32  = unsafe.Pointer(&resultU32)
+	ptrU64  = unsafe.Pointer(&resultU64)
+)
+
+// beginResult prepares the slots for a call that may return variable-size data.
+func beginResult() {
+	resultAddr, resultSize, lastAlloc = 0, 0, nil
+}
+
+// hostResult is the variable-size result of the last host call: (0, 0) is an empty result,
+// otherwise the memory the host obtained from the allocator during that call. The host writes the
+// address it was given; anything else is refused rather than trusted.
+func hostResult() ([]byte, Status) {
+	if resultAddr == 0 && resultSize == 0 {
+		return nil, StatusOK
 	}
-	return unsafe.Slice(data, size)
+	if lastAlloc == nil || uint32(uintptr(lastAlloc)) != resultAddr || resultSize > lastAllocSize {
+		return nil, StatusInvalidMemoryAccess
+	}
+	return unsafe.Slice((*byte)(lastAlloc), resultSize), StatusOK
 }
 
 // Log writes msg to Envoy's log at level.
@@ -103,39 +131,50 @@ func Log(level LogLevel, msg string) {
 }
 
 // GetPluginConfiguration returns the plugin configuration; Envoy offers it only during
-// proxy_on_configure.
+// proxy_on_configure. The result is the caller's own copy.
 func GetPluginConfiguration() ([]byte, error) {
-	var data *byte
-	var size uint32
-	st := proxyGetBufferBytes(BufferPluginConfiguration, 0, math.MaxInt32, unsafe.Pointer(&data), unsafe.Pointer(&size))
+	beginResult()
+	st := proxyGetBufferBytes(BufferPluginConfiguration, 0, math.MaxInt32, ptrAddr, ptrSize)
 	if st != StatusOK {
 		return nil, st.Err()
 	}
-	return hostBytes(data, size), nil
+	data, st := hostResult()
+	if st != StatusOK {
+		return nil, st.Err()
+	}
+	return append([]byte(nil), data...), nil
 }
 
-// GetProperty reads an Envoy attribute such as ("source", "address").
+// propertyPath is GetProperty's reused buffer for the encoded path.
+var propertyPath []byte
+
+// GetProperty reads an Envoy attribute such as ("source", "address"). The result lives in the
+// scratch arena: valid until the current callback returns (see proxyOnMemoryAllocate); copy it
+// to keep it longer.
 func GetProperty(path ...string) ([]byte, error) {
-	encoded := PropertyPath(path)
-	var data *byte
-	var size uint32
-	st := proxyGetProperty(bytesData(encoded), uint32(len(encoded)), unsafe.Pointer(&data), unsafe.Pointer(&size))
+	propertyPath = AppendPropertyPath(propertyPath[:0], path)
+	beginResult()
+	st := proxyGetProperty(bytesData(propertyPath), uint32(len(propertyPath)), ptrAddr, ptrSize)
 	if st != StatusOK {
 		return nil, st.Err()
 	}
-	return hostBytes(data, size), nil
+	data, st := hostResult()
+	return data, st.Err()
 }
 
 // GetHttpRequestHeader returns the first value of a request header; ErrorStatusNotFound when
-// absent.
+// absent. The string lives in the scratch arena: valid until the current callback returns (see
+// proxyOnMemoryAllocate); copy it (strings.Clone) to keep it longer.
 func GetHttpRequestHeader(name string) (string, error) {
-	var data *byte
-	var size uint32
-	st := proxyGetHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name)), unsafe.Pointer(&data), unsafe.Pointer(&size))
+	beginResult()
+	st := proxyGetHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name)), ptrAddr, ptrSize)
 	if st != StatusOK {
 		return "", st.Err()
 	}
-	b := hostBytes(data, size)
+	b, st := hostResult()
+	if st != StatusOK {
+		return "", st.Err()
+	}
 	return unsafe.String(unsafe.SliceData(b), len(b)), nil
 }
 
@@ -147,11 +186,10 @@ func AddHttpRequestHeader(name, value string) error {
 // GetLogLevel returns the host's current log level for the plugin: logging below it is dropped
 // by the host anyway, so the module can skip building those messages.
 func GetLogLevel() (LogLevel, error) {
-	var level uint32
-	if st := proxyGetLogLevel(unsafe.Pointer(&level)); st != StatusOK {
+	if st := proxyGetLogLevel(ptrU32); st != StatusOK {
 		return LogLevelInfo, st.Err()
 	}
-	return LogLevel(level), nil
+	return LogLevel(resultU32), nil
 }
 
 // RemoveHttpRequestHeader removes every value of a request header; only during the
@@ -170,22 +208,32 @@ func AddHttpResponseHeader(name, value string) error {
 	return proxyAddHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))).Err()
 }
 
+// encodedPairs is SendHttpResponse's reused buffer for the serialized headers; Envoy copies them
+// during the call.
+var encodedPairs []byte
+
 // SendHttpResponse asks Envoy for a local reply; Envoy sends it after the current callback
 // returns and stops the stream.
 func SendHttpResponse(status uint32, headers [][2]string, body []byte, grpcStatus int32) error {
-	encoded := EncodePairs(headers)
-	return proxySendLocalResponse(status, nil, 0, bytesData(body), uint32(len(body)), bytesData(encoded), uint32(len(encoded)), grpcStatus).Err()
+	encodedPairs = AppendPairs(encodedPairs[:0], headers)
+	return proxySendLocalResponse(status, nil, 0, bytesData(body), uint32(len(body)), bytesData(encodedPairs), uint32(len(encodedPairs)), grpcStatus).Err()
 }
 
 // GetSharedData returns the value and CAS of a shared-data key; ErrorStatusNotFound when absent.
+// The value lives in the scratch arena: valid until the current callback returns (see
+// proxyOnMemoryAllocate); copy it to keep it longer.
 func GetSharedData(key string) (value []byte, cas uint32, err error) {
-	var data *byte
-	var size uint32
-	st := proxyGetSharedData(stringData(key), uint32(len(key)), unsafe.Pointer(&data), unsafe.Pointer(&size), unsafe.Pointer(&cas))
+	beginResult()
+	resultU32 = 0
+	st := proxyGetSharedData(stringData(key), uint32(len(key)), ptrAddr, ptrSize, ptrU32)
 	if st != StatusOK {
 		return nil, 0, st.Err()
 	}
-	return hostBytes(data, size), cas, nil
+	value, st = hostResult()
+	if st != StatusOK {
+		return nil, 0, st.Err()
+	}
+	return value, resultU32, nil
 }
 
 // SetSharedData stores value under key if the key's CAS still equals cas (0: unconditional);
@@ -196,12 +244,11 @@ func SetSharedData(key string, value []byte, cas uint32) error {
 
 // DefineMetric defines (or looks up) a metric and returns its id.
 func DefineMetric(kind MetricType, name string) (uint32, error) {
-	var id uint32
-	st := proxyDefineMetric(kind, stringData(name), uint32(len(name)), unsafe.Pointer(&id))
+	st := proxyDefineMetric(kind, stringData(name), uint32(len(name)), ptrU32)
 	if st != StatusOK {
 		return 0, st.Err()
 	}
-	return id, nil
+	return resultU32, nil
 }
 
 // DefineCounter defines (or looks up) a counter metric.
@@ -219,9 +266,8 @@ func (c Counter) Increment(delta uint64) error {
 // readings are relative to each VM's own start, this is the raw host value, so every worker VM of
 // one Envoy process shares the time base.
 func MonotonicNanos() (int64, error) {
-	var now uint64
-	if errno := clockTimeGet(1, 0, unsafe.Pointer(&now)); errno != 0 {
+	if errno := clockTimeGet(1, 0, ptrU64); errno != 0 {
 		return 0, StatusInternalFailure.Err()
 	}
-	return int64(now), nil
+	return int64(resultU64), nil
 }

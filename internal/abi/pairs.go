@@ -5,28 +5,22 @@ import "encoding/binary"
 // EncodePairs serializes header pairs in the proxy-wasm map format (spec "Serialization"):
 // u32 count, count × (u32 key length, u32 value length), then each key and value followed by NUL.
 // All integers are little-endian.
-func EncodePairs(pairs [][2]string) []byte {
-	size := 4 + 8*len(pairs)
+func EncodePairs(pairs [][2]string) []byte { return AppendPairs(nil, pairs) }
+
+// AppendPairs appends the serialization of pairs (see EncodePairs) to dst.
+func AppendPairs(dst []byte, pairs [][2]string) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(pairs)))
 	for _, p := range pairs {
-		size += len(p[0]) + len(p[1]) + 2
-	}
-	buf := make([]byte, size)
-	binary.LittleEndian.PutUint32(buf, uint32(len(pairs)))
-	off := 4
-	for _, p := range pairs {
-		binary.LittleEndian.PutUint32(buf[off:], uint32(len(p[0])))
-		binary.LittleEndian.PutUint32(buf[off+4:], uint32(len(p[1])))
-		off += 8
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(p[0])))
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(p[1])))
 	}
 	for _, p := range pairs {
-		off += copy(buf[off:], p[0])
-		buf[off] = 0
-		off++
-		off += copy(buf[off:], p[1])
-		buf[off] = 0
-		off++
+		dst = append(dst, p[0]...)
+		dst = append(dst, 0)
+		dst = append(dst, p[1]...)
+		dst = append(dst, 0)
 	}
-	return buf
+	return dst
 }
 
 // DecodePairs parses the map format. It is strict like Envoy's host: a truncated buffer, a
@@ -69,17 +63,15 @@ func DecodePairs(buf []byte) (pairs [][2]string, ok bool) {
 }
 
 // PropertyPath joins property path segments with NUL, the form proxy_get_property expects.
-func PropertyPath(segments []string) []byte {
-	size := 0
-	for _, s := range segments {
-		size += len(s) + 1
-	}
-	buf := make([]byte, 0, size)
+func PropertyPath(segments []string) []byte { return AppendPropertyPath(nil, segments) }
+
+// AppendPropertyPath appends the encoded path (see PropertyPath) to dst.
+func AppendPropertyPath(dst []byte, segments []string) []byte {
 	for i, s := range segments {
 		if i > 0 {
-			buf = append(buf, 0)
+			dst = append(dst, 0)
 		}
-		buf = append(buf, s...)
+		dst = append(dst, s...)
 	}
-	return buf
+	return dst
 }

@@ -33,7 +33,9 @@ func New(ctx context.Context, h *host.Host, workers int, upstream *url.URL, erro
 	if workers < 1 {
 		return nil, fmt.Errorf("workers must be at least 1, got %d", workers)
 	}
-	g := &Gateway{host: h, upstream: upstream, errorLog: errorLog}
+	g := newGateway(upstream, errorLog)
+	g.host = h
+	g.proxy.ModifyResponse = g.responseHeaders
 	for i := 0; i < workers; i++ {
 		vm, err := h.NewVM(ctx)
 		if err != nil {
@@ -41,26 +43,41 @@ func New(ctx context.Context, h *host.Host, workers int, upstream *url.URL, erro
 		}
 		g.vms = append(g.vms, vm)
 	}
+	return g, nil
+}
+
+// NewPassThrough returns a gateway that forwards every request to upstream through the same
+// reverse proxy without any filter: the baseline that load tests compare the filter against
+// (`tollgate serve --no-filter`).
+func NewPassThrough(upstream *url.URL, errorLog *log.Logger) *Gateway {
+	return newGateway(upstream, errorLog)
+}
+
+func newGateway(upstream *url.URL, errorLog *log.Logger) *Gateway {
+	g := &Gateway{upstream: upstream, errorLog: errorLog}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host
 		},
-		ModifyResponse: g.responseHeaders,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			g.logf("upstream %s: %v", upstream, err)
 			http.Error(w, "Bad Gateway: the upstream did not answer", http.StatusBadGateway)
 		},
 		ErrorLog: errorLog,
 	}
-	return g, nil
+	return g
 }
 
 type streamKey struct{}
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(g.vms) == 0 {
+		g.proxy.ServeHTTP(w, r) // pass-through: no filter
+		return
+	}
 	vm := g.vms[g.next.Add(1)%uint64(len(g.vms))]
 	stream, decision, err := vm.StartStream(toHostRequest(r))
 	if stream != nil {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // SharedData is Envoy's shared key-value store: process-wide, one namespace per vm_id, one mutex
@@ -13,6 +14,8 @@ type SharedData struct {
 	byVMID  map[string]map[string]sharedValue
 	// fault, when set, is consulted before every operation (fault injection in tests).
 	fault func(op, key string) Status
+	// casMismatches counts sets refused with StatusCasMismatch.
+	casMismatches atomic.Int64
 }
 
 type sharedValue struct {
@@ -57,6 +60,7 @@ func (s *SharedData) Set(vmID, key string, value []byte, cas uint32) Status {
 		s.byVMID[vmID] = ns
 	}
 	if old, ok := ns[key]; ok && cas != 0 && cas != old.cas {
+		s.casMismatches.Add(1)
 		return StatusCasMismatch
 	}
 	s.lastCAS++
@@ -81,3 +85,7 @@ func (s *SharedData) SetFault(f func(op, key string) Status) {
 	defer s.mu.Unlock()
 	s.fault = f
 }
+
+// CASMismatches counts the sets refused because another VM wrote the key first, since the store
+// was created: each is one retry of a read-modify-write loop.
+func (s *SharedData) CASMismatches() int64 { return s.casMismatches.Load() }

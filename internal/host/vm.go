@@ -55,6 +55,8 @@ type VM struct {
 	metricIDs  map[uint32]*metric
 	nextMetric [3]uint32
 	counters   counters
+	// initPages is the linear memory size right after _initialize.
+	initPages uint32
 
 	// Tracing (Options.Trace): events of the current top-level callback, in call order, with
 	// results filled in as calls return; handed over when the callback returns.
@@ -73,6 +75,8 @@ type Stats struct {
 	Allocations int64 // host→guest allocator calls
 	PollOneoff  int64 // poll_oneoff calls (fatal for Go on Envoy ≤ 1.38)
 	MemoryPages uint32
+	// InitPages is the linear memory size right after _initialize, before any plugin started.
+	InitPages uint32
 	// ByName counts host calls per import, when enabled with CountHostCallsByName.
 	ByName map[string]int64
 }
@@ -130,6 +134,9 @@ func (vm *VM) start() error {
 			return vm.fail(fmt.Errorf("%s: %w", startFn, err))
 		}
 	}
+	if mem := vm.mod.Memory(); mem != nil {
+		vm.initPages = mem.Size() / 65536
+	}
 	// cpp-host looks for malloc first, then proxy_on_memory_allocate.
 	if vm.alloc = vm.mod.ExportedFunction("malloc"); vm.alloc == nil {
 		vm.alloc = vm.mod.ExportedFunction("proxy_on_memory_allocate")
@@ -186,7 +193,8 @@ func (vm *VM) CountHostCallsByName() {
 func (vm *VM) Stats() Stats {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
-	s := Stats{HostCalls: vm.counters.hostCalls, Allocations: vm.counters.allocations, PollOneoff: vm.counters.pollOneoff}
+	s := Stats{HostCalls: vm.counters.hostCalls, Allocations: vm.counters.allocations, PollOneoff: vm.counters.pollOneoff,
+		InitPages: vm.initPages}
 	if mem := vm.mod.Memory(); mem != nil {
 		s.MemoryPages = mem.Size() / 65536
 	}
@@ -197,6 +205,28 @@ func (vm *VM) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// CallExport calls a function the module exports beyond the ABI, such as a diagnostic export of
+// a benchmark build, and returns its results. It runs like a callback (Envoy would never call it),
+// outside any stream. A trap fails the VM.
+func (vm *VM) CallExport(name string, args ...uint64) ([]uint64, error) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if vm.failed != nil {
+		return nil, fmt.Errorf("%w: %w", ErrVMFailed, vm.failed)
+	}
+	f := vm.mod.ExportedFunction(name)
+	if f == nil {
+		return nil, fmt.Errorf("the module exports no function %s", name)
+	}
+	vm.phase = phaseCallback
+	res, err := f.Call(vm.ctx, args...)
+	vm.phase = phaseIdle
+	if err != nil {
+		return nil, vm.fail(fmt.Errorf("%s: %w", name, err))
+	}
+	return res, nil
 }
 
 func (vm *VM) newContextID() uint32 {

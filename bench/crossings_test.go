@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// BenchmarkCrossings counts, per request type and per module, what crosses the host boundary for
+// one request: host calls out of the module (hostcalls/op, all imports; wasi-calls/op, the WASI
+// ones among them, from the Go runtime or the clock), callbacks into it (callbacks/op, the
+// allocator excluded) and allocator calls (alloc-callbacks/op). It also reads the guest's heap
+// allocations per request from the Go runtime inside the VM (guest-allocs/op, guest-bytes/op)
+// through tollgate_stats, an export compiled only into benchmark builds: the modules here are
+// built with -tags tollgate_stats, otherwise identical. Times are not the point here (tracing is
+// on); BenchmarkFloor measures time on the production build.
+//
+// The first 20,000 requests warm the VM up (its heap, maps and arenas reach their steady size)
+// and are not counted.
+func BenchmarkCrossings(b *testing.B) {
+	for _, m := range []struct {
+		name string
+		wasm func(testing.TB) []byte
+	}{
+		{"tollgate", func(tb testing.TB) []byte { return tollgateModule(tb, statsTag) }},
+		{"floor", func(tb testing.TB) []byte { return floorModule(tb, statsTag) }},
+	} {
+		for _, rt := range requestTypes {
+			b.Run(m.name+"/"+rt.name, func(b *testing.B) {
+				var callbacks, wasi int64
+				r := newRig(b, m.wasm(b), rigOptions{config: rt.config, trace: func(e host.TraceEvent) {
+					switch {
+					case e.Depth == 0:
+						callbacks++
+					case !e.Callback && strings.HasPrefix(e.Name, "wasi_"):
+						wasi++
+					}
+				}})
+				status := rt.status
+				if m.name == "floor" {
+					status = 200
+				}
+				const warmup = 20_000
+				key := rt.prepare(b, r, warmup+b.N)
+				for i := 0; i < warmup; i++ {
+					r.expect(b, key(i), status)
+				}
+				callbacks, wasi = 0, 0
+				before := r.vm.Stats()
+				mallocs, bytes := guestStat(b, r, 0), guestStat(b, r, 1)
+				b.ResetTimer()
+				for i := warmup; i < warmup+b.N; i++ {
+					r.expect(b, key(i), status)
+				}
+				b.StopTimer()
+				mallocs, bytes = guestStat(b, r, 0)-mallocs, guestStat(b, r, 1)-bytes
+				c := perRequest(before, r.vm.Stats(), b.N)
+				b.ReportMetric(c.hostCalls, "hostcalls/op")
+				b.ReportMetric(float64(wasi)/float64(b.N), "wasi-calls/op")
+				b.ReportMetric(float64(callbacks)/float64(b.N), "callbacks/op")
+				b.ReportMetric(c.allocations, "alloc-callbacks/op")
+				b.ReportMetric(float64(mallocs)/float64(b.N), "guest-allocs/op")
+				b.ReportMetric(float64(bytes)/float64(b.N), "guest-bytes/op")
+			})
+		}
+	}
+}
+
+// guestStat reads a field of the Go runtime's MemStats inside the VM (filter/stats.go).
+func guestStat(tb testing.TB, r *rig, field uint64) uint64 {
+	res, err := r.vm.CallExport("tollgate_stats", field)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res[0]
+}

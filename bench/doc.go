@@ -1,0 +1,25 @@
+// Package bench holds Tollgate's benchmarks, run by `make bench`. It has no code of its own: every
+// measurement is a Go benchmark in its _test.go files, with -benchmem and custom metrics that
+// benchstat reads (hostcalls/op, alloc-callbacks/op, guest-allocs/op, retries/op, ratios).
+//
+//   - floor_test.go: the module against the floor probe (testdata/floor, a minimal upstream-Go
+//     proxy-wasm module that only reads the key header, reads the shared value and writes it back
+//     with CAS), in the same host and the same run, interleaved in blocks, for an admitted request
+//     of a known key, a rejected request and a request with a new key: tollgate/floor.
+//   - crossings_test.go: host calls, WASI calls, callbacks and allocator callbacks per request
+//     type, from the host's counters, and the guest's heap allocations per request, read from the
+//     Go runtime inside the VM through a diagnostic export compiled only into benchmark builds
+//     (-tags tollgate_stats, filter/stats.go).
+//   - native_test.go: the limiter's decision against golang.org/x/time/rate's Allow, each on a
+//     per-key limiter from a map; and the whole admission decision natively, with its allocations.
+//   - workers_test.go: throughput with 1, 2 and 4 worker VMs (one per goroutine, one shared store)
+//     on distinct keys and on one hot key, with the CAS retry rate.
+//   - memory_test.go: module size raw and gzip; linear memory after _initialize, after start, after
+//     1,000,000 requests over 10,000 keys and after 2,000,000 (it must not grow between the two).
+//   - http_test.go: requests per second through the gateway of `tollgate serve` with the filter
+//     and with the filter disabled (the same proxy code passing requests through), from a Go load
+//     generator on loopback.
+//
+// The modules are built by the benchmarks themselves, with the flags of `make build`, into a
+// temporary directory. BENCHMARKS.md holds the figures and how to reproduce them.
+package bench

@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// requestType is one kind of request the ratio is reported for.
+type requestType struct {
+	name   string
+	config string
+	status int // what Tollgate answers; the floor always lets the request continue
+	// prepare readies the keys on a rig (known keys are written once, rejected ones drained)
+	// and returns the key of request i.
+	prepare func(tb testing.TB, r *rig, n int) func(i int) string
+}
+
+const knownKeys = 1024
+
+// known cycles through knownKeys keys, each sent once before the measurement.
+func known(tb testing.TB, r *rig, n int) func(int) string {
+	ks := keys("known", knownKeys)
+	for _, k := range ks {
+		r.expect(tb, k, 200)
+	}
+	return func(i int) string { return ks[i%knownKeys] }
+}
+
+// fresh gives every request a key never seen.
+func fresh(tb testing.TB, r *rig, n int) func(int) string {
+	ks := keys("new", n)
+	return func(i int) string { return ks[i] }
+}
+
+var requestTypes = []requestType{
+	{name: "admitted-known", config: admitConfig, status: 200, prepare: known},
+	// The keys' only token is spent when they are written once: every later request is rejected.
+	{name: "rejected", config: rejectConfig, status: 429, prepare: known},
+	{name: "new-key", config: admitConfig, status: 200, prepare: fresh},
+}
+
+// block is how many requests each module serves in turn.
+const block = 128
+
+// BenchmarkFloor runs Tollgate and the floor probe in the same host, interleaved in blocks of
+// requests so that both see the same machine conditions. ns/op is Tollgate's time per request;
+// floor-ns/op the probe's, and floor+clock-ns/op the probe's with one monotonic clock read per
+// request (any time-based limiter needs one). tollgate/floor is the ratio the target is
+// set on (≤ 1.3 for admitted-known); hostcalls/op and alloc-callbacks/op are Tollgate's crossings
+// out of the module and into its allocator per request, floor-hostcalls/op the probe's.
+func BenchmarkFloor(b *testing.B) {
+	for _, rt := range requestTypes {
+		b.Run(rt.name, func(b *testing.B) {
+			tg := newRig(b, tollgateModule(b), rigOptions{config: rt.config})
+			fl := newRig(b, floorModule(b), rigOptions{})
+			flc := newRig(b, floorModule(b, "clock"), rigOptions{})
+			tgKey := rt.prepare(b, tg, b.N)
+			flKey := rt.prepare(b, fl, b.N)
+			flcKey := rt.prepare(b, flc, b.N)
+			tgBefore, flBefore := tg.vm.Stats(), fl.vm.Stats()
+			var floorTime, floorClockTime time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				n := min(block, b.N-done)
+				for i := done; i < done+n; i++ {
+					tg.expect(b, tgKey(i), rt.status)
+				}
+				b.StopTimer()
+				start := time.Now()
+				for i := done; i < done+n; i++ {
+					fl.expect(b, flKey(i), 200)
+				}
+				middle := time.Now()
+				for i := done; i < done+n; i++ {
+					flc.expect(b, flcKey(i), 200)
+				}
+				floorTime += middle.Sub(start)
+				floorClockTime += time.Since(middle)
+				done += n
+				b.StartTimer()
+			}
+			b.StopTimer()
+			tgCross, flCross := perRequest(tgBefore, tg.vm.Stats(), b.N), perRequest(flBefore, fl.vm.Stats(), b.N)
+			b.ReportMetric(float64(floorTime.Nanoseconds())/float64(b.N), "floor-ns/op")
+			b.ReportMetric(float64(floorClockTime.Nanoseconds())/float64(b.N), "floor+clock-ns/op")
+			b.ReportMetric(float64(b.Elapsed())/float64(floorTime), "tollgate/floor")
+			b.ReportMetric(float64(b.Elapsed())/float64(floorClockTime), "tollgate/floor+clock")
+			b.ReportMetric(tgCross.hostCalls, "hostcalls/op")
+			b.ReportMetric(tgCross.allocations, "alloc-callbacks/op")
+			b.ReportMetric(flCross.hostCalls, "floor-hostcalls/op")
+		})
+	}
+}
+
+// The floor probe does what it claims and nothing more: per request exactly one header read, one
+// shared-data read and one write, with one allocator call per non-empty result, and the value it
+// writes back is the one it read.
+func TestFloorProbe(t *testing.T) {
+	var names []string
+	r := newRig(t, floorModule(t), rigOptions{trace: func(e host.TraceEvent) {
+		if e.Depth > 0 {
+			names = append(names, e.Name)
+		}
+	}})
+	want := map[string][]string{
+		"new": {"env.proxy_get_header_map_value", "proxy_on_memory_allocate", "env.proxy_get_shared_data", "env.proxy_set_shared_data"},
+		"known": {"env.proxy_get_header_map_value", "proxy_on_memory_allocate", "env.proxy_get_shared_data",
+			"proxy_on_memory_allocate", "env.proxy_set_shared_data"},
+	}
+	for _, step := range []string{"new", "known", "known"} {
+		names = nil
+		r.expect(t, "alice", 200)
+		if !equal(names, want[step]) {
+			t.Errorf("%s key: crossings %q, want %q", step, names, want[step])
+		}
+	}
+	if value, cas, st := r.shared.Get("tollgate", "alice"); st != host.StatusOK || len(value) != 32 || cas != 3 {
+		t.Errorf("stored value %x, cas %d, status %d; want 32 zero bytes written three times", value, cas, st)
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,187 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+var (
+	buildDir string
+	cache    = wazero.NewCompilationCache()
+
+	buildMu sync.Mutex
+	built   = map[string][]byte{}
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tollgate-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// build compiles a package of this repository into a module as `make build` does (wasip1,
+// c-shared, -trimpath), with the given build tags, once per test binary.
+func build(tb testing.TB, pkg string, tags ...string) []byte {
+	tb.Helper()
+	id := pkg + " " + strings.Join(tags, ",")
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if wasm, ok := built[id]; ok {
+		return wasm
+	}
+	out := filepath.Join(buildDir, fmt.Sprintf("module-%d.wasm", len(built)))
+	args := []string{"build", "-buildmode=c-shared", "-trimpath"}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, "-o", out, pkg)...)
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("build %s: %v\n%s", id, err, msg)
+	}
+	wasm, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	built[id] = wasm
+	return wasm
+}
+
+// The modules under test. statsTag adds the diagnostic export tollgate_stats.
+const statsTag = "tollgate_stats"
+
+func tollgateModule(tb testing.TB, tags ...string) []byte { return build(tb, "./filter", tags...) }
+func floorModule(tb testing.TB, tags ...string) []byte {
+	return build(tb, "./bench/testdata/floor", tags...)
+}
+
+// Configurations. Every option is at its default: no rate-limit headers, info logging.
+const (
+	// admitConfig admits every request of a benchmark: a bucket no run can empty.
+	admitConfig = `{"rules": [{"name": "per-api-key", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 1000000000, "refill_tokens": 1000000000, "refill_interval": "1s"}]}]}`
+	// rejectConfig rejects every request after a key's first: one token a day, and the clock
+	// stands still.
+	rejectConfig = `{"rules": [{"name": "per-api-key", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "24h"}]}]}`
+	// seedConfig is the design's core rule: 3 per key, then 1 per second.
+	seedConfig = `{"rules": [{"name": "per-api-key", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}]}]}`
+)
+
+// monotonicStart is far from zero, like a host that has been up for a while.
+const monotonicStart = int64(3_600 * time.Second)
+
+// rig is one host with one VM and a manual clock, sending requests with a key header.
+type rig struct {
+	host   *host.Host
+	vm     *host.VM
+	clock  *host.ManualClock
+	req    host.Request
+	shared *host.SharedData
+}
+
+type rigOptions struct {
+	config string
+	shared *host.SharedData
+	trace  func(host.TraceEvent)
+}
+
+func newRig(tb testing.TB, wasm []byte, o rigOptions) *rig {
+	tb.Helper()
+	r := &rig{clock: host.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), monotonicStart)}
+	h, err := host.New(context.Background(), wasm, host.Options{
+		PluginName:       "tollgate",
+		RootID:           "tollgate",
+		VMID:             "tollgate",
+		PluginConfig:     []byte(o.config),
+		Clock:            r.clock,
+		SharedData:       o.shared,
+		LogLevel:         2, // info, as Envoy runs by default
+		CompilationCache: cache,
+		Trace:            o.trace,
+	})
+	if err != nil {
+		tb.Fatalf("load module: %v", err)
+	}
+	tb.Cleanup(func() { h.Close(context.Background()) })
+	r.host, r.shared = h, h.SharedData()
+	if r.vm, err = h.NewVM(context.Background()); err != nil {
+		tb.Fatalf("start VM: %v", err)
+	}
+	r.req = newRequest()
+	return r
+}
+
+// newRequest is a GET with the pseudo-headers Envoy passes, a user agent and an x-api-key (last).
+func newRequest() host.Request {
+	return host.Request{
+		Headers: [][2]string{
+			{":method", "GET"}, {":path", "/api/items"}, {":authority", "example.test"}, {":scheme", "http"},
+			{"user-agent", "bench/1"}, {"x-api-key", ""},
+		},
+		SourceAddress: "192.0.2.10:40000",
+		EndOfStream:   true,
+	}
+}
+
+var okResponse = host.Response{Status: 200, Headers: [][2]string{{"content-type", "text/plain"}}, Body: []byte("ok\n")}
+
+func okUpstream([][2]string) (*host.Response, error) {
+	resp := okResponse
+	return &resp, nil
+}
+
+// do sends one request with the given key on the rig's VM and returns its status.
+func (r *rig) do(tb testing.TB, key string) int {
+	r.req.Headers[len(r.req.Headers)-1][1] = key
+	resp, err := r.vm.Do(r.req, okUpstream)
+	if err != nil {
+		tb.Fatalf("request: %v", err)
+	}
+	return resp.Status
+}
+
+// expect sends one request and fails the benchmark on another status.
+func (r *rig) expect(tb testing.TB, key string, status int) {
+	if got := r.do(tb, key); got != status {
+		tb.Fatalf("key %q: status %d, want %d", key, got, status)
+	}
+}
+
+// keys returns n distinct keys with a prefix.
+func keys(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%07d", prefix, i)
+	}
+	return out
+}
+
+// stats is the difference of two host readings over n requests.
+type crossings struct{ hostCalls, allocations float64 }
+
+func perRequest(before, after host.Stats, n int) crossings {
+	return crossings{
+		hostCalls:   float64(after.HostCalls-before.HostCalls) / float64(n),
+		allocations: float64(after.Allocations-before.Allocations) / float64(n),
+	}
+}
