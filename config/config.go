@@ -42,10 +42,12 @@ type KeyTable struct {
 type WhenFull uint8
 
 const (
-	// WhenFullReject answers as over the limit, with Retry-After until the slot is free again.
+	// WhenFullReject answers as over the limit, with Retry-After until the slot is free again:
+	// a flood of new keys cannot touch the buckets in use, but a key whose slot another active
+	// key holds is turned away for as long as that key stays active.
 	WhenFullReject WhenFull = iota
-	// WhenFullShare charges the occupying bucket, as if both keys were one: never admits more,
-	// may admit both keys less.
+	// WhenFullShare charges the occupying bucket, as if both keys were one (the default): never
+	// admits more, may admit both keys less.
 	WhenFullShare
 	// WhenFullAllow lets the request through uncounted.
 	WhenFullAllow

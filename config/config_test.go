@@ -58,7 +58,7 @@ func repeatJoined(item string, n int) string {
 const defaultBody = "Too Many Requests: retry after {retry_after} s\n"
 
 // defaultKeyTable is the documented default key table.
-var defaultKeyTable = config.KeyTable{MaxKeys: 100000, WhenFull: config.WhenFullReject, MaxKeyBytes: 1024}
+var defaultKeyTable = config.KeyTable{MaxKeys: 100000, WhenFull: config.WhenFullShare, MaxKeyBytes: 1024}
 
 // defaultResponse is the documented default response to a rejected request.
 func defaultResponse() config.Response {
@@ -1359,11 +1359,11 @@ type fmtStringer interface{ String() string }
 
 func TestKeyTable(t *testing.T) {
 	const rule = `"rules": [{"name": "r", "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]`
-	cfg, err := config.Parse([]byte(`{` + rule + `, "key_table": {"max_keys": 16, "when_full": "share", "max_key_bytes": 64}}`))
+	cfg, err := config.Parse([]byte(`{` + rule + `, "key_table": {"max_keys": 16, "when_full": "reject", "max_key_bytes": 64}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (config.KeyTable{MaxKeys: 16, WhenFull: config.WhenFullShare, MaxKeyBytes: 64}); cfg.KeyTable != want {
+	if want := (config.KeyTable{MaxKeys: 16, WhenFull: config.WhenFullReject, MaxKeyBytes: 64}); cfg.KeyTable != want {
 		t.Fatalf("key_table %+v, want %+v", cfg.KeyTable, want)
 	}
 	for doc, want := range map[string]string{

@@ -173,7 +173,7 @@ func (v *validator) document(root *jsonValue) *Config {
 	cfg := &Config{
 		FailureMode: FailureAllow,
 		Response:    Response{Status: defaultResponseStatus, Body: defaultResponseBody, ContentType: defaultContentType},
-		KeyTable:    KeyTable{MaxKeys: DefaultMaxKeys, MaxKeyBytes: DefaultMaxKeyBytes},
+		KeyTable:    KeyTable{MaxKeys: DefaultMaxKeys, WhenFull: WhenFullShare, MaxKeyBytes: DefaultMaxKeyBytes},
 	}
 	if rules := v.required(root, "", "rules", "["+exampleRule+"]"); rules != nil {
 		cfg.Rules = v.rules("rules", rules)
@@ -212,8 +212,8 @@ const (
 		`e.g. {"max_keys": 100000, "when_full": "reject"}`
 	maxKeysRule = "max_keys is the number of buckets kept in shared memory (about 100 bytes each), " +
 		"a whole number from 16 to 10000000 (default 100000)"
-	whenFullRule = `when_full is "reject" (answer like an over-limit request until the slot frees up, the default), ` +
-		`"share" (charge the bucket that holds the slot) or "allow" (let the request through uncounted)`
+	whenFullRule = `when_full is "share" (charge the bucket that holds the slot, the default), ` +
+		`"reject" (answer like an over-limit request until the slot frees up) or "allow" (let the request through uncounted)`
 	maxKeyBytesRule = "max_key_bytes is the longest partition key kept, in bytes; a longer key counts as missing, " +
 		"a whole number from 16 to 65536 (default 1024)"
 )

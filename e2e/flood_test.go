@@ -24,7 +24,9 @@ func TestKeyFloodIsBoundedAndSparesWellBehavedKeys(t *testing.T) {
 		floodPerStep = 10_000 // 1,000,000 in all
 		workers      = 4
 	)
-	config := `{"key_table": {"max_keys": ` + strconv.Itoa(maxKeys) + `},
+	// when_full reject: flood keys whose slot a bucket in use holds are turned away, so they
+	// cannot touch the well-behaved key's bucket.
+	config := `{"key_table": {"max_keys": ` + strconv.Itoa(maxKeys) + `, "when_full": "reject"},
 	  "rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
 	    "limits": [{"capacity": 10, "refill_tokens": 1, "refill_interval": "100ms"}]}]}`
 	g := newRig(t, host.Envoy133, config, workers)

@@ -24,7 +24,8 @@ const MaxAttempts = 16
 const casCreate = math.MaxUint32
 
 // Store is Envoy shared data: Get fails with types.ErrorStatusNotFound for an absent key, Set
-// with types.ErrorStatusCasMismatch when the key's CAS is no longer cas.
+// with types.ErrorStatusCasMismatch when the key's CAS is no longer cas. The key is only valid
+// during the call (the Gate builds it in a reused buffer); a Store that keeps it must copy it.
 type Store interface {
 	Get(key string) (value []byte, cas uint32, err error)
 	Set(key string, value []byte, cas uint32) error
@@ -121,6 +122,9 @@ type Gate struct {
 	applied []applied
 	buf     [SlotSize]byte
 	hashBuf []byte
+	keyBuf  []byte
+	slotBuf []byte
+	starts  []int // where each shadow rule's limits start in applied
 }
 
 type rule struct {
@@ -141,12 +145,13 @@ type limit struct {
 
 // applied is one limit about to be charged for this request.
 type applied struct {
-	rule    *rule
-	limit   *limit
-	partKey string
-	owner   uint64
-	slotKey string
-	cost    int64
+	rule  *rule
+	limit *limit
+	owner uint64
+	slot  uint64 // index in the key table
+	// pkHash identifies the partition key in rate-limit headers (when collecting status).
+	pkHash uint64
+	cost   int64
 
 	// Read in the decision's first phase:
 	cas        uint32
@@ -210,7 +215,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 
 	// Gather the limits of the matching rules: enforced ones first, then each shadow rule's.
 	g.applied = g.applied[:0]
-	var shadowStart []int // indexes in g.applied where each shadow rule's limits start
+	shadowStart := g.starts[:0] // indexes in g.applied where each shadow rule's limits start
 	for pass := 0; pass < 2; pass++ {
 		for i := range g.rules {
 			r := &g.rules[i]
@@ -222,7 +227,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			if verdict != Allow {
 				return out
 			}
-			if key == "" {
+			if key == nil {
 				continue // missing key, and the rule lets such requests through
 			}
 			cost, ok := ruleCost(req, &r.config.Cost)
@@ -238,15 +243,20 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			if shadow {
 				shadowStart = append(shadowStart, len(g.applied))
 			}
+			var pkHash uint64
+			if g.CollectStatus && !shadow {
+				pkHash = g.partitionHash(r.config.Name, key)
+			}
 			for j := range r.limits {
 				l := &r.limits[j]
 				owner := g.owner(l, key)
-				g.applied = append(g.applied, applied{rule: r, limit: l, partKey: key, owner: owner,
-					slotKey: g.slotKey(owner % uint64(g.table.MaxKeys)), cost: cost})
+				g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner,
+					slot: owner % uint64(g.table.MaxKeys), pkHash: pkHash, cost: cost})
 			}
 		}
 	}
 
+	g.starts = shadowStart
 	enforcedEnd := len(g.applied)
 	if len(shadowStart) > 0 {
 		enforcedEnd = shadowStart[0]
@@ -286,44 +296,43 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	return out
 }
 
-// ruleKey builds a rule's partition key, following its missing_key policy. An empty key with
-// verdict Allow means the rule does not apply; another verdict has been set in g.out.
-func (g *Gate) ruleKey(view *requestView, r *rule, shadow bool) (string, Verdict) {
-	key, missing := view.partitionKey(r.config.Key)
+// ruleKey builds a rule's partition key, following its missing_key policy, in a buffer of the
+// Gate's (valid until the next call). A nil key with verdict Allow means the rule does not
+// apply; another verdict has been set in g.out.
+func (g *Gate) ruleKey(view *requestView, r *rule, shadow bool) ([]byte, Verdict) {
+	key, missing := view.appendPartitionKey(g.keyBuf[:0], r.config.Key)
+	g.keyBuf = key
 	if missing == nil && len(key) > g.table.MaxKeyBytes {
-		missing, key = &tooLong, ""
+		missing = &tooLong
 	}
 	if missing == nil {
 		return key, Allow
 	}
 	mk := &r.config.MissingKey
-	switch mk.Action {
-	case config.MissingKeyAllow:
+	switch {
+	case shadow || mk.Action == config.MissingKeyAllow:
+		// A shadow rule never rejects: counted, and the request goes on without it.
 		g.out.MissingKeys = append(g.out.MissingKeys, r.index)
-		return "", Allow
-	case config.MissingKeyFallback:
-		fallback, fallbackMissing := view.partitionKey(mk.Fallback)
+		return nil, Allow
+	case mk.Action == config.MissingKeyFallback:
+		// The fallback key space is separate: a user id and an address never share a bucket.
+		fallback, fallbackMissing := view.appendPartitionKey(append(g.keyBuf[:0], "fallback:"...), mk.Fallback)
+		g.keyBuf = fallback
 		if fallbackMissing == nil && len(fallback) > g.table.MaxKeyBytes {
 			fallbackMissing = &tooLong
 		}
 		if fallbackMissing == nil {
 			g.out.MissingKeys = append(g.out.MissingKeys, r.index)
-			// The fallback key space is separate: a user id and an address never share a bucket.
-			return "fallback:" + fallback, Allow
+			return fallback, Allow
 		}
 		missing = fallbackMissing
-	}
-	if shadow {
-		// A shadow rule never rejects: counted, and the request goes on without it.
-		g.out.MissingKeys = append(g.out.MissingKeys, r.index)
-		return "", Allow
 	}
 	part := describePart(*missing)
 	if missing == &tooLong {
 		part = "key of at most " + strconv.Itoa(g.table.MaxKeyBytes) + " bytes"
 	}
 	g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, mk.Status, part
-	return "", MissingKey
+	return nil, MissingKey
 }
 
 // tooLong stands for a key longer than the key table allows; it is treated as missing.
@@ -377,7 +386,7 @@ func (g *Gate) collect(group []applied, rejecting *applied, now int64) {
 		status := LimitStatus{
 			Rule: a.rule.index, Limit: a.limit.index, Quota: a.limit.quota, WindowSeconds: a.limit.windowSeconds,
 			Remaining: a.decision.Remaining, Reset: a.decision.Reset,
-			PartitionHash: g.partitionHash(a.rule.config.Name, a.partKey),
+			PartitionHash: a.pkHash,
 		}
 		switch {
 		case a == rejecting:
@@ -429,7 +438,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 			}
 			encodeSlot(g.buf[:], &slot{algorithm: a.limit.tag, fingerprint: a.limit.fingerprint, owner: a.writeOwner,
 				idleAt: a.limit.algo.idleAt(a.next), cells: a.next})
-			if err = store.Set(a.slotKey, g.buf[:], a.cas); err != nil {
+			if err = store.Set(g.slotKey(a.slot), g.buf[:], a.cas); err != nil {
 				break
 			}
 		}
@@ -452,7 +461,7 @@ var errContended = errors.New("shared data stayed contended for " + strconv.Itoa
 func (g *Gate) read(store Store, a *applied, now int64) error {
 	l := a.limit
 	a.skip, a.writeOwner = false, a.owner
-	value, cas, err := store.Get(a.slotKey)
+	value, cas, err := store.Get(g.slotKey(a.slot))
 	state := l.algo.initial(now)
 	switch {
 	case isNotFound(err):
@@ -526,7 +535,7 @@ func (g *Gate) refund(store Store, charged []applied, now int64) {
 			continue
 		}
 		for attempt := 0; attempt < MaxAttempts; attempt++ {
-			value, cas, err := store.Get(a.slotKey)
+			value, cas, err := store.Get(g.slotKey(a.slot))
 			if err != nil {
 				break
 			}
@@ -537,7 +546,7 @@ func (g *Gate) refund(store Store, charged []applied, now int64) {
 			// The idle time stays: a refund only makes the bucket idle sooner.
 			s.cells = a.limit.algo.give(s.cells, now, a.cost)
 			encodeSlot(g.buf[:], &s)
-			if err := store.Set(a.slotKey, g.buf[:], cas); err == nil || !isCasMismatch(err) {
+			if err := store.Set(g.slotKey(a.slot), g.buf[:], cas); err == nil || !isCasMismatch(err) {
 				break
 			}
 		}
@@ -550,7 +559,7 @@ func isCasMismatch(err error) bool { return errors.Is(err, types.ErrorStatusCasM
 // partitionHash identifies a partition key in headers and logs without revealing it: keyed with
 // the table's secret, so that a short key space (addresses, sequential ids) cannot be searched
 // for the value.
-func (g *Gate) partitionHash(rule, key string) uint64 {
+func (g *Gate) partitionHash(rule string, key []byte) uint64 {
 	buf := append(g.hashBuf[:0], "pk\x00"...)
 	buf = append(buf, rule...)
 	buf = append(buf, 0)

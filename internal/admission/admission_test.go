@@ -43,6 +43,7 @@ func (m *memStore) Set(key string, value []byte, cas uint32) error {
 		return types.ErrorStatusCasMismatch
 	}
 	m.lastCAS++
+	key = strings.Clone(key) // the Gate reuses the key's buffer
 	m.values[key] = append([]byte(nil), value...)
 	m.cas[key] = m.lastCAS
 	return nil
@@ -69,7 +70,7 @@ func header(name, value string) fakeRequest {
 	return fakeRequest{headers: map[string]string{name: value}, source: "192.0.2.1:5000"}
 }
 
-func mustGate(t *testing.T, doc string) *Gate {
+func mustGate(t testing.TB, doc string) *Gate {
 	t.Helper()
 	cfg, err := config.Parse([]byte(doc))
 	if err != nil {
@@ -158,7 +159,7 @@ func TestMissingKeyChargesNothing(t *testing.T) {
 
 // storedSlot is the slot a (limit, partition key) bucket lives in, decoded, if it holds it.
 func storedSlot(g *Gate, store *memStore, l *limit, partKey string) (slot, bool) {
-	owner := g.owner(l, partKey)
+	owner := g.owner(l, []byte(partKey))
 	s, ok := decodeSlot(store.values[g.slotKey(owner%uint64(g.table.MaxKeys))])
 	return s, ok && s.owner == owner
 }
@@ -166,9 +167,9 @@ func storedSlot(g *Gate, store *memStore, l *limit, partKey string) (slot, bool)
 func TestCorruptValuesAreANewBucket(t *testing.T) {
 	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
 	l := &g.rules[0].limits[0]
-	key := g.slotKey(g.owner(l, "1:x") % uint64(g.table.MaxKeys))
+	key := g.slotKey(g.owner(l, []byte("1:x")) % uint64(g.table.MaxKeys))
 	var otherVersion [SlotSize]byte
-	encodeSlot(otherVersion[:], &slot{owner: g.owner(l, "1:x"), cells: cells{5, sec, 7}})
+	encodeSlot(otherVersion[:], &slot{owner: g.owner(l, []byte("1:x")), cells: cells{5, sec, 7}})
 	otherVersion[2] = slotVersion + 1
 	for name, value := range map[string][]byte{
 		"short": []byte("garbage"), "wrong magic": make([]byte, SlotSize), "another layout version": otherVersion[:],
@@ -256,8 +257,8 @@ func TestPartitionKeysDoNotCollide(t *testing.T) {
 	parts := []config.KeyPart{{Kind: config.KeyHeader, Header: "a"}, {Kind: config.KeyHeader, Header: "b"}}
 	key := func(a, b string) string {
 		v := requestView{req: fakeRequest{headers: map[string]string{"a": a, "b": b}}}
-		k, _ := v.partitionKey(parts)
-		return k
+		k, _ := v.appendPartitionKey(nil, parts)
+		return string(k)
 	}
 	k1, k2, k3, k4 := key("x|y", "z"), key("x", "y|z"), key("1:x", "z"), key("1", "x1:z")
 	if k1 == k2 || k3 == k4 {
@@ -318,7 +319,7 @@ func TestLostRaceUndoesEarlierWrites(t *testing.T) {
 	  {"capacity": 5, "refill_tokens": 1, "refill_interval": "1h"},
 	  {"capacity": 7, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
 	store := newMemStore()
-	second := g.slotKey(g.owner(&g.rules[0].limits[1], "1:x") % uint64(g.table.MaxKeys))
+	second := g.slotKey(g.owner(&g.rules[0].limits[1], []byte("1:x")) % uint64(g.table.MaxKeys))
 	lost := false
 	store.beforeSet = func(key string) error {
 		if key == second && !lost {

@@ -301,7 +301,7 @@ func TestRateLimitHeaders(t *testing.T) {
 	}
 	pk := func(rule string) string {
 		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], g.partitionHash(rule, "10:secret-key"))
+		binary.BigEndian.PutUint64(b[:], g.partitionHash(rule, []byte("10:secret-key")))
 		return ":" + base64.StdEncoding.EncodeToString(b[:]) + ":"
 	}
 	out := g.Admit(req("192.0.2.1:1", "k", "secret-key"), store, 0)

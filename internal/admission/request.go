@@ -31,7 +31,7 @@ type requestView struct {
 	pathDone, clientDone bool
 	path                 string // without the query string
 	query                string
-	client               string // "" when unknown
+	client               netip.Addr // invalid when unknown
 }
 
 func (v *requestView) pathAndQuery() (string, string) {
@@ -50,10 +50,10 @@ func (v *requestView) pathAndQuery() (string, string) {
 // clientAddress is the client's IP address, from source.address, or from x-forwarded-for when
 // trusted hops are configured: the Nth entry from the right, since the entries nearest Envoy
 // were appended by the trusted proxies and anything further left may be the client's own
-// invention.
-func (v *requestView) clientAddress() string {
+// invention. IPv4-mapped IPv6 addresses are unmapped, so one client has one address.
+func (v *requestView) clientAddress() (netip.Addr, bool) {
 	if v.clientDone {
-		return v.client
+		return v.client, v.client.IsValid()
 	}
 	v.clientDone = true
 	source, sourceFound := v.req.SourceAddress()
@@ -64,18 +64,18 @@ func (v *requestView) clientAddress() string {
 		if xff, found := v.req.HeaderValues("x-forwarded-for"); found {
 			if entry, ok := nthFromRight(xff, hops); ok {
 				if addr, err := netip.ParseAddr(entry); err == nil {
-					v.client = addr.Unmap().String()
-					return v.client
+					v.client = addr.Unmap()
+					return v.client, true
 				}
 			}
 		}
 	}
 	if sourceFound {
 		if addr, err := netip.ParseAddr(hostOf(source)); err == nil {
-			v.client = addr.Unmap().String()
+			v.client = addr.Unmap()
 		}
 	}
-	return v.client
+	return v.client, v.client.IsValid()
 }
 
 // nthFromRight returns the nth (1-based) comma-separated entry from the right, trimmed.
@@ -114,9 +114,6 @@ func (v *requestView) keyPart(p config.KeyPart) (value string, found bool) {
 	switch p.Kind {
 	case config.KeyHeader:
 		return nonEmpty(v.req.Header(p.Header))
-	case config.KeyClientIP:
-		ip := v.clientAddress()
-		return ip, ip != ""
 	case config.KeyPath:
 		path, _ := v.pathAndQuery()
 		return path, path != ""
@@ -157,18 +154,32 @@ func describePart(p config.KeyPart) string {
 	return "key part"
 }
 
-// partitionKey joins the key parts into one string. Each part is length-prefixed so that no two
-// different part lists produce the same key ("a|b"+"c" never equals "a"+"b|c"). missing is the
-// first part the request lacks.
-func (v *requestView) partitionKey(parts []config.KeyPart) (key string, missing *config.KeyPart) {
+// appendPartitionKey appends the key parts to buf as one key. Each part is length-prefixed so
+// that no two different part lists produce the same key ("a|b"+"c" never equals "a"+"b|c").
+// missing is the first part the request lacks.
+func (v *requestView) appendPartitionKey(buf []byte, parts []config.KeyPart) (key []byte, missing *config.KeyPart) {
 	for i := range parts {
+		if parts[i].Kind == config.KeyClientIP {
+			addr, found := v.clientAddress()
+			if !found {
+				return buf, &parts[i]
+			}
+			var text [64]byte // an IPv6 address is at most 39 characters, a zone aside
+			ip := addr.AppendTo(text[:0])
+			buf = strconv.AppendInt(buf, int64(len(ip)), 10)
+			buf = append(buf, ':')
+			buf = append(buf, ip...)
+			continue
+		}
 		value, found := v.keyPart(parts[i])
 		if !found {
-			return "", &parts[i]
+			return buf, &parts[i]
 		}
-		key += strconv.Itoa(len(value)) + ":" + value
+		buf = strconv.AppendInt(buf, int64(len(value)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, value...)
 	}
-	return key, nil
+	return buf, nil
 }
 
 // queryParam returns the first value of name in a query string, percent-decoded.
@@ -272,7 +283,7 @@ func (v *requestView) exempt(e *config.Exemptions) bool {
 		}
 	}
 	if len(e.ClientCIDRs) > 0 {
-		if addr, err := netip.ParseAddr(v.clientAddress()); err == nil {
+		if addr, ok := v.clientAddress(); ok {
 			for _, prefix := range e.ClientCIDRs {
 				if prefix.Contains(addr) {
 					return true

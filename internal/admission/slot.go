@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"strconv"
+	"unsafe"
 )
 
 // The key table. Envoy's shared data has no delete, so buckets live in a fixed table of
@@ -73,9 +74,11 @@ func decodeSlot(value []byte) (s slot, ok bool) {
 	return s, true
 }
 
-// slotKey is the shared-data key of a slot.
+// slotKey is the shared-data key of a slot, built in a buffer of the Gate's: it is valid until
+// the next call, which is enough for a Store call (see Store).
 func (g *Gate) slotKey(index uint64) string {
-	return g.slotPrefix + strconv.FormatUint(index, 16)
+	g.slotBuf = strconv.AppendUint(append(g.slotBuf[:0], g.slotPrefix...), index, 16)
+	return unsafe.String(unsafe.SliceData(g.slotBuf), len(g.slotBuf))
 }
 
 // secretValue is the stored form of the hash secret: "TGk1" and two 64-bit words.
@@ -112,7 +115,7 @@ func (g *Gate) LoadSecret(store Store, random func() uint64) error {
 }
 
 // owner is the keyed hash that names a bucket: the rule, the limit and the partition key.
-func (g *Gate) owner(l *limit, partitionKey string) uint64 {
+func (g *Gate) owner(l *limit, partitionKey []byte) uint64 {
 	buf := append(g.hashBuf[:0], l.ownerPrefix...)
 	buf = append(buf, partitionKey...)
 	g.hashBuf = buf

@@ -18,7 +18,7 @@ func keysSharingASlot(g *Gate, n int) []string {
 	for i := 0; ; i++ {
 		value := "key-" + strconv.Itoa(i)
 		part := strconv.Itoa(len(value)) + ":" + value
-		slot := g.owner(l, part) % uint64(g.table.MaxKeys)
+		slot := g.owner(l, []byte(part)) % uint64(g.table.MaxKeys)
 		bySlot[slot] = append(bySlot[slot], value)
 		if len(bySlot[slot]) == n {
 			return bySlot[slot]

@@ -1,0 +1,60 @@
+package admission
+
+import (
+	"testing"
+
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+)
+
+// steadyStore is shared data that allocates nothing once a key exists, so that the Gate's own
+// allocations can be counted.
+type steadyStore struct {
+	values map[string][]byte
+	cas    map[string]uint32
+}
+
+func (s *steadyStore) Get(key string) ([]byte, uint32, error) {
+	v, ok := s.values[key]
+	if !ok {
+		return nil, 0, types.ErrorStatusNotFound
+	}
+	return v, s.cas[key], nil
+}
+
+func (s *steadyStore) Set(key string, value []byte, cas uint32) error {
+	if v, ok := s.values[key]; ok {
+		copy(v, value)
+		s.cas[key]++
+		return nil
+	}
+	k := string([]byte(key))
+	s.values[k] = append([]byte(nil), value...)
+	s.cas[k] = 1
+	return nil
+}
+
+// In steady state a decision allocates nothing: keys, slot keys and hashes are built in the
+// Gate's reused buffers. (Envoy runs one VM per worker; garbage per request is GC time on the
+// request path.)
+func TestAdmitDoesNotAllocate(t *testing.T) {
+	for name, doc := range map[string]string{
+		"header key": `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "1s"}]}]}`,
+		"client address and two limits": `{"rules": [{"name": "r", "key": [{"client_ip": {}}, {"header": "k"}], "limits": [
+		  {"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "1s"},
+		  {"algorithm": "sliding_window", "capacity": 1000000000, "window": "1m"}]}]}`,
+	} {
+		g := mustGate(t, doc)
+		g.CollectStatus = false
+		store := &steadyStore{values: map[string][]byte{}, cas: map[string]uint32{}}
+		var r Request = req("192.0.2.1:1", "k", "alice") // boxed once: the test's own allocation
+		g.Admit(r, store, sec)                           // the first request creates the slots
+		allocs := testing.AllocsPerRun(100, func() {
+			if out := g.Admit(r, store, sec); out.Verdict != Allow {
+				t.Fatalf("%s: %+v", name, out)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %.1f allocations per decision, want 0", name, allocs)
+		}
+	}
+}
