@@ -13,6 +13,18 @@ type SharedData struct {
 	byVMID  map[string]map[string]sharedValue
 	// fault, when set, is consulted before every operation (fault injection in tests).
 	fault func(op, key string) Status
+	stats SharedDataStats
+}
+
+// SharedDataStats counts the store's operations since it was created, over every vm_id.
+type SharedDataStats struct {
+	Gets int64 // proxy_get_shared_data calls, found or not
+	Sets int64 // successful proxy_set_shared_data calls
+	// Mismatches are sets refused because the key's CAS had changed since the caller read it:
+	// another VM wrote first. Each one costs the writer a retry.
+	Mismatches int64
+	// Faults are operations answered by the injected fault (SetFault) instead of the store.
+	Faults int64
 }
 
 type sharedValue struct {
@@ -29,8 +41,10 @@ func NewSharedData() *SharedData {
 func (s *SharedData) Get(vmID, key string) ([]byte, uint32, Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stats.Gets++
 	if s.fault != nil {
 		if st := s.fault("get", key); st != StatusOK {
+			s.stats.Faults++
 			return nil, 0, st
 		}
 	}
@@ -48,6 +62,7 @@ func (s *SharedData) Set(vmID, key string, value []byte, cas uint32) Status {
 	defer s.mu.Unlock()
 	if s.fault != nil {
 		if st := s.fault("set", key); st != StatusOK {
+			s.stats.Faults++
 			return st
 		}
 	}
@@ -57,8 +72,10 @@ func (s *SharedData) Set(vmID, key string, value []byte, cas uint32) Status {
 		s.byVMID[vmID] = ns
 	}
 	if old, ok := ns[key]; ok && cas != 0 && cas != old.cas {
+		s.stats.Mismatches++
 		return StatusCasMismatch
 	}
+	s.stats.Sets++
 	s.lastCAS++
 	if s.lastCAS == 0 {
 		s.lastCAS = 1
@@ -72,6 +89,25 @@ func (s *SharedData) Keys(vmID string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.byVMID[vmID])
+}
+
+// Stats returns the operation counts so far.
+func (s *SharedData) Stats() SharedDataStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Entries returns a copy of every key and value of a vm_id namespace, for tests that inspect or
+// corrupt what the module stored.
+func (s *SharedData) Entries(vmID string) map[string][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]byte, len(s.byVMID[vmID]))
+	for k, v := range s.byVMID[vmID] {
+		out[k] = append([]byte(nil), v.value...)
+	}
+	return out
 }
 
 // SetFault installs f, called with "get" or "set" and the key before every operation; a status
