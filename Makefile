@@ -57,6 +57,7 @@ check lint:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) vet $(WASM_PKGS)
+	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags tollgate_faults ./filter
 	$(GO) mod tidy -diff
 
 # The image holds build/tollgate.wasm as plugin.wasm in one layer; push it and point a WasmPlugin's

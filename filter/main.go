@@ -106,6 +106,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 }
 
 func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
+	faultPoint("context")
 	return &httpContext{plugin: p}
 }
 
@@ -134,6 +135,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 			action = h.failOpenOrDeny()
 		}
 	}()
+	faultPoint("request")
 	now, err := abi.MonotonicNanos()
 	if err != nil {
 		p.failed("cannot read the monotonic clock: " + err.Error())
@@ -237,6 +239,7 @@ func statusText(status uint32) string {
 }
 
 func (h *httpContext) OnHttpResponseHeaders(numHeaders int, endOfStream bool) types.Action {
+	faultPoint("response")
 	for _, header := range h.responseHeaders {
 		if err := abi.AddHttpResponseHeader(header[0], header[1]); err != nil {
 			h.plugin.failed("cannot add " + header[0] + ": " + err.Error())
