@@ -142,3 +142,31 @@ func TestCASRetriesRunOutFailureMode(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkHotKeyContention: requests per second on one hot key with 1, 2, 4 and 8 worker VMs,
+// and the CAS retries each request cost (host SharedData.Stats mismatches per request).
+func BenchmarkHotKeyContention(b *testing.B) {
+	for _, workers := range []int{1, 2, 4, 8} {
+		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
+			g := newRigWith(b, host.Envoy133, hotConfig, workers, rigOptions{})
+			before := g.host.SharedData().Stats().Mismatches
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for w, vm := range g.vms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := w; i < b.N; i += workers {
+						if _, err := vm.Do(httpReq("GET", "/", peer, "x-api-key", "hot"), okUpstream); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(g.host.SharedData().Stats().Mismatches-before)/float64(b.N), "retries/op")
+		})
+	}
+}

@@ -50,6 +50,10 @@ var exactShapes = []exactShape{
 	{"sliding-6-per-300ms", []exactLimit{{"sliding_window", 6, 0, 300 * time.Millisecond}}},
 	{"tb-and-fixed", []exactLimit{{"token_bucket", 4, 2, 100 * time.Millisecond}, {"fixed_window", 10, 0, time.Second}}},
 	{"tb-and-sliding", []exactLimit{{"token_bucket", 5, 1, 50 * time.Millisecond}, {"sliding_window", 8, 0, 500 * time.Millisecond}}},
+	// Large enough that most requests of a round are admitted, and so written: the workers'
+	// writes race on the same slots far more often.
+	{"tb-50-20-per-100ms", []exactLimit{{"token_bucket", 50, 20, 100 * time.Millisecond}}},
+	{"fixed-40-and-sliding-60", []exactLimit{{"fixed_window", 40, 0, 100 * time.Millisecond}, {"sliding_window", 60, 0, 200 * time.Millisecond}}},
 }
 
 // exactConfig has one rule per shape, chosen by the x-rule header and keyed by x-key. The key

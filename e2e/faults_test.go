@@ -360,3 +360,28 @@ func TestPropertyLookupFailureFollowsFailureMode(t *testing.T) {
 		})
 	}
 }
+
+// The plugin name is read once, in proxy_on_configure, to namespace the shared-data keys. If
+// that lookup fails on one VM, it silently uses an empty name: its keys live in another table,
+// and every key's limit is doubled across the workers.
+func TestPluginNameLookupFailureDoesNotSplitBuckets(t *testing.T) {
+	knownBug(t, "filter/main.go ignores the error of GetProperty(\"plugin_name\") and namespaces the keys with \"\"")
+	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
+	g.host.SetPropertyFault(func(path []string) host.Status {
+		if path[0] == "plugin_name" {
+			return host.StatusInternalFailure
+		}
+		return host.StatusOK
+	})
+	late := g.addVM()
+	g.host.SetPropertyFault(nil)
+	admitted := 0
+	for i := 0; i < 6; i++ {
+		if g.send([]*host.VM{g.vms[0], late}[i%2], keyReq("alice"), nil).Status == 200 {
+			admitted++
+		}
+	}
+	if admitted > 3 {
+		t.Fatalf("%d admitted in one instant for a capacity of 3: the workers use different key namespaces", admitted)
+	}
+}
