@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -39,9 +40,11 @@ type pluginContext struct {
 	// shadowRules is true when any rule is a shadow rule: then the shadow header a client sent
 	// itself is removed from every request.
 	shadowRules bool
-	// lastFailure is the last internal error logged; a failing store fails every request the
-	// same way, and one line per distinct error is enough.
-	lastFailure string
+	// logged holds the internal errors already logged: a failing store fails every request the
+	// same way, and one line per distinct error is enough. Bounded, so it cannot grow.
+	logged map[string]bool
+	// req reads the request being decided; reused, so that deciding allocates nothing.
+	req request
 	// free holds finished stream contexts for reuse: a stream then costs no allocation.
 	free []*httpContext
 	// reply holds the buffers a rejection is built in, reused (one stream at a time runs).
@@ -79,7 +82,12 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	}
 	// The plugin name (Envoy's config.name, Istio's namespace.name) keeps two plugins sharing one
 	// vm_id, as all WasmPlugins of an Istio proxy do, from sharing buckets.
-	name, _ := abi.GetProperty("plugin_name")
+	name, err := abi.GetProperty("plugin_name")
+	if err != nil {
+		// Without it the keys would share another namespace, and every limit could double.
+		abi.Log(abi.LogLevelCritical, "tollgate: cannot read the plugin_name property, which namespaces the shared-data keys: "+err.Error())
+		return types.OnPluginStartStatusFailed
+	}
 	gate, err := admission.New(cfg, string(name))
 	if err != nil {
 		abi.Log(abi.LogLevelCritical, "tollgate: invalid configuration: "+err.Error())
@@ -125,6 +133,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 }
 
 func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
+	faultPoint("context")
 	if n := len(p.free); n > 0 {
 		h := p.free[n-1]
 		p.free = p.free[:n-1]
@@ -143,10 +152,24 @@ func (h *httpContext) OnHttpStreamDone() {
 // failed logs an internal error once per distinct message and counts every occurrence.
 func (p *pluginContext) failed(msg string) {
 	_ = p.internalErrors.Increment(1)
-	if msg != p.lastFailure {
-		p.lastFailure = msg
-		abi.Log(abi.LogLevelError, "tollgate: "+msg+" (failure_mode "+p.cfg.FailureMode.String()+")")
+	if p.logged[msg] {
+		return
 	}
+	if p.logged == nil || len(p.logged) >= maxLoggedFailures {
+		p.logged = map[string]bool{}
+	}
+	p.logged[msg] = true
+	abi.Log(abi.LogLevelError, "tollgate: "+msg+" (failure_mode "+p.cfg.FailureMode.String()+")")
+}
+
+// maxLoggedFailures bounds the distinct errors remembered as logged.
+const maxLoggedFailures = 32
+
+// OnHttpStreamLost answers a stream whose context could not be created (a panic in
+// NewHttpContext): like any internal error, by the failure mode.
+func (p *pluginContext) OnHttpStreamLost() types.Action {
+	p.failed("recovered panic while creating a stream context")
+	return (&httpContext{plugin: p}).failOpenOrDeny()
 }
 
 type httpContext struct {
@@ -165,12 +188,24 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 			action = h.failOpenOrDeny()
 		}
 	}()
+	faultPoint("request")
 	now, err := abi.MonotonicNanos()
 	if err != nil {
 		p.failed("cannot read the monotonic clock: " + err.Error())
 		return h.failOpenOrDeny()
 	}
-	out := p.gate.Admit(request{}, store{}, now)
+	p.req.err = nil
+	out := p.gate.Admit(&p.req, store{}, now)
+	if p.req.err != nil && out.Verdict != admission.Limited && out.Verdict != admission.BadCost {
+		// An attribute could not be read (not merely absent): the decision may rest on a
+		// missing key that is not missing, so the failure mode decides.
+		p.failed("cannot read a request attribute: " + p.req.err.Error())
+		return h.failOpenOrDeny()
+	}
+	if out.Corrupt > 0 {
+		p.failed("a value under Tollgate's shared-data keys was not written by Tollgate and was replaced " +
+			"(another plugin with the same name and vm_id?)")
+	}
 	if p.debug {
 		h.logDecision(out)
 	}
@@ -313,6 +348,7 @@ func statusText(status uint32) string {
 }
 
 func (h *httpContext) OnHttpResponseHeaders(numHeaders int, endOfStream bool) types.Action {
+	faultPoint("response")
 	for _, header := range h.responseHeaders {
 		// Replaced, not added: an upstream's own rate-limit headers would contradict ours.
 		if err := abi.ReplaceHttpResponseHeader(header[0], header[1]); err != nil {
@@ -345,27 +381,35 @@ var verdictNames = map[admission.Verdict]string{
 
 // request reads request attributes through the ABI. Its strings live in the ABI's scratch arena
 // and are valid until proxy_on_request_headers returns: the decision reads them, and copies what it
-// keeps (the partition key is built anew from them).
-type request struct{}
+// keeps (the partition key is built anew from them). An attribute that is absent is not found;
+// any other error is kept in err, for the failure mode.
+type request struct{ err error }
 
-func (request) Header(name string) (string, bool) {
+func (r *request) found(err error) bool {
+	if err != nil && !errors.Is(err, types.ErrorStatusNotFound) && r.err == nil {
+		r.err = err
+	}
+	return err == nil
+}
+
+func (r *request) Header(name string) (string, bool) {
 	v, err := abi.GetHttpRequestHeader(name)
-	return v, err == nil
+	return v, r.found(err)
 }
 
-func (request) HeaderValues(name string) (string, bool) {
+func (r *request) HeaderValues(name string) (string, bool) {
 	v, err := abi.GetProperty("request", "headers", name)
-	return arenaString(v), err == nil
+	return arenaString(v), r.found(err)
 }
 
-func (request) SourceAddress() (string, bool) {
+func (r *request) SourceAddress() (string, bool) {
 	v, err := abi.GetProperty("source", "address")
-	return arenaString(v), err == nil
+	return arenaString(v), r.found(err)
 }
 
-func (request) Property(path []string) (string, bool) {
+func (r *request) Property(path []string) (string, bool) {
 	v, err := abi.GetProperty(path...)
-	return arenaString(v), err == nil
+	return arenaString(v), r.found(err)
 }
 
 // arenaString views bytes in the ABI's scratch arena as a string, without copying.

@@ -19,6 +19,8 @@ var vm = struct {
 	root    types.VMContext
 	plugins map[uint32]types.PluginContext
 	streams streamTable
+	// orphan is a stream whose context is being created, or failed to be (with its plugin).
+	orphan, orphanParent uint32
 }{
 	plugins: map[uint32]types.PluginContext{},
 	streams: streamTable{spilled: map[uint32]types.HttpContext{}},
@@ -104,10 +106,20 @@ func proxyOnContextCreate(contextID, parentID uint32) {
 		return
 	}
 	if plugin, ok := vm.plugins[parentID]; ok {
+		// Remembered until the context exists: if NewHttpContext panics, the stream's request
+		// headers still arrive, and the plugin decides what a stream without context gets.
+		vm.orphan, vm.orphanParent = contextID, parentID
 		if stream := plugin.NewHttpContext(contextID); stream != nil {
 			vm.streams.add(contextID, stream)
 		}
+		vm.orphan = 0
 	}
+}
+
+// StreamLossHandler is implemented by a plugin context that wants to answer a stream whose
+// context could not be created (NewHttpContext panicked): without it the stream continues.
+type StreamLossHandler interface {
+	OnHttpStreamLost() types.Action
 }
 
 // Spec "Configuration": proxy_on_vm_start. Returning 0 fails the VM start.
@@ -143,6 +155,12 @@ func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action ui
 	defer recoverCallback("proxy_on_request_headers")
 	stream, ok := vm.streams.get(contextID)
 	if !ok {
+		if contextID == vm.orphan && contextID != 0 {
+			vm.orphan = 0
+			if handler, ok := vm.plugins[vm.orphanParent].(StreamLossHandler); ok {
+				return uint32(handler.OnHttpStreamLost())
+			}
+		}
 		return uint32(types.ActionContinue)
 	}
 	return uint32(stream.OnHttpRequestHeaders(int(numHeaders), endOfStream != 0))

@@ -87,6 +87,8 @@ type Outcome struct {
 	InvalidCost []int
 	// ShadowErr is why a shadow rule could not be decided (the request went on).
 	ShadowErr error
+	// Corrupt counts the slots that held a value Tollgate did not write (replaced).
+	Corrupt int
 	// TableFull counts the limits whose slot held another key's bucket in use (when_full).
 	TableFull int
 	// ShadowLimited lists the shadow rules that would have limited the request.
@@ -472,7 +474,8 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		s, ok := decodeSlot(value)
 		switch {
 		case !ok:
-			// Not a slot value: corrupt, or written by something else. Replaced.
+			// Not a slot value: corrupt, or written by something else. Replaced, and reported.
+			g.out.Corrupt++
 		case s.owner == a.owner && s.algorithm == l.tag:
 			if s.fingerprint == l.fingerprint && l.algo.valid(s.cells) {
 				state = s.cells

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"encoding/binary"
+	"errors"
 	"math/bits"
 	"strconv"
 	"unsafe"
@@ -86,28 +87,29 @@ const secretSize = 20
 
 // LoadSecret reads the hash secret every VM of the plugin shares, or stores a new one drawn
 // from random if there is none yet. Call it before the first Admit, outside the request path
-// (Envoy allows shared data from proxy_on_configure on).
+// (Envoy allows shared data from proxy_on_configure on). A value under the secret's key that is
+// not a secret is an error, never overwritten: running VMs may still hash with the old secret,
+// and a second one would give every key a second bucket.
 func (g *Gate) LoadSecret(store Store, random func() uint64) error {
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		value, _, err := store.Get(g.secretKey)
-		if err == nil && len(value) == secretSize && string(value[:4]) == "TGk1" {
+		switch {
+		case err == nil && len(value) == secretSize && string(value[:4]) == "TGk1":
 			g.secret = [2]uint64{binary.LittleEndian.Uint64(value[4:]), binary.LittleEndian.Uint64(value[12:])}
 			return nil
-		}
-		if err != nil && !isNotFound(err) {
+		case err == nil:
+			return errors.New("the shared-data key " + g.secretKey + " holds a value Tollgate did not write " +
+				"(another plugin with the same name and vm_id?): give this plugin another name")
+		case !isNotFound(err):
 			return err
 		}
-		// Absent or unreadable: propose one. Another VM may store its own first; then this
-		// write fails the CAS and the loop reads the winner's.
+		// Absent: propose one. Another VM may store its own first; then this write fails the
+		// CAS and the loop reads the winner's.
 		var fresh [secretSize]byte
 		copy(fresh[:], "TGk1")
 		binary.LittleEndian.PutUint64(fresh[4:], random())
 		binary.LittleEndian.PutUint64(fresh[12:], random())
-		cas := uint32(casCreate)
-		if err == nil {
-			_, cas, _ = store.Get(g.secretKey)
-		}
-		if err := store.Set(g.secretKey, fresh[:], cas); err != nil && !isCasMismatch(err) {
+		if err := store.Set(g.secretKey, fresh[:], casCreate); err != nil && !isCasMismatch(err) {
 			return err
 		}
 	}

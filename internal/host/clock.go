@@ -50,6 +50,15 @@ func (c *ManualClock) Advance(d time.Duration) {
 	c.mono.Add(int64(d))
 }
 
+// StepMonotonic moves only the monotonic clock, by d, which may be negative or huge. Envoy's
+// monotonic clock (std::chrono::steady_clock) never steps backwards and never leaps; this exists
+// to show that a module survives a host that breaks that promise (a stale value, a snapshot
+// restored, a bug), not because Envoy does it.
+func (c *ManualClock) StepMonotonic(d time.Duration) { c.mono.Add(int64(d)) }
+
+// SetMonotonic sets the monotonic reading, for the same fault tests as StepMonotonic.
+func (c *ManualClock) SetMonotonic(nanos int64) { c.mono.Store(nanos) }
+
 // StepWall moves only the wall clock, by d (negative for a step backwards), as NTP or an operator
 // does; the monotonic clock is unaffected, as on a real host.
 func (c *ManualClock) StepWall(d time.Duration) { c.wall.Add(int64(d)) }

@@ -20,15 +20,23 @@
 //     key is stored whatever the CAS, CAS 0 overwrites, any other mismatch is CasMismatch).
 //   - Several worker VMs of one compiled module, each single-threaded, running in parallel
 //     goroutines against one store, as Envoy's worker threads do.
-//   - Clocks: wall (WASI clock 0) and monotonic (clock 1), both injectable.
+//   - Configuration pushes (Host.Reconfigure): a canary VM must accept the new configuration,
+//     else nothing changes (Envoy's NACK); then every running VM gets a new root context with a
+//     new id for it, and the old root context ends when its last stream has.
+//   - Clocks: wall (WASI clock 0) and monotonic (clock 1), both injectable; the manual clock can
+//     also step the monotonic clock backwards or far forwards, which Envoy's never does, to
+//     show a module survives it.
+//   - Fault injection: shared-data operations (SharedData.SetFault) and property lookups
+//     (Host.SetPropertyFault) can be made to fail; SharedData.Stats counts operations, CAS
+//     mismatches and injected faults.
 //   - Metrics with Envoy's id encoding, aggregated by name over all VMs; logs with the VM id.
 //   - poll_oneoff: ENOSYS in the Envoy 1.33–1.38 profile (Go's runtime throws on it), success
 //     with no events from Envoy 1.39.
 //
 // Not emulated: HTTP and gRPC callouts, shared queues, ticks, foreign functions, set_property,
 // get_status, close_stream and envoy_resolve_dns; their imports resolve (Envoy provides them)
-// and return Unimplemented. Nor are the canary VM and the main thread's VM: every VM is a
-// worker's. Modules are started with _initialize (Go's c-shared modules export nothing else).
+// and return Unimplemented. Nor is the main thread's VM: every VM is a worker's, and a canary
+// VM only runs for Reconfigure. Modules are started with _initialize (Go's c-shared modules export nothing else).
 //
 // Units: times in nanoseconds, sizes in bytes, linear memory in 64 KiB pages.
 package host

@@ -100,7 +100,14 @@ func proxyGetProperty(vm *VM, stack []uint64) {
 		ret(stack, StatusInvalidMemoryAccess)
 		return
 	}
-	value, found := vm.property(strings.Split(strings.TrimSuffix(path, "\x00"), "\x00"))
+	segments := strings.Split(strings.TrimSuffix(path, "\x00"), "\x00")
+	if fault := vm.host.propertyFault.Load(); fault != nil {
+		if st := (*fault)(segments); st != StatusOK {
+			ret(stack, st)
+			return
+		}
+	}
+	value, found := vm.property(segments)
 	if !found {
 		ret(stack, StatusNotFound)
 		return
@@ -427,7 +434,7 @@ func (vm *VM) buffer(bufferType uint32) ([]byte, Status) {
 	case bufferType == 6:
 		return vm.host.opts.VMConfig, StatusOK
 	case bufferType == 7 && vm.configuring:
-		return vm.host.opts.PluginConfig, StatusOK
+		return vm.pluginConfig, StatusOK
 	}
 	return nil, StatusNotFound
 }
@@ -540,8 +547,8 @@ func proxyGetMetric(vm *VM, stack []uint64) {
 
 func proxySetEffectiveContext(vm *VM, stack []uint64) {
 	id := uint32(stack[0])
-	if id == vm.rootID {
-		vm.current = nil // the root context has no stream
+	if _, retiring := vm.retiring[id]; id == vm.rootID || retiring {
+		vm.current = nil // a root context has no stream
 		ret(stack, StatusOK)
 		return
 	}

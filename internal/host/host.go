@@ -110,6 +110,20 @@ type Host struct {
 	nextVM   atomic.Int32
 	mu       sync.Mutex
 	vms      []*VM
+	// propertyFault, when set, answers proxy_get_property before the host looks the path up.
+	propertyFault atomic.Pointer[func(path []string) Status]
+}
+
+// SetPropertyFault installs f, called with the path of every proxy_get_property; a status other
+// than StatusOK is returned to the module instead of the value (fault injection: Envoy answers
+// SerializationFailure when a value cannot be serialized, InternalFailure when a capability is
+// restricted). nil removes it. Safe to call while VMs run.
+func (h *Host) SetPropertyFault(f func(path []string) Status) {
+	if f == nil {
+		h.propertyFault.Store(nil)
+		return
+	}
+	h.propertyFault.Store(&f)
 }
 
 // ErrImports is wrapped by New when the module imports something the emulated Envoy lacks.
@@ -233,7 +247,11 @@ func (h *Host) Metrics() *Metrics { return h.metrics }
 func (h *Host) SharedData() *SharedData { return h.opts.SharedData }
 
 // Options returns the options the host runs with (defaults filled in).
-func (h *Host) Options() Options { return h.opts }
+func (h *Host) Options() Options {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.opts
+}
 
 // Close tears down every VM (see VM.Close) and releases the runtime.
 func (h *Host) Close(ctx context.Context) error {

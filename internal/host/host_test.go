@@ -321,3 +321,141 @@ func TestManualClockStepsWallOnly(t *testing.T) {
 		t.Fatalf("wall %d mono %d", c.Wall(), c.Monotonic())
 	}
 }
+
+// Mismatches, sets, gets and injected faults are counted, so tests and benchmarks can measure
+// CAS contention.
+func TestSharedDataStats(t *testing.T) {
+	s := NewSharedData()
+	s.Set("vm", "k", []byte("a"), 0)                                       // set 1
+	_, cas, _ := s.Get("vm", "k")                                          // get 1
+	s.Set("vm", "k", []byte("b"), cas)                                     // set 2
+	if st := s.Set("vm", "k", []byte("c"), cas); st != StatusCasMismatch { // stale cas
+		t.Fatalf("stale cas: %d", st)
+	}
+	s.SetFault(func(op, key string) Status { return StatusInternalFailure })
+	s.Get("vm", "k")
+	s.Set("vm", "k", nil, 0)
+	s.SetFault(nil)
+	want := SharedDataStats{Gets: 2, Sets: 2, Mismatches: 1, Faults: 2}
+	if got := s.Stats(); got != want {
+		t.Fatalf("stats %+v, want %+v", got, want)
+	}
+	if e := s.Entries("vm"); len(e) != 1 || string(e["k"]) != "b" {
+		t.Fatalf("entries %q", e)
+	}
+}
+
+func TestManualClockStepsMonotonic(t *testing.T) {
+	c := NewManualClock(time.Unix(100, 0), 5)
+	c.StepMonotonic(-10)
+	if c.Monotonic() != -5 || c.Wall() != time.Unix(100, 0).UnixNano() {
+		t.Fatalf("wall %d mono %d", c.Wall(), c.Monotonic())
+	}
+	c.SetMonotonic(1 << 62)
+	if c.Monotonic() != 1<<62 {
+		t.Fatalf("mono %d", c.Monotonic())
+	}
+}
+
+func TestPropertyFault(t *testing.T) {
+	vm, _, err := probeVM(t, Envoy133, "echo-source")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	vm.host.SetPropertyFault(func(path []string) Status {
+		paths = append(paths, strings.Join(path, "."))
+		return StatusSerializationFailed
+	})
+	calls := 0
+	resp, err := vm.Do(getRoot, upstream200(&calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Header("x-source"); !strings.HasPrefix(got, "error: ") || len(paths) != 1 || paths[0] != "source.address" {
+		t.Fatalf("x-source = %q after lookups %q; want an error for source.address", got, paths)
+	}
+	vm.host.SetPropertyFault(nil)
+	if resp, err = vm.Do(getRoot, upstream200(&calls)); err != nil || resp.Header("x-source") != "198.51.100.7:1234" {
+		t.Fatalf("after removing the fault: %v %v", resp, err)
+	}
+}
+
+// A pushed configuration: the canary must accept it; each VM gets a new root context for it,
+// and the old root context ends once its open stream has finished.
+func TestReconfigure(t *testing.T) {
+	var mu sync.Mutex
+	var events []string
+	h, err := New(context.Background(), testModule(t, "probe"), Options{
+		PluginConfig: []byte("echo-source"), CompilationCache: cache,
+		Trace: func(e TraceEvent) {
+			if e.Callback && e.Depth == 0 {
+				mu.Lock()
+				events = append(events, e.Name)
+				mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	vm, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRoot := vm.RootID()
+	open, d, err := vm.StartStream(getRoot) // a stream of the old configuration stays open
+	if err != nil || d.Reply == nil || d.Reply.Header("x-source") == "" {
+		t.Fatalf("old configuration: %+v %v", d, err)
+	}
+
+	if err := h.Reconfigure(context.Background(), []byte("reject")); !errors.Is(err, ErrConfigRejected) {
+		t.Fatalf("a configuration the canary rejects: got %v", err)
+	}
+	if vm.RootID() != oldRoot {
+		t.Fatal("a rejected configuration must change nothing")
+	}
+
+	mu.Lock()
+	events = nil
+	mu.Unlock()
+	if err := h.Reconfigure(context.Background(), []byte("reply-continue")); err != nil {
+		t.Fatal(err)
+	}
+	newRoot := vm.RootID()
+	if newRoot == oldRoot {
+		t.Fatal("the new configuration must get a new root context")
+	}
+	calls := 0
+	resp, err := vm.Do(getRoot, upstream200(&calls))
+	if err != nil || resp.Status != 418 {
+		t.Fatalf("new configuration: %v %v", resp, err)
+	}
+	mu.Lock()
+	doneBefore := strings.Count(strings.Join(events, " "), "proxy_on_done")
+	mu.Unlock()
+	if err := open.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := strings.Join(events, " ")
+	mu.Unlock()
+	// The canary: create, vm_start, configure, delete (the module exports no proxy_on_done or
+	// proxy_on_log, which Envoy then skips). The worker: a new root context configured; the old
+	// one ends only after its stream.
+	if !strings.HasPrefix(got, "proxy_on_context_create proxy_on_vm_start proxy_on_configure proxy_on_delete "+
+		"proxy_on_context_create proxy_on_vm_start proxy_on_configure ") {
+		t.Fatalf("callbacks %s", got)
+	}
+	if after := strings.Count(got, "proxy_on_done"); after != doneBefore || !strings.HasSuffix(got, "proxy_on_response_headers proxy_on_delete proxy_on_delete proxy_on_delete") {
+		t.Fatalf("the old root context must end after its last stream: %s", got)
+	}
+	vm2, err := h.NewVM(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := vm2.Do(getRoot, upstream200(&calls)); err != nil || resp.Status != 418 {
+		t.Fatalf("a VM started after the push must get the new configuration: %v %v", resp, err)
+	}
+}

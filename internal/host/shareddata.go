@@ -2,7 +2,6 @@ package host
 
 import (
 	"sync"
-	"sync/atomic"
 )
 
 // SharedData is Envoy's shared key-value store: process-wide, one namespace per vm_id, one mutex
@@ -14,8 +13,18 @@ type SharedData struct {
 	byVMID  map[string]map[string]sharedValue
 	// fault, when set, is consulted before every operation (fault injection in tests).
 	fault func(op, key string) Status
-	// casMismatches counts sets refused with StatusCasMismatch.
-	casMismatches atomic.Int64
+	stats SharedDataStats
+}
+
+// SharedDataStats counts the store's operations since it was created, over every vm_id.
+type SharedDataStats struct {
+	Gets int64 // proxy_get_shared_data calls, found or not
+	Sets int64 // successful proxy_set_shared_data calls
+	// Mismatches are sets refused because the key's CAS had changed since the caller read it:
+	// another VM wrote first. Each one costs the writer a retry.
+	Mismatches int64
+	// Faults are operations answered by the injected fault (SetFault) instead of the store.
+	Faults int64
 }
 
 type sharedValue struct {
@@ -32,8 +41,10 @@ func NewSharedData() *SharedData {
 func (s *SharedData) Get(vmID, key string) ([]byte, uint32, Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stats.Gets++
 	if s.fault != nil {
 		if st := s.fault("get", key); st != StatusOK {
+			s.stats.Faults++
 			return nil, 0, st
 		}
 	}
@@ -51,6 +62,7 @@ func (s *SharedData) Set(vmID, key string, value []byte, cas uint32) Status {
 	defer s.mu.Unlock()
 	if s.fault != nil {
 		if st := s.fault("set", key); st != StatusOK {
+			s.stats.Faults++
 			return st
 		}
 	}
@@ -60,9 +72,10 @@ func (s *SharedData) Set(vmID, key string, value []byte, cas uint32) Status {
 		s.byVMID[vmID] = ns
 	}
 	if old, ok := ns[key]; ok && cas != 0 && cas != old.cas {
-		s.casMismatches.Add(1)
+		s.stats.Mismatches++
 		return StatusCasMismatch
 	}
+	s.stats.Sets++
 	s.lastCAS++
 	if s.lastCAS == 0 {
 		s.lastCAS = 1
@@ -78,6 +91,25 @@ func (s *SharedData) Keys(vmID string) int {
 	return len(s.byVMID[vmID])
 }
 
+// Stats returns the operation counts so far.
+func (s *SharedData) Stats() SharedDataStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Entries returns a copy of every key and value of a vm_id namespace, for tests that inspect or
+// corrupt what the module stored.
+func (s *SharedData) Entries(vmID string) map[string][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]byte, len(s.byVMID[vmID]))
+	for k, v := range s.byVMID[vmID] {
+		out[k] = append([]byte(nil), v.value...)
+	}
+	return out
+}
+
 // SetFault installs f, called with "get" or "set" and the key before every operation; a status
 // other than StatusOK is returned instead of doing the operation. nil removes it.
 func (s *SharedData) SetFault(f func(op, key string) Status) {
@@ -88,4 +120,4 @@ func (s *SharedData) SetFault(f func(op, key string) Status) {
 
 // CASMismatches counts the sets refused because another VM wrote the key first, since the store
 // was created: each is one retry of a read-modify-write loop.
-func (s *SharedData) CASMismatches() int64 { return s.casMismatches.Load() }
+func (s *SharedData) CASMismatches() int64 { return s.Stats().Mismatches }

@@ -66,6 +66,7 @@ type mapAccess struct{ request, response, readOnly bool }
 type Stream struct {
 	vm              *VM
 	id              uint32
+	root            uint32 // the root context the stream was created under
 	req             Request
 	requestHeaders  [][2]string
 	responseHeaders [][2]string
@@ -91,8 +92,8 @@ func (vm *VM) StartStream(req Request) (*Stream, Decision, error) {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
 	s := &Stream{vm: vm, req: req, requestHeaders: lowerKeys(req.Headers)}
-	s.id = vm.newContextID()
-	if _, err := vm.call("proxy_on_context_create", 0, uint64(s.id), uint64(vm.rootID)); err != nil {
+	s.id, s.root = vm.newContextID(), vm.rootID
+	if _, err := vm.call("proxy_on_context_create", 0, uint64(s.id), uint64(s.root)); err != nil {
 		return nil, Decision{}, err
 	}
 	vm.streams[s.id] = s
@@ -156,7 +157,10 @@ func (s *Stream) Finish() error {
 		return nil
 	}
 	s.finished = true
-	defer delete(s.vm.streams, s.id)
+	defer func() {
+		delete(s.vm.streams, s.id)
+		s.vm.streamEnded(s.root)
+	}()
 	if _, err := s.vm.streamCall(s, mapAccess{request: true, response: true, readOnly: true}, "proxy_on_log", 0, uint64(s.id)); err != nil {
 		return err
 	}

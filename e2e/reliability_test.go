@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// Helpers of the reliability tests (issue 4): exactness under concurrency, contention, faults,
+// panics, configuration pushes and the poll_oneoff soak.
+
+// rigOptions adjust a rig's host before its VMs start.
+type rigOptions struct {
+	wasm []byte // the module; nil is the product module
+	// secret, when non-zero, is stored as the key table's hash secret before the first VM
+	// starts, so that which keys share a slot is the same on every run.
+	secret [2]uint64
+	shared *host.SharedData
+}
+
+// newRigWith is newRig with a module, a store and a secret of the test's choosing.
+func newRigWith(t testing.TB, profile host.Profile, config string, workers int, o rigOptions) *rig {
+	t.Helper()
+	if o.wasm == nil {
+		o.wasm = module(t)
+	}
+	if o.shared == nil {
+		o.shared = host.NewSharedData()
+	}
+	if o.secret != [2]uint64{} {
+		value := make([]byte, 20)
+		copy(value, "TGk1")
+		binary.LittleEndian.PutUint64(value[4:], o.secret[0])
+		binary.LittleEndian.PutUint64(value[12:], o.secret[1])
+		o.shared.Set("tollgate", secretKey, value, 0)
+	}
+	g := &rig{t: t, clock: host.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), monotonicStart), start: monotonicStart}
+	h, err := host.New(context.Background(), o.wasm, host.Options{
+		Profile:          profile,
+		PluginName:       "tollgate",
+		RootID:           "tollgate",
+		VMID:             "tollgate",
+		PluginConfig:     []byte(config),
+		Clock:            g.clock,
+		SharedData:       o.shared,
+		CompilationCache: cache,
+		Log: func(e host.LogEntry) {
+			g.mu.Lock()
+			g.logs = append(g.logs, e)
+			g.mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatalf("load module: %v", err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	g.host = h
+	for i := 0; i < workers; i++ {
+		g.addVM()
+	}
+	return g
+}
+
+// addVM starts one more worker VM.
+func (g *rig) addVM() *host.VM {
+	g.t.Helper()
+	vm, err := g.host.NewVM(context.Background())
+	if err != nil {
+		g.t.Fatalf("start VM: %v\nlogs:\n%s", err, g.logText())
+	}
+	g.vms = append(g.vms, vm)
+	return vm
+}
+
+// Shared-data keys of the plugin "tollgate" (internal/admission: "tollgate/v2/<plugin>/...").
+const (
+	secretKey  = "tollgate/v2/tollgate/secret"
+	slotPrefix = "tollgate/v2/tollgate/slot/"
+)
+
+// countLogs counts the log lines containing s.
+func (g *rig) countLogs(s string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, e := range g.logs {
+		if strings.Contains(e.Message, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// slots returns the plugin's key-table slots: shared-data key → value.
+func (g *rig) slots() map[string][]byte {
+	out := map[string][]byte{}
+	for k, v := range g.host.SharedData().Entries("tollgate") {
+		if strings.HasPrefix(k, slotPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// slotOwner is the owner hash stored in a slot value (internal/admission slot.go: offset 8).
+func slotOwner(value []byte) uint64 {
+	if len(value) != 48 {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(value[8:])
+}
+
+var (
+	faultOnce  sync.Once
+	faultBytes []byte
+	faultErr   error
+)
+
+// faultModule builds the filter with -tags tollgate_faults (filter/faults_on.go): requests
+// carrying x-tollgate-fault panic at the named point. Built once per test binary, next to the
+// product module.
+func faultModule(t testing.TB) []byte {
+	t.Helper()
+	faultOnce.Do(func() {
+		out, err := filepath.Abs(filepath.Join("..", "build", "tollgate_faults.wasm"))
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(out), 0o755)
+		}
+		if err != nil {
+			faultErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-tags", "tollgate_faults", "-o", out, "./filter")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			faultErr = fmt.Errorf("build the fault module: %v\n%s", err, msg)
+			return
+		}
+		faultBytes, faultErr = os.ReadFile(out)
+	})
+	if faultErr != nil {
+		t.Fatal(faultErr)
+	}
+	return faultBytes
+}
