@@ -18,7 +18,7 @@ CONFIG   ?= examples/tollgate.json
 FUZZTIME ?= 30s
 IMAGE    ?= tollgate:dev
 # Packages linked into the module: they must also vet for wasip1.
-WASM_PKGS := ./filter ./internal/abi ./internal/admission ./config ./limiter
+WASM_PKGS := ./filter ./internal/abi ./internal/admission ./internal/rls ./config ./limiter
 
 .PHONY: build run test bench fuzz check lint clean image e2e-envoy
 
@@ -52,6 +52,7 @@ fuzz:
 	$(GO) test ./limiter -run '^$$' -fuzz '^FuzzTake$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/admission -run '^$$' -fuzz '^FuzzDecodeState$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/abi -run '^$$' -fuzz '^FuzzDecodePairs$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/rls -run '^$$' -fuzz '^FuzzDecodeResponse$$' -fuzztime $(FUZZTIME)
 
 check lint:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi

@@ -121,6 +121,11 @@ type Gate struct {
 	applied []applied
 	buf     [SlotSize]byte
 	hashBuf []byte
+
+	// enforcedEnd is where the enforced limits end in applied (the shadow rules' follow), and
+	// decidedAt the time of the last decision.
+	enforcedEnd int
+	decidedAt   int64
 }
 
 type rule struct {
@@ -209,7 +214,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	}
 
 	// Gather the limits of the matching rules: enforced ones first, then each shadow rule's.
-	g.applied = g.applied[:0]
+	g.applied, g.enforcedEnd, g.decidedAt = g.applied[:0], 0, now
 	var shadowStart []int // indexes in g.applied where each shadow rule's limits start
 	for pass := 0; pass < 2; pass++ {
 		for i := range g.rules {
@@ -251,6 +256,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	if len(shadowStart) > 0 {
 		enforcedEnd = shadowStart[0]
 	}
+	g.enforcedEnd = enforcedEnd
 	verdict, worst, err := g.decide(store, g.applied[:enforcedEnd], now)
 	switch {
 	case err != nil:
