@@ -41,6 +41,12 @@ type pluginContext struct {
 	// lastFailure is the last internal error logged; a failing store fails every request the
 	// same way, and one line per distinct error is enough.
 	lastFailure string
+
+	// Global limits (global.go): per rule, nil without one.
+	globalRules       []*globalRule
+	hasGlobal         bool
+	checks            []admission.GlobalCheck
+	lastGlobalFailure string
 }
 
 // ruleMetrics are a rule's counters, named tollgate.rule.<rule>.<event>.
@@ -99,7 +105,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 			define(prefix+"shadow_limited", &m.shadowLimited) && define(prefix+"missing_key", &m.missingKey) &&
 			define(prefix+"invalid_cost", &m.invalidCost)
 	}
-	if !ok {
+	if !ok || !p.setUpGlobal(define) {
 		return types.OnPluginStartStatusFailed
 	}
 	p.shadowRules = cfg.Shadow
@@ -113,7 +119,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 }
 
 func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
-	return &httpContext{plugin: p}
+	return &httpContext{plugin: p, id: contextID}
 }
 
 // failed logs an internal error once per distinct message and counts every occurrence.
@@ -130,6 +136,9 @@ type httpContext struct {
 	plugin *pluginContext
 	// responseHeaders are added to the response of an admitted request.
 	responseHeaders [][2]string
+
+	id     uint32
+	global *globalWait // a request held for the rate limit service (global.go)
 }
 
 func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (action types.Action) {
@@ -164,6 +173,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 	}
 	switch out.Verdict {
 	case admission.Allow:
+		if action, held := h.checkGlobal(out, now); held {
+			return action
+		}
 		for _, i := range out.Admitted {
 			_ = p.rules[i].admitted.Increment(1)
 		}

@@ -160,6 +160,7 @@ func proxyOnDone(contextID uint32) (done uint32) {
 //go:wasmexport proxy_on_delete
 func proxyOnDelete(contextID uint32) {
 	defer recoverCallback("proxy_on_delete")
+	endStreamCalls(contextID)
 	delete(vm.streams, contextID)
 	delete(vm.plugins, contextID)
 }
