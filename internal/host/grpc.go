@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -219,7 +220,9 @@ func (vm *VM) runGrpcCall(ctx context.Context, token uint32, conn *grpc.ClientCo
 	switch {
 	case err == nil:
 		vm.deliverGrpc(token, 0, "", response)
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded && nearDeadline(ctx):
+		// The server may see the deadline (grpc-timeout) pass a moment before the client does
+		// and reset the call; either way it is the call's timeout, which Envoy reports itself.
 		vm.deliverGrpc(token, 14, "upstream request timeout", nil)
 	case errors.Is(ctx.Err(), context.Canceled):
 		// Cancelled by the module or the host: nothing is delivered.
@@ -227,6 +230,12 @@ func (vm *VM) runGrpcCall(ctx context.Context, token uint32, conn *grpc.ClientCo
 		s := status.Convert(err)
 		vm.deliverGrpc(token, uint32(s.Code()), s.Message(), nil)
 	}
+}
+
+// nearDeadline reports whether the call's deadline has (all but) passed.
+func nearDeadline(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && time.Until(deadline) < 10*time.Millisecond
 }
 
 // deliverGrpc runs the callback of an answered call on the VM, then what the callback asked for
