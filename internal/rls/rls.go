@@ -1,7 +1,9 @@
 // Package rls encodes the request and decodes the response of Envoy's rate limit service
 // protocol, envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, by hand: it is linked
 // into the module, where a protobuf runtime would cost megabytes of code and memory in every VM
-// for two small messages.
+// for two small messages (measured on the module: protobuf-go's runtime with its smallest
+// generated type adds 3.6 MB, go-control-plane's generated types for the protocol 24 MB; the
+// whole global-limit feature with this package added 0.13 MB).
 //
 // Only what Tollgate sends and reads is covered (field numbers from envoy/service/ratelimit/v3/
 // rls.proto and envoy/extensions/common/ratelimit/v3/ratelimit.proto):
