@@ -256,7 +256,7 @@ func TestGlobalPathLatency(t *testing.T) {
 	report := fmt.Sprintf("Global limit latency (e2e/ratelimit TestGlobalPathLatency, %s): %d sequential requests per path through `tollgate serve`\n"+
 		"  local only:  p50 %v  p90 %v  p99 %v\n"+
 		"  with global: p50 %v  p90 %v  p99 %v\n"+
-		"  added by the global check (envoyproxy/ratelimit on Redis, loopback): p50 %v  p90 %v  p99 %v\n",
+		"  added by the global check (envoyproxy/ratelimit on Redis, loopback; differences of the quantiles): p50 %v  p90 %v  p99 %v\n",
 		time.Now().UTC().Format(time.RFC3339), n,
 		quantile(local, .5), quantile(local, .9), quantile(local, .99),
 		quantile(global, .5), quantile(global, .9), quantile(global, .99),
