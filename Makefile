@@ -8,6 +8,7 @@
 #   make soak    the long runs: a million requests in the Envoy 1.33 profile (poll_oneoff), the
 #                exactness property over many more seeds, CAS retry rates over more requests
 #   make check   gofmt, go vet (native and wasip1), go mod tidy
+#   make ratelimit  envoyproxy/ratelimit for the global-limit tests (needs the Go module proxy)
 #   make image   the Wasm OCI image Istio pulls, tagged IMAGE (needs Docker or Podman)
 #   make e2e-envoy  the end-to-end scenario against a real Envoy container (needs Docker)
 
@@ -29,11 +30,15 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows \
 	./internal/admission:FuzzDecodeSlot ./internal/admission:FuzzClientAddress \
 	./internal/admission:FuzzNthFromRight ./internal/admission:FuzzQueryParam \
 	./internal/admission:FuzzPartitionKey ./internal/abi:FuzzDecodePairs \
-	./config:FuzzDecodeMatchesEncodingJSON
+	./config:FuzzDecodeMatchesEncodingJSON ./internal/rls:FuzzDecodeResponse
+# envoyproxy/ratelimit for the global-limit tests (e2e/ratelimit, which pins the same version):
+# built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
+RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
+RATELIMIT_BIN := build/ratelimit/$(RATELIMIT_VERSION)
 # Packages linked into the module: they must also vet for wasip1.
-WASM_PKGS := ./filter ./internal/abi ./internal/admission ./config ./limiter
+WASM_PKGS := ./filter ./internal/abi ./internal/admission ./internal/rls ./config ./limiter
 
-.PHONY: build run test bench fuzz soak check lint clean image e2e-envoy
+.PHONY: build run test bench fuzz soak check lint clean image e2e-envoy ratelimit
 
 build:
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(WASM) ./filter
@@ -54,8 +59,20 @@ run: build
 	trap 'kill $$upstream 2>/dev/null' EXIT INT TERM; \
 	$(BIN) serve --config $(CONFIG) --listen $(LISTEN) --upstream http://$(UPSTREAM)
 
+# The global-limit tests need redis-server on PATH and envoyproxy/ratelimit (see ratelimit);
+# they skip, naming what is missing, unless CI=true, where they fail. The latency a global check
+# adds, measured in the same run, ends up in build/global-latency.txt.
 test:
+	@rm -f build/global-latency.txt
 	$(GO) test -count=1 ./...
+	@if [ -f build/global-latency.txt ]; then cat build/global-latency.txt; fi
+
+# envoyproxy/ratelimit's service and config checker at RATELIMIT_VERSION, from the Go module proxy.
+ratelimit:
+	GOBIN=$(CURDIR)/$(RATELIMIT_BIN) GOOS= GOARCH= CGO_ENABLED=0 $(GO) install \
+		github.com/envoyproxy/ratelimit/src/service_cmd@$(RATELIMIT_VERSION) \
+		github.com/envoyproxy/ratelimit/src/config_check_cmd@$(RATELIMIT_VERSION)
+	@echo "built $(RATELIMIT_BIN)/service_cmd and config_check_cmd"
 
 # Every benchmark: the floor ratios, native decision, crossings and guest allocations, workers,
 # memory and size, HTTP (bench/doc.go), and the limiter's own. No timing is asserted anywhere.

@@ -163,6 +163,9 @@ type Rule struct {
 	// Shadow rules decide and count as usual but never reject: a request they would have
 	// limited goes through, marked for the upstream and counted as shadow-limited.
 	Shadow bool
+	// Global, when set, also checks requests the rule's limits admit with a rate limit service
+	// shared by every replica.
+	Global *Global
 }
 
 // KeyKind says where a KeyPart takes its value from. The zero value is

@@ -66,7 +66,30 @@
 //	                                      it from a request header (max 1 to 1000000000; default 0
 //	                                      to max, 1 if absent); the cost, or max, must not exceed
 //	                                      the smallest capacity of the rule's limits
-//	      "shadow": false                 optional: true decides and counts but never rejects
+//	      "shadow": false,                optional: true decides and counts but never rejects
+//	      "global": {                     optional: also check requests the limits admit with a
+//	                                      rate limit service shared by every replica (Envoy's
+//	                                      RateLimitService/ShouldRateLimit: envoyproxy/ratelimit,
+//	                                      Limitador); not on a shadow rule
+//	        "cluster": "ratelimit",       required: the service's gRPC cluster as Envoy knows it,
+//	                                      1 to 256 visible ASCII characters that do not also parse
+//	                                      as protobuf (Envoy would read them as a GrpcService)
+//	        "domain": "tollgate",         required: the rate limit domain, 1 to 256 bytes without
+//	                                      control characters
+//	        "entries": [{"key": "env", "value": "prod"}],
+//	                                      optional: up to 8 constant descriptor entries, sent
+//	                                      before the rule and key entries
+//	        "rule_entry": "rule",         optional: the key of the entry whose value is the rule
+//	                                      name (default "rule")
+//	        "key_entry": "key",           optional: the key of the entry whose value is the
+//	                                      hashed partition key (default "key"); entry keys are
+//	                                      1 to 256 bytes without control characters, all distinct
+//	        "timeout": "20ms",            optional: whole milliseconds from "1ms" to "60s"
+//	                                      (default "20ms")
+//	        "failure_mode": "allow"       optional: "allow" (default) or "deny" (503) when the
+//	                                      service fails or times out
+//	      }                               the request's cost is sent as hits_addend; a request
+//	                                      that costs 0 is not sent
 //	    }
 //	  ],
 //	  "failure_mode": "allow",            optional: "allow" (default) or "deny" the request

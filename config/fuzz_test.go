@@ -103,6 +103,12 @@ func revalidate(cfg *config.Config) error {
 }
 
 func revalidateRule(rule config.Rule) error {
+	if err := revalidateGlobal(rule.Global); err != nil {
+		return errors.New("global: " + err.Error())
+	}
+	if rule.Global != nil && rule.Shadow {
+		return errors.New("global limit on a shadow rule")
+	}
 	if err := revalidateMatch(rule.Match); err != nil {
 		return errors.New("match: " + err.Error())
 	}
@@ -469,6 +475,18 @@ func encode(t *testing.T, cfg *config.Config) []byte {
 		} else {
 			encoded["cost"] = rule.Cost.Units
 		}
+		if g := rule.Global; g != nil {
+			global := map[string]any{"cluster": g.Cluster, "domain": g.Domain, "rule_entry": g.RuleEntry,
+				"key_entry": g.KeyEntry, "timeout": g.Timeout.String(), "failure_mode": g.FailureMode.String()}
+			if g.Entries != nil {
+				entries := []map[string]string{}
+				for _, e := range g.Entries {
+					entries = append(entries, map[string]string{"key": e.Key, "value": e.Value})
+				}
+				global["entries"] = entries
+			}
+			encoded["global"] = global
+		}
 		rules = append(rules, encoded)
 	}
 	document["rules"] = rules
@@ -546,4 +564,55 @@ func TestRevalidateAcceptsExample(t *testing.T) {
 			t.Fatalf("re-parsed Config differs:\n got %+v\nwant %+v", again, cfg)
 		}
 	}
+}
+
+// revalidateGlobal checks a global limit against the documented rules.
+func revalidateGlobal(g *config.Global) error {
+	if g == nil {
+		return nil
+	}
+	text := func(what, s string) error {
+		if s == "" || len(s) > 256 || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return errors.New(what + " " + strconv.Quote(s))
+		}
+		return nil
+	}
+	if err := text("cluster", g.Cluster); err != nil {
+		return err
+	}
+	if strings.ContainsFunc(g.Cluster, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return errors.New("cluster " + strconv.Quote(g.Cluster))
+	}
+	if err := text("domain", g.Domain); err != nil {
+		return err
+	}
+	if len(g.Entries) > 8 {
+		return errors.New(strconv.Itoa(len(g.Entries)) + " entries")
+	}
+	keys := map[string]bool{}
+	for _, key := range []string{g.RuleEntry, g.KeyEntry} {
+		if err := text("entry key", key); err != nil {
+			return err
+		}
+		keys[key] = true
+	}
+	for _, e := range g.Entries {
+		if err := text("entry key", e.Key); err != nil {
+			return err
+		}
+		if err := text("entry value", e.Value); err != nil {
+			return err
+		}
+		keys[e.Key] = true
+	}
+	if len(keys) != 2+len(g.Entries) {
+		return errors.New("entry keys repeat")
+	}
+	if g.Timeout < time.Millisecond || g.Timeout > time.Minute || g.Timeout%time.Millisecond != 0 {
+		return errors.New("timeout " + g.Timeout.String())
+	}
+	if g.FailureMode != config.FailureAllow && g.FailureMode != config.FailureDeny {
+		return errors.New("failure mode " + g.FailureMode.String())
+	}
+	return nil
 }

@@ -63,7 +63,7 @@ var (
 	documentFields = []string{"rules", "failure_mode", "client_ip", "exempt", "shadow", "response", "rate_limit_headers", "key_table"}
 	keyTableFields = []string{"max_keys", "when_full", "max_key_bytes"}
 	whenFullNames  = []string{"reject", "share", "allow"}
-	ruleFields     = []string{"name", "match", "key", "missing_key", "limits", "cost", "shadow"}
+	ruleFields     = []string{"name", "match", "key", "missing_key", "limits", "cost", "shadow", "global"}
 	keyPartFields  = []string{"header", "client_ip", "path", "method", "authority", "query", "attribute"}
 	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window"}
 
@@ -192,6 +192,11 @@ func (v *validator) document(root *jsonValue) *Config {
 	if shadow := root.member("shadow"); shadow != nil {
 		cfg.Shadow = v.boolean("shadow", shadow, shadowRule+"; at the top level it applies to every rule")
 	}
+	for i, r := range cfg.Rules {
+		if r.Global != nil {
+			v.checkGlobalShadow(fieldPath(indexPath("rules", i), "global"), r.Shadow, cfg.Shadow)
+		}
+	}
 	if response := root.member("response"); response != nil {
 		v.response("response", response, &cfg.Response)
 	}
@@ -306,6 +311,9 @@ func (v *validator) rule(path string, value *jsonValue, index int, ruleIndexByNa
 	}
 	if shadow := value.member("shadow"); shadow != nil {
 		rule.Shadow = v.boolean(fieldPath(path, "shadow"), shadow, shadowRule)
+	}
+	if global := value.member("global"); global != nil {
+		rule.Global = v.global(fieldPath(path, "global"), global)
 	}
 	return rule
 }

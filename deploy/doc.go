@@ -1,6 +1,7 @@
 // Package deploy holds what users deploy Tollgate with, besides the module itself: the Istio
-// WasmPlugin manifest (istio/) and the recipe for the Wasm OCI image Istio pulls (image/, run by
-// `make image`).
+// WasmPlugin manifests (istio/), the recipe for the Wasm OCI image Istio pulls (image/, run by
+// `make image`), and Envoy with a global limit next to the envoyproxy/ratelimit configuration
+// it needs (ratelimit/; ratelimit_test.go checks that they fit).
 //
 // Its tests prove, without an Envoy, an Istio or a Docker engine, that every configuration the
 // repository ships is valid: each Envoy configuration against Envoy's own API (the v3 Bootstrap

@@ -24,6 +24,7 @@ var envoyConfigs = []struct {
 	{file: "envoy.yaml", tollgateFilters: 1, module: "build/tollgate.wasm"},
 	{file: "e2e/envoy/envoy.yaml", tollgateFilters: 1, module: "/etc/envoy/tollgate.wasm", pluginConfig: scenario.Config},
 	{file: "e2e/envoy/upstream.yaml"},
+	{file: "deploy/ratelimit/envoy.yaml", tollgateFilters: 1, module: "build/tollgate.wasm"},
 }
 
 func TestShippedEnvoyConfigsAreValid(t *testing.T) {

@@ -9,6 +9,12 @@
 // shared data fails. Rate-limit headers, when configured, are added to rejections and, in the
 // response-headers callback, to admitted responses.
 //
+// A rule with a global limit (global.go) holds the requests its local limits admit while the
+// rate limit service is asked (ShouldRateLimit through proxy_grpc_call, encoded by internal/rls);
+// its answer continues the request or rejects it as local limits do, giving back the local
+// charge; an error or a timeout follows the rule's global failure_mode.
+//
 // Counters: tollgate.rule.<rule>.{admitted,limited,shadow_limited,missing_key,invalid_cost},
-// tollgate.exempt, tollgate.internal_errors, tollgate.key_table_full.
+// for rules with a global limit also tollgate.rule.<rule>.global_{ok,over_limit,error,timeout,
+// cancelled}, tollgate.exempt, tollgate.internal_errors, tollgate.key_table_full.
 package main

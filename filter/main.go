@@ -49,6 +49,12 @@ type pluginContext struct {
 	free []*httpContext
 	// reply holds the buffers a rejection is built in, reused (one stream at a time runs).
 	reply replyBuffers
+
+	// Global limits (global.go): per rule, nil without one.
+	globalRules       []*globalRule
+	hasGlobal         bool
+	checks            []admission.GlobalCheck
+	lastGlobalFailure string
 }
 
 // replyBuffers are reused to build local replies without allocating.
@@ -119,7 +125,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 			define(prefix+"shadow_limited", &m.shadowLimited) && define(prefix+"missing_key", &m.missingKey) &&
 			define(prefix+"invalid_cost", &m.invalidCost)
 	}
-	if !ok {
+	if !ok || !p.setUpGlobal(define) {
 		return types.OnPluginStartStatusFailed
 	}
 	p.shadowRules = cfg.Shadow
@@ -137,9 +143,10 @@ func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
 	if n := len(p.free); n > 0 {
 		h := p.free[n-1]
 		p.free = p.free[:n-1]
+		h.id = contextID
 		return h
 	}
-	return &httpContext{plugin: p}
+	return &httpContext{plugin: p, id: contextID}
 }
 
 // OnHttpStreamDone runs when Envoy deletes the stream's context: the context goes back to its
@@ -177,6 +184,9 @@ type httpContext struct {
 	plugin *pluginContext
 	// responseHeaders are added to the response of an admitted request.
 	responseHeaders [][2]string
+
+	id     uint32
+	global *globalWait // a request held for the rate limit service (global.go)
 }
 
 func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (action types.Action) {
@@ -223,6 +233,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 	}
 	switch out.Verdict {
 	case admission.Allow:
+		if action, held := h.checkGlobal(out, now); held {
+			return action
+		}
 		for _, i := range out.Admitted {
 			_ = p.rules[i].admitted.Increment(1)
 		}

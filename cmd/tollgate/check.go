@@ -27,6 +27,12 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: valid: %d rule(s), failure_mode %s\n", name, len(cfg.Rules), cfg.FailureMode)
+	for _, r := range cfg.Rules {
+		if g := r.Global; g != nil {
+			fmt.Fprintf(stdout, "%s: rule %s: global limit from cluster %s, domain %s, timeout %s, failure_mode %s\n",
+				name, r.Name, g.Cluster, g.Domain, g.Timeout, g.FailureMode)
+		}
+	}
 	return 0
 }
 

@@ -18,6 +18,7 @@ import (
 const usage = `usage:
   tollgate check FILE                 validate a plugin configuration (FILE "-" reads stdin)
   tollgate serve --config FILE --upstream URL [--listen ADDR] [--admin ADDR] [--wasm FILE] [--workers N] [--envoy 1.33|1.39]
+                 [--grpc-cluster NAME=HOST:PORT ...]
                                       run the module in the embedded host in front of URL
   tollgate serve --no-filter --upstream URL [--listen ADDR]
                                       the same proxy without the module, a baseline for load tests

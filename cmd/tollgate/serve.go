@@ -35,6 +35,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "lowest module log level shown: trace, debug, info, warn, error, critical")
 	noFilter := fs.Bool("no-filter", false, "proxy without the module (no --config needed): a baseline for load tests")
 	admin := fs.String("admin", "", "`ADDR` for the admin listener serving /stats and /stats/prometheus (off when empty)")
+	clusters := grpcClusters{}
+	fs.Var(clusters, "grpc-cluster", "`NAME=HOST:PORT` of a gRPC cluster the global limits call, e.g. ratelimit=127.0.0.1:8081 (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -92,9 +94,16 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	// The module would reject it too, but the file's own problems read better from here.
-	if _, err := config.Parse(pluginConfig); err != nil {
+	cfg, err := config.Parse(pluginConfig)
+	if err != nil {
 		printProblems(stderr, *configPath, err)
 		return 1
+	}
+	if missing := clusters.missingClusters(cfg); len(missing) > 0 {
+		for _, p := range missing {
+			fmt.Fprintln(stderr, "tollgate serve: "+p)
+		}
+		return 2
 	}
 	wasm, err := os.ReadFile(*wasmPath)
 	if err != nil {
@@ -110,6 +119,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		VMID:         *pluginName,
 		PluginConfig: pluginConfig,
 		LogLevel:     uint32(minLevel),
+		GrpcClusters: clusters,
 		Log: func(e host.LogEntry) {
 			if int(e.Level) >= minLevel {
 				fmt.Fprintf(stderr, "[vm %d] %s: %s\n", e.VM, logLevelNames[min(int(e.Level), 5)], e.Message)

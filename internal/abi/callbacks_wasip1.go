@@ -192,6 +192,7 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 func proxyOnDelete(contextID uint32) {
 	resetArena()
 	defer recoverCallback("proxy_on_delete")
+	endStreamCalls(contextID)
 	if stream, ok := vm.streams.remove(contextID); ok {
 		stream.OnHttpStreamDone()
 		return

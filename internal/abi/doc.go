@@ -16,6 +16,9 @@
 //   - native.go: the twin for ordinary Go builds, forwarding to the SDK's proxywasm package so
 //     that its proxytest emulator can drive a plugin natively in unit tests.
 //   - pairs.go: the header-map serialization shared by both.
+//   - grpc.go, grpc_wasip1.go, grpc_native.go: unary gRPC callouts (proxy_grpc_call and the
+//     callbacks Envoy makes to the root context), resumed on the stream that made them, and
+//     cancelled when that stream is deleted.
 //
 // Units: sizes are bytes, times are nanoseconds, metric values are plain counts.
 package abi

@@ -127,6 +127,11 @@ type Gate struct {
 	keyBuf  []byte
 	slotBuf []byte
 	starts  []int // where each shadow rule's limits start in applied
+
+	// enforcedEnd is where the enforced limits end in applied (the shadow rules' follow), and
+	// decidedAt the time of the last decision.
+	enforcedEnd int
+	decidedAt   int64
 }
 
 type rule struct {
@@ -153,7 +158,10 @@ type applied struct {
 	slot  uint64 // index in the key table
 	// pkHash identifies the partition key in rate-limit headers (when collecting status).
 	pkHash uint64
-	cost   int64
+	// globalKey identifies the partition key to the rate limit service (rules with a global
+	// limit only).
+	globalKey string
+	cost      int64
 
 	// Read in the decision's first phase:
 	cas        uint32
@@ -216,7 +224,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	}
 
 	// Gather the limits of the matching rules: enforced ones first, then each shadow rule's.
-	g.applied = g.applied[:0]
+	g.applied, g.enforcedEnd, g.decidedAt = g.applied[:0], 0, now
 	shadowStart := g.starts[:0] // indexes in g.applied where each shadow rule's limits start
 	for pass := 0; pass < 2; pass++ {
 		for i := range g.rules {
@@ -249,11 +257,15 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			if g.CollectStatus && !shadow {
 				pkHash = g.partitionHash(r.config.Name, key)
 			}
+			var global string
+			if r.config.Global != nil && !shadow {
+				global = globalKey(r.config.Name, key)
+			}
 			for j := range r.limits {
 				l := &r.limits[j]
 				owner := g.owner(l, key)
 				g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner,
-					slot: owner % uint64(g.table.MaxKeys), pkHash: pkHash, cost: cost})
+					slot: owner % uint64(g.table.MaxKeys), pkHash: pkHash, globalKey: global, cost: cost})
 			}
 		}
 	}
@@ -263,6 +275,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	if len(shadowStart) > 0 {
 		enforcedEnd = shadowStart[0]
 	}
+	g.enforcedEnd = enforcedEnd
 	verdict, worst, err := g.decide(store, g.applied[:enforcedEnd], now)
 	switch {
 	case err != nil:

@@ -79,9 +79,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	vm := g.vms[g.next.Add(1)%uint64(len(g.vms))]
-	stream, decision, err := vm.StartStream(toHostRequest(r))
+	// The module may hold the request while it asks a rate limit service; a client that goes
+	// away meanwhile resets the stream.
+	stream, decision, err := vm.StartStreamContext(r.Context(), toHostRequest(r))
 	if stream != nil {
 		defer stream.Finish()
+	}
+	if errors.Is(err, host.ErrStreamReset) {
+		return // nobody is left to answer
 	}
 	if err != nil {
 		g.fail(w, err)

@@ -32,11 +32,16 @@
 //   - Metrics with Envoy's id encoding, aggregated by name over all VMs; logs with the VM id.
 //   - poll_oneoff: ENOSYS in the Envoy 1.33–1.38 profile (Go's runtime throws on it), success
 //     with no events from Envoy 1.39.
+//   - Unary gRPC callouts on real connections (grpc.go): proxy_grpc_call to a cluster mapped by
+//     Options.GrpcClusters, the answer to the root context (proxy_on_grpc_receive or
+//     proxy_on_grpc_close, proxy_get_status), cancel, and a stream held until a callback
+//     continues or answers it, both taking effect after that callback returns.
 //
-// Not emulated: HTTP and gRPC callouts, shared queues, ticks, foreign functions, set_property,
-// get_status, close_stream and envoy_resolve_dns; their imports resolve (Envoy provides them)
-// and return Unimplemented. Nor is the main thread's VM: every VM is a worker's, and a canary
-// VM only runs for Reconfigure. Modules are started with _initialize (Go's c-shared modules export nothing else).
+// Not emulated: HTTP callouts, gRPC streams, shared queues, ticks, foreign functions,
+// set_property, close_stream and envoy_resolve_dns; their imports resolve (Envoy provides them)
+// and return Unimplemented. Nor is the main thread's VM: every VM is a worker's, and a canary VM
+// only runs for Reconfigure. Modules are started with _initialize (Go's c-shared modules export
+// nothing else).
 //
 // Units: times in nanoseconds, sizes in bytes, linear memory in 64 KiB pages.
 package host

@@ -20,7 +20,7 @@ func envFuncs() []hostFunc {
 	return []hostFunc{
 		f("proxy_log", sig(i32, i32, i32), proxyLog),
 		f("proxy_get_log_level", sig(i32), proxyGetLogLevel).onlyABI("0_2_1"),
-		f("proxy_get_status", sig(i32, i32, i32), unimplemented),
+		f("proxy_get_status", sig(i32, i32, i32), proxyGetStatus),
 		f("proxy_set_property", sig(i32, i32, i32, i32), unimplemented),
 		f("proxy_get_property", sig(i32, i32, i32, i32), proxyGetProperty),
 		f("proxy_send_local_response", sig(i32, i32, i32, i32, i32, i32, i32, i32), proxySendLocalResponse),
@@ -41,11 +41,11 @@ func envFuncs() []hostFunc {
 		f("proxy_get_buffer_bytes", sig(i32, i32, i32, i32, i32), proxyGetBufferBytes),
 		f("proxy_set_buffer_bytes", sig(i32, i32, i32, i32, i32), func(vm *VM, stack []uint64) { stack[0] = uint64(StatusBadArgument) }),
 		f("proxy_http_call", sig(i32, i32, i32, i32, i32, i32, i32, i32, i32, i32), unimplemented),
-		f("proxy_grpc_call", sig(i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32), unimplemented),
+		f("proxy_grpc_call", sig(i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32), proxyGrpcCall),
 		f("proxy_grpc_stream", sig(i32, i32, i32, i32, i32, i32, i32, i32, i32), unimplemented),
 		f("proxy_grpc_send", sig(i32, i32, i32, i32), unimplemented),
-		f("proxy_grpc_close", sig(i32), unimplemented),
-		f("proxy_grpc_cancel", sig(i32), unimplemented),
+		f("proxy_grpc_close", sig(i32), proxyGrpcCancel),
+		f("proxy_grpc_cancel", sig(i32), proxyGrpcCancel),
 		f("proxy_set_tick_period_milliseconds", sig(i32), unimplemented),
 		f("proxy_get_current_time_nanoseconds", sig(i32), proxyGetCurrentTimeNanoseconds),
 		f("proxy_define_metric", sig(i32, i32, i32, i32), proxyDefineMetric),
@@ -435,6 +435,8 @@ func (vm *VM) buffer(bufferType uint32) ([]byte, Status) {
 		return vm.host.opts.VMConfig, StatusOK
 	case bufferType == 7 && vm.configuring:
 		return vm.pluginConfig, StatusOK
+	case bufferType == 5 && vm.grpc.hasMessage:
+		return vm.grpc.message, StatusOK
 	}
 	return nil, StatusNotFound
 }
@@ -554,6 +556,10 @@ func proxySetEffectiveContext(vm *VM, stack []uint64) {
 	}
 	if s, ok := vm.streams[id]; ok {
 		vm.current = s
+		if _, paused := vm.grpc.paused[id]; paused {
+			// Envoy keeps a stopped request's headers until it continues.
+			s.access = mapAccess{request: true}
+		}
 		ret(stack, StatusOK)
 		return
 	}

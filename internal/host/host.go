@@ -82,6 +82,9 @@ type Options struct {
 	// Trace, when set, receives every crossing of the boundary in order: callbacks into the
 	// module (including the allocator) and host calls out of it. Called from the VM's goroutine.
 	Trace func(TraceEvent)
+	// GrpcClusters maps the clusters proxy_grpc_call may name to the addresses ("host:port")
+	// of their gRPC endpoints, like Envoy's static_resources.clusters.
+	GrpcClusters map[string]string
 }
 
 // TraceEvent is one crossing of the host boundary.
@@ -110,6 +113,7 @@ type Host struct {
 	nextVM   atomic.Int32
 	mu       sync.Mutex
 	vms      []*VM
+	grpc     grpcConns
 	// propertyFault, when set, answers proxy_get_property before the host looks the path up.
 	propertyFault atomic.Pointer[func(path []string) Status]
 }
@@ -262,6 +266,7 @@ func (h *Host) Close(ctx context.Context) error {
 	for _, vm := range vms {
 		_ = vm.Close(ctx)
 	}
+	h.grpc.close()
 	return h.runtime.Close(ctx)
 }
 

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -44,8 +45,8 @@ func (r *Response) Header(name string) string {
 }
 
 // ErrStreamPaused is returned when the module stopped a request without replying or continuing
-// it: in Envoy such a request waits until a timeout. The host does not emulate callouts, so
-// nothing could ever resume it.
+// it, and without a gRPC call of its own in flight whose callback could resume it: in Envoy such
+// a request waits until a timeout.
 var ErrStreamPaused = errors.New("the module paused the request without a local reply or a way to resume it")
 
 // ErrReplacedResponse is returned by ResponseHeaders when the module answered with a local reply
@@ -87,20 +88,27 @@ type Decision struct {
 
 // StartStream creates a stream context and runs proxy_on_request_headers. When the module sends
 // a local reply, the reply is also passed through proxy_on_response_headers, as Envoy's encoder
-// chain does, and the returned Decision carries the final reply.
+// chain does, and the returned Decision carries the final reply. A request the module holds for
+// a gRPC call is waited for (see StartStreamContext).
 func (vm *VM) StartStream(req Request) (*Stream, Decision, error) {
+	return vm.StartStreamContext(context.Background(), req)
+}
+
+// startStream runs the request phase; resume is set when the module holds the request for a
+// call of its own.
+func (vm *VM) startStream(req Request) (_ *Stream, _ Decision, resume chan streamResult, _ error) {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
 	s := &Stream{vm: vm, req: req, requestHeaders: lowerKeys(req.Headers)}
 	s.id, s.root = vm.newContextID(), vm.rootID
 	if _, err := vm.call("proxy_on_context_create", 0, uint64(s.id), uint64(s.root)); err != nil {
-		return nil, Decision{}, err
+		return nil, Decision{}, nil, err
 	}
 	vm.streams[s.id] = s
 	action, err := vm.streamCall(s, mapAccess{request: true}, "proxy_on_request_headers", 0,
 		uint64(s.id), uint64(len(s.requestHeaders)), boolArg(req.EndOfStream))
 	if err != nil {
-		return s, Decision{}, err
+		return s, Decision{}, nil, err
 	}
 	if s.reply != nil {
 		// Envoy overrides the callback's result to Stop once a local reply was sent.
@@ -108,15 +116,18 @@ func (vm *VM) StartStream(req Request) (*Stream, Decision, error) {
 		headers := append([][2]string{{":status", strconv.Itoa(reply.Status)}}, reply.Headers...)
 		final, err := s.responsePhase(headers, len(reply.Body) == 0)
 		if err != nil {
-			return s, Decision{}, err
+			return s, Decision{}, nil, err
 		}
 		reply.Headers = final
-		return s, Decision{Reply: reply}, nil
+		return s, Decision{Reply: reply}, nil, nil
 	}
 	if action != 0 && !s.continued {
-		return s, Decision{}, ErrStreamPaused
+		if resume, ok := vm.pause(s); ok {
+			return s, Decision{}, resume, nil
+		}
+		return s, Decision{}, nil, ErrStreamPaused
 	}
-	return s, Decision{Continue: true, RequestHeaders: s.requestHeaders}, nil
+	return s, Decision{Continue: true, RequestHeaders: s.requestHeaders}, nil, nil
 }
 
 // ResponseHeaders runs proxy_on_response_headers on the upstream's response headers and returns
@@ -157,6 +168,7 @@ func (s *Stream) Finish() error {
 		return nil
 	}
 	s.finished = true
+	s.vm.unpause(s)
 	defer func() {
 		delete(s.vm.streams, s.id)
 		s.vm.streamEnded(s.root)

@@ -57,6 +57,8 @@ type VM struct {
 	streams      map[uint32]*Stream
 	current      *Stream
 
+	grpc grpcState
+
 	metricIDs  map[uint32]*metric
 	nextMetric [3]uint32
 	counters   counters
@@ -91,6 +93,7 @@ var callbackNames = []string{
 	"proxy_on_context_create", "proxy_on_vm_start", "proxy_on_configure",
 	"proxy_on_request_headers", "proxy_on_response_headers",
 	"proxy_on_log", "proxy_on_done", "proxy_on_delete",
+	"proxy_on_grpc_receive", "proxy_on_grpc_close",
 }
 
 // NewVM instantiates the module and starts it as Envoy starts a worker's VM: _initialize under
@@ -369,6 +372,7 @@ func (vm *VM) fail(err error) error {
 	if vm.failed == nil {
 		vm.failed = err
 		vm.host.log(vm.id, 5, "wasm VM failed: "+err.Error())
+		vm.endGrpc(fmt.Errorf("%w: %w", ErrVMFailed, err))
 	}
 	return fmt.Errorf("%w: %w", ErrVMFailed, vm.failed)
 }
@@ -507,6 +511,7 @@ func (vm *VM) writeU64(ptr uint32, v uint64) bool {
 func (vm *VM) Close(ctx context.Context) error {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
+	vm.endGrpc(fmt.Errorf("%w: the VM was closed", ErrVMFailed))
 	for root := range vm.retiring {
 		vm.endRoot(root)
 	}

@@ -44,14 +44,18 @@ func (p *plugin) OnPluginStart(int) types.OnPluginStartStatus {
 	return types.OnPluginStartStatusOK
 }
 
-func (p *plugin) NewHttpContext(uint32) types.HttpContext { return &stream{mode: p.mode} }
+func (p *plugin) NewHttpContext(id uint32) types.HttpContext { return &stream{mode: p.mode, id: id} }
 
 type stream struct {
 	types.DefaultHttpContext
 	mode string
+	id   uint32
 }
 
 func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
+	if strings.HasPrefix(s.mode, "grpc:") {
+		return s.grpc()
+	}
 	switch s.mode {
 	case "gc":
 		// A timer initializes the runtime's netpoller; from then on every collection polls it
@@ -99,4 +103,42 @@ func (s *stream) OnHttpResponseHeaders(int, bool) types.Action {
 		}
 	}
 	return types.ActionContinue
+}
+
+// grpc calls the method named by the mode ("grpc:METHOD[:TIMEOUT_MS[:CLUSTER]]") of the test
+// service with the request's path as the message, and holds the request. On success the
+// response is added to the request as x-echo and the request continues; on failure the status
+// and its message are the reply. The token of the call and of the call before are in x-token.
+func (s *stream) grpc() types.Action {
+	parts := strings.Split(s.mode, ":")
+	method, timeout, cluster := parts[1], uint32(1000), "rls"
+	if len(parts) > 2 {
+		n, _ := strconv.Atoi(parts[2])
+		timeout = uint32(n)
+	}
+	if len(parts) > 3 {
+		cluster = parts[3]
+	}
+	path, _ := abi.GetHttpRequestHeader(":path")
+	token, err := abi.DispatchGrpcCall(s.id, cluster, "test.Echo", method, [][2]string{{"x-probe", "yes"}}, []byte(path), timeout,
+		func(status uint32, message string, response []byte) {
+			if status != abi.GrpcStatusOK {
+				_ = abi.SendHttpResponse(502, [][2]string{{"x-status", strconv.Itoa(int(status))}, {"x-message", message}}, nil, -1)
+				return
+			}
+			// The held request's headers are still there.
+			_ = abi.AddHttpRequestHeader("x-echo", string(response))
+			_ = abi.ResumeHttpRequest()
+		})
+	if err != nil {
+		_ = abi.SendHttpResponse(500, [][2]string{{"x-error", err.Error()}}, nil, -1)
+		return types.ActionPause
+	}
+	if method == "Cancel" {
+		_ = abi.CancelGrpcCall(token)
+		_ = abi.SendHttpResponse(200, [][2]string{{"x-pending", strconv.Itoa(abi.PendingGrpcCalls())}}, nil, -1)
+		return types.ActionPause
+	}
+	_ = abi.AddHttpRequestHeader("x-token", strconv.Itoa(int(token)))
+	return types.ActionPause
 }

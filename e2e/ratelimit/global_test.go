@@ -1,0 +1,392 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	"sigs.k8s.io/yaml"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/admission"
+)
+
+// sharedLimit is the global limit per key of rule "shared", per hour.
+const sharedLimit = 30
+
+// descriptors is the service's configuration for these tests (domain tollgate-e2e): the rules of
+// tollgateConfig send (rule, <name>), (key, <hash>).
+var descriptors = `domain: tollgate-e2e
+descriptors:
+- key: rule
+  value: shared
+  descriptors:
+  - key: key
+    rate_limit: {unit: hour, requests_per_unit: ` + strconv.Itoa(sharedLimit) + `}
+- key: rule
+  value: open
+  descriptors:
+  - key: key
+    rate_limit: {unit: hour, requests_per_unit: 1000000}
+- key: rule
+  value: closed
+  descriptors:
+  - key: key
+    rate_limit: {unit: hour, requests_per_unit: 1000000}
+- key: rule
+  value: bench
+  descriptors:
+  - key: key
+    rate_limit: {unit: hour, requests_per_unit: 1000000000}
+`
+
+// tollgateConfig gives each rule its own path. The local limits never bind in these tests: what
+// is measured is the global limit. shared waits up to 2 s for the service, so that a slow
+// machine cannot turn a check into a timeout that failure_mode allow would admit.
+const tollgateConfig = `{"rules": [
+  {"name": "shared", "match": {"path": {"prefix": "/shared"}}, "key": [{"header": "x-api-key"}],
+   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
+   "global": {"cluster": "ratelimit", "domain": "tollgate-e2e", "timeout": "2s"}},
+  {"name": "open", "match": {"path": {"prefix": "/open"}}, "key": [{"header": "x-api-key"}],
+   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
+   "global": {"cluster": "ratelimit", "domain": "tollgate-e2e", "timeout": "250ms", "failure_mode": "allow"}},
+  {"name": "closed", "match": {"path": {"prefix": "/closed"}}, "key": [{"header": "x-api-key"}],
+   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
+   "global": {"cluster": "ratelimit", "domain": "tollgate-e2e", "timeout": "250ms", "failure_mode": "deny"}},
+  {"name": "local", "match": {"path": {"prefix": "/local"}}, "key": [{"header": "x-api-key"}],
+   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}]},
+  {"name": "bench", "match": {"path": {"prefix": "/bench"}}, "key": [{"header": "x-api-key"}],
+   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
+   "global": {"cluster": "ratelimit", "domain": "tollgate-e2e", "timeout": "1s"}}
+]}`
+
+func upstream(t testing.TB) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("upstream\n"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// outsideHourBoundary waits, if need be, until the current hour has at least margin left: the
+// service counts in windows aligned on the hour, and the exact total holds within one window.
+func outsideHourBoundary(t *testing.T, margin time.Duration) {
+	left := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour))
+	if left < margin {
+		t.Logf("waiting %v for the next hour's window", left.Round(time.Second))
+		time.Sleep(left + time.Second)
+	}
+}
+
+// Two replicas (two `tollgate serve` processes, two worker VMs each) share one global limit:
+// requests for one key spread over both inside one window admit exactly the limit in total; a
+// second key is unaffected.
+func TestTwoReplicasShareOneGlobalLimit(t *testing.T) {
+	e := setUp(t)
+	svc := e.startService(t, descriptors)
+	up := upstream(t)
+	replicas := []*replica{
+		e.startReplica(t, "replica A", tollgateConfig, up, svc.GrpcAddr),
+		e.startReplica(t, "replica B", tollgateConfig, up, svc.GrpcAddr),
+	}
+	outsideHourBoundary(t, 30*time.Second)
+
+	const total, workers = 4 * sharedLimit, 8
+	type result struct {
+		replica    int
+		status     int
+		retryAfter string
+	}
+	results := make(chan result, total)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < total; i += workers {
+				r := i % 2 // alternate between the replicas
+				status, retryAfter, _ := replicas[r].get(t, "/shared", "alice")
+				results <- result{r, status, retryAfter}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(results)
+	admitted, rejected := [2]int{}, [2]int{}
+	secondsLeft := int(time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)).Seconds())
+	for res := range results {
+		switch res.status {
+		case 200:
+			admitted[res.replica]++
+		case 429:
+			rejected[res.replica]++
+			n, err := strconv.Atoi(res.retryAfter)
+			if err != nil || n < 1 || n > 3600 || math.Abs(float64(n-secondsLeft)) > 5 {
+				t.Errorf("Retry-After %q: want the %d seconds left in the service's hour window", res.retryAfter, secondsLeft)
+			}
+		default:
+			t.Errorf("replica %d answered %d", res.replica, res.status)
+		}
+	}
+	t.Logf("key alice: %d requests over 2 replicas: admitted %d (A %d, B %d), rejected %d (A %d, B %d); global limit %d per hour",
+		total, admitted[0]+admitted[1], admitted[0], admitted[1], rejected[0]+rejected[1], rejected[0], rejected[1], sharedLimit)
+	if admitted[0]+admitted[1] != sharedLimit {
+		t.Fatalf("the replicas admitted %d requests for one key, want exactly the global limit %d", admitted[0]+admitted[1], sharedLimit)
+	}
+	if admitted[0] == 0 || admitted[1] == 0 {
+		t.Errorf("one replica admitted nothing (%v): the requests did not spread", admitted)
+	}
+	for i := 0; i < 10; i++ {
+		if status, _, body := replicas[i%2].get(t, "/shared", "bob"); status != 200 {
+			t.Fatalf("bob, request %d: %d %q: another key must be unaffected", i, status, body)
+		}
+	}
+	var ok, over int64
+	for _, r := range replicas {
+		s := r.stats(t)
+		ok += s["tollgate.rule.shared.global_ok"]
+		over += s["tollgate.rule.shared.global_over_limit"]
+		if s["tollgate.rule.shared.global_error"]+s["tollgate.rule.shared.global_timeout"] != 0 {
+			t.Errorf("%s counted failures: %v", r.description, s)
+		}
+		r.healthy(t)
+	}
+	if ok != sharedLimit+10 || over != total-sharedLimit {
+		t.Errorf("counters: global_ok %d, global_over_limit %d; want %d and %d", ok, over, sharedLimit+10, total-sharedLimit)
+	}
+}
+
+// The service stopped mid-test: every request follows its rule's failure mode (allow: 200,
+// deny: 503), no VM traps, and the replicas use the service again by themselves once it is back.
+func TestServiceStoppedMidTest(t *testing.T) {
+	e := setUp(t)
+	svc := e.startService(t, descriptors)
+	r := e.startReplica(t, "replica", tollgateConfig, upstream(t), svc.GrpcAddr)
+	expect := func(phase, path string, want int, n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			if status, _, body := r.get(t, path, "carol"); status != want {
+				t.Fatalf("%s: %s request %d: got %d %q, want %d", phase, path, i, status, body, want)
+			}
+		}
+	}
+	expect("service up", "/open", 200, 5)
+	expect("service up", "/closed", 200, 5)
+
+	svc.stop()
+	start := time.Now()
+	expect("service stopped", "/open", 200, 20)
+	expect("service stopped", "/closed", 503, 20)
+	t.Logf("service stopped: 20 requests of the allow rule answered 200, 20 of the deny rule 503, in %v", time.Since(start).Round(time.Millisecond))
+	s := r.stats(t)
+	if s["tollgate.rule.open.global_error"]+s["tollgate.rule.open.global_timeout"] != 20 ||
+		s["tollgate.rule.closed.global_error"]+s["tollgate.rule.closed.global_timeout"] != 20 {
+		t.Errorf("failures counted: %v", s)
+	}
+	r.healthy(t)
+
+	restarted := time.Now()
+	svc.start(t)
+	back := time.Now()
+	if err := waitFor(15*time.Second, func() error {
+		if status, _, _ := r.get(t, "/closed", "carol"); status != 200 {
+			return fmt.Errorf("status %d", status)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the deny rule did not recover within 15 s of the service's return: %v", err)
+	}
+	recovered := time.Since(back)
+	expect("service back", "/closed", 200, 10)
+	expect("service back", "/open", 200, 10)
+	t.Logf("service back (it took %v to start and answer): the deny rule answered 200 again %v later, then 10 of 10 for each rule",
+		back.Sub(restarted).Round(time.Millisecond), recovered.Round(time.Millisecond))
+	r.healthy(t)
+}
+
+// latency measures n requests, alternating between the paths, and returns each path's
+// durations, sorted.
+func latency(t testing.TB, r *replica, paths []string, n int) [][]time.Duration {
+	out := make([][]time.Duration, len(paths))
+	for i := 0; i < n; i++ {
+		for j, path := range paths {
+			start := time.Now()
+			if status, _, body := r.get(t, path, "dave"); status != 200 {
+				t.Fatalf("%s: %d %q", path, status, body)
+			}
+			out[j] = append(out[j], time.Since(start))
+		}
+	}
+	for _, d := range out {
+		sort.Slice(d, func(a, b int) bool { return d[a] < d[b] })
+	}
+	return out
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	return sorted[int(q*float64(len(sorted)-1))]
+}
+
+// The latency a global check adds per request: the same replica, the same key, a rule with a
+// global limit against one without, measured in the same run, interleaved. The figure is logged
+// and written to build/global-latency.txt (make test prints it).
+func TestGlobalPathLatency(t *testing.T) {
+	e := setUp(t)
+	svc := e.startService(t, descriptors)
+	r := e.startReplica(t, "replica", tollgateConfig, upstream(t), svc.GrpcAddr)
+	latency(t, r, []string{"/local", "/bench"}, 50) // warm up connections and VMs
+	const n = 500
+	d := latency(t, r, []string{"/local", "/bench"}, n)
+	local, global := d[0], d[1]
+	report := fmt.Sprintf("Global limit latency (e2e/ratelimit TestGlobalPathLatency, %s): %d sequential requests per path through `tollgate serve`\n"+
+		"  local only:  p50 %v  p90 %v  p99 %v\n"+
+		"  with global: p50 %v  p90 %v  p99 %v\n"+
+		"  added by the global check (envoyproxy/ratelimit on Redis, loopback; differences of the quantiles): p50 %v  p90 %v  p99 %v\n",
+		time.Now().UTC().Format(time.RFC3339), n,
+		quantile(local, .5), quantile(local, .9), quantile(local, .99),
+		quantile(global, .5), quantile(global, .9), quantile(global, .99),
+		quantile(global, .5)-quantile(local, .5), quantile(global, .9)-quantile(local, .9), quantile(global, .99)-quantile(local, .99))
+	t.Log("\n" + report)
+	err := os.MkdirAll(filepath.Join(repoRoot, "build"), 0o755)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(repoRoot, "build", "global-latency.txt"), []byte(report), 0o644)
+	}
+	if err != nil {
+		t.Logf("cannot write build/global-latency.txt: %v", err)
+	}
+	if s := r.stats(t); s["tollgate.rule.bench.global_ok"] != 550 {
+		t.Errorf("global_ok of bench = %d, want 550: some checks did not reach the service", s["tollgate.rule.bench.global_ok"])
+	}
+	r.healthy(t)
+}
+
+// BenchmarkGlobalPath and BenchmarkLocalPath: one request per iteration through `tollgate
+// serve`, with and without a global check (make bench).
+func BenchmarkGlobalPath(b *testing.B) { benchmarkPath(b, "/bench") }
+func BenchmarkLocalPath(b *testing.B)  { benchmarkPath(b, "/local") }
+
+func benchmarkPath(b *testing.B, path string) {
+	e := setUp(b)
+	svc := e.startService(b, descriptors)
+	r := e.startReplica(b, "replica", tollgateConfig, upstream(b), svc.GrpcAddr)
+	latency(b, r, []string{path}, 20)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if status, _, _ := r.get(b, path, "erin"); status != 200 {
+			b.Fatalf("status %d", status)
+		}
+	}
+}
+
+// The shipped descriptor configuration loads in the real service (its own checker and a
+// running service), and the service gives a limit to the descriptor the shipped Envoy
+// configuration's Tollgate sends.
+func TestShippedDescriptorConfigInTheService(t *testing.T) {
+	e := setUp(t)
+	shipped, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "ratelimit", "ratelimit.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ratelimit.yaml"), shipped, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(e.checker, "-config_dir", dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "all rate limit configs ok") {
+		t.Fatalf("config_check_cmd refuses deploy/ratelimit/ratelimit.yaml: %v\n%s", err, out)
+	}
+
+	rule := shippedGlobalRule(t)
+	svc := e.startService(t, string(shipped))
+	descriptor := &commonv3.RateLimitDescriptor{}
+	for _, entry := range rule.Global.Entries {
+		descriptor.Entries = append(descriptor.Entries, &commonv3.RateLimitDescriptor_Entry{Key: entry.Key, Value: entry.Value})
+	}
+	descriptor.Entries = append(descriptor.Entries,
+		&commonv3.RateLimitDescriptor_Entry{Key: rule.Global.RuleEntry, Value: rule.Name},
+		&commonv3.RateLimitDescriptor_Entry{Key: rule.Global.KeyEntry, Value: admission.GlobalKey(rule.Name, "frank")})
+	descriptor.HitsAddend = wrapperspb.UInt64(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := svc.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: rule.Global.Domain, Descriptors: []*commonv3.RateLimitDescriptor{descriptor}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := resp.GetStatuses()[0]
+	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || status.GetCurrentLimit() == nil {
+		t.Fatalf("the service has no limit for what deploy/ratelimit/envoy.yaml sends: %v", resp)
+	}
+	t.Logf("the shipped pair: rule %s, %d requests per %s across replicas", rule.Name,
+		status.GetCurrentLimit().GetRequestsPerUnit(), status.GetCurrentLimit().GetUnit())
+}
+
+// shippedGlobalRule reads the rule with a global limit of deploy/ratelimit/envoy.yaml's Tollgate
+// configuration: the JSON text of the StringValue that holds "rules".
+func shippedGlobalRule(t *testing.T) config.Rule {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "ratelimit", "envoy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	var find func(v any)
+	find = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["@type"] == "type.googleapis.com/google.protobuf.StringValue" {
+				if s, ok := v["value"].(string); ok && strings.Contains(s, `"rules"`) {
+					text = s
+				}
+			}
+			for _, child := range v {
+				find(child)
+			}
+		case []any:
+			for _, child := range v {
+				find(child)
+			}
+		}
+	}
+	find(doc)
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatalf("the Tollgate configuration of deploy/ratelimit/envoy.yaml: %v", err)
+	}
+	for _, r := range cfg.Rules {
+		if r.Global != nil {
+			return r
+		}
+	}
+	t.Fatal("no rule with a global limit in deploy/ratelimit/envoy.yaml")
+	return config.Rule{}
+}
+
+// The Makefile builds the same version of the service as the tests.
+func TestMakefilePinsTheSameVersion(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "RATELIMIT_VERSION ?= " + RateLimitVersion + "\n"; !strings.Contains(string(data), want) {
+		t.Fatalf("the Makefile lacks %q", want)
+	}
+}

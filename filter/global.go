@@ -1,0 +1,296 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/admission"
+	"github.com/tollgate-proxy/tollgate/internal/rls"
+)
+
+// Global limits: a request the local limits admitted, with a rule that has a global limit, is
+// held while the rate limit service is asked (one ShouldRateLimit per such rule, through
+// proxy_grpc_call). OK from every service lets it go on; OVER_LIMIT from one rejects it as the
+// local limits do, with Retry-After from the service's duration_until_reset; an error or a
+// timeout follows the rule's global failure_mode. A request rejected after all gets back what
+// its local limits were charged, and so does one whose stream ends while it is held.
+
+// globalMetrics are a global rule's counters, named tollgate.rule.<rule>.global_<outcome>.
+type globalMetrics struct {
+	ok, overLimit, failed, timeout, cancelled abi.Counter
+}
+
+// globalRule is what a rule with a global limit needs per call.
+type globalRule struct {
+	config    *config.Global
+	entries   []rls.Entry // the constant entries, with room for the rule and key entries
+	timeoutMs uint32
+	metrics   globalMetrics
+}
+
+// setUpGlobal defines the counters of the rules with a global limit.
+func (p *pluginContext) setUpGlobal(define func(string, *abi.Counter) bool) bool {
+	p.globalRules = make([]*globalRule, len(p.cfg.Rules))
+	for i := range p.cfg.Rules {
+		r := &p.cfg.Rules[i]
+		if r.Global == nil {
+			continue
+		}
+		g := &globalRule{config: r.Global, timeoutMs: uint32(r.Global.Timeout / time.Millisecond)}
+		for _, e := range r.Global.Entries {
+			g.entries = append(g.entries, rls.Entry{Key: e.Key, Value: e.Value})
+		}
+		g.entries = append(g.entries, rls.Entry{Key: r.Global.RuleEntry, Value: r.Name}, rls.Entry{Key: r.Global.KeyEntry})
+		prefix := "tollgate.rule." + r.Name + ".global_"
+		if !define(prefix+"ok", &g.metrics.ok) || !define(prefix+"over_limit", &g.metrics.overLimit) ||
+			!define(prefix+"error", &g.metrics.failed) || !define(prefix+"timeout", &g.metrics.timeout) ||
+			!define(prefix+"cancelled", &g.metrics.cancelled) {
+			return false
+		}
+		p.globalRules[i] = g
+		p.hasGlobal = true
+	}
+	return true
+}
+
+// globalWait is a request held for the rate limit service.
+type globalWait struct {
+	pending  map[uint32]int // tokens of the calls not answered yet, to their rule
+	charge   admission.Charge
+	admitted []int // rules to count as admitted if the request goes on
+	sent     int64 // monotonic time the calls went out
+	decided  bool
+}
+
+// checkGlobal asks the rate limit service about the global limits of an admitted request. held
+// is false when there is nothing to ask; otherwise action is what the request-headers callback
+// returns.
+func (h *httpContext) checkGlobal(out *admission.Outcome, now int64) (action types.Action, held bool) {
+	p := h.plugin
+	if !p.hasGlobal {
+		return types.ActionContinue, false
+	}
+	p.checks = p.gate.GlobalChecks(p.checks[:0])
+	if len(p.checks) == 0 {
+		return types.ActionContinue, false
+	}
+	if p.shadowRules {
+		h.markShadow(out)
+	}
+	h.responseHeaders = p.gate.RateLimitHeaders(p.cfg.RateLimitHeaders, out)
+	w := &globalWait{pending: map[uint32]int{}, charge: p.gate.Charged(), admitted: append([]int(nil), out.Admitted...), sent: now}
+	h.global = w
+	deny := -1 // a rule whose call could not start and whose failure mode is deny
+	for _, c := range p.checks {
+		g := p.globalRules[c.Rule]
+		g.entries[len(g.entries)-1].Value = c.Key
+		msg := rls.AppendRequest(nil, g.config.Domain, g.entries, uint32(c.Cost))
+		rule := c.Rule
+		token, err := abi.DispatchGrpcCall(h.id, g.config.Cluster, rls.Service, rls.Method, nil, msg, g.timeoutMs,
+			func(status uint32, message string, response []byte) {
+				h.onGlobalAnswer(rule, status, message, response)
+			})
+		if err != nil {
+			_ = g.metrics.failed.Increment(1)
+			p.globalFailed(rule, "cannot call cluster "+strconv.Quote(g.config.Cluster)+": "+err.Error())
+			if g.config.FailureMode == config.FailureDeny && deny < 0 {
+				deny = rule
+			}
+			continue
+		}
+		w.pending[token] = rule
+	}
+	switch {
+	case deny >= 0:
+		h.denyGlobal(deny)
+		return types.ActionPause, true
+	case len(w.pending) == 0:
+		h.admitGlobal()
+		return types.ActionContinue, true
+	}
+	return types.ActionPause, true
+}
+
+// onGlobalAnswer handles one call's outcome, with the request's stream as the effective context.
+func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, response []byte) {
+	p, w := h.plugin, h.global
+	if w == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			p.failed("recovered panic while handling the rate limit service's answer")
+			if !w.decided {
+				h.admitGlobal()
+			}
+		}
+	}()
+	g := p.globalRules[rule]
+	now, err := abi.MonotonicNanos()
+	if err != nil {
+		now = w.sent
+	}
+	for token, r := range w.pending {
+		if r == rule {
+			delete(w.pending, token)
+			break
+		}
+	}
+	if status == abi.GrpcStatusStreamEnded {
+		_ = g.metrics.cancelled.Increment(1)
+		if !w.decided {
+			w.decided = true
+			p.gate.GiveBack(store{}, w.charge, now)
+		}
+		return
+	}
+	if w.decided {
+		return
+	}
+	failure := ""
+	timedOut := false
+	if status == abi.GrpcStatusOK {
+		resp, err := rls.DecodeResponse(response)
+		switch {
+		case err != nil:
+			failure = "the rate limit service's answer cannot be read: " + err.Error()
+		case resp.OverallCode == rls.CodeOverLimit:
+			_ = g.metrics.overLimit.Increment(1)
+			h.rejectGlobal(rule, resp, now)
+			return
+		case resp.OverallCode == rls.CodeOK:
+			_ = g.metrics.ok.Increment(1)
+		default:
+			failure = "the rate limit service answered UNKNOWN"
+		}
+	} else {
+		// Envoy reports its own timeout as UNAVAILABLE "upstream request timeout"; the clock
+		// tells it apart from an unavailable service whatever the message.
+		timedOut = status == abi.GrpcStatusDeadlineExceeded || now-w.sent >= int64(g.config.Timeout) ||
+			status == abi.GrpcStatusUnavailable && message == "upstream request timeout"
+		failure = "the rate limit service failed: gRPC status " + strconv.FormatUint(uint64(status), 10)
+		if message != "" {
+			failure += " (" + message + ")"
+		}
+	}
+	if failure != "" {
+		if timedOut {
+			_ = g.metrics.timeout.Increment(1)
+			failure = "the rate limit service did not answer within " + g.config.Timeout.String()
+		} else {
+			_ = g.metrics.failed.Increment(1)
+		}
+		p.globalFailed(rule, failure)
+		if g.config.FailureMode == config.FailureDeny {
+			h.denyGlobal(rule)
+			return
+		}
+	}
+	if len(w.pending) == 0 {
+		h.admitGlobal()
+	}
+}
+
+// admitGlobal lets the held request go on.
+func (h *httpContext) admitGlobal() {
+	p, w := h.plugin, h.global
+	w.decided = true
+	for _, i := range w.admitted {
+		_ = p.rules[i].admitted.Increment(1)
+	}
+	if err := abi.ResumeHttpRequest(); err != nil {
+		p.failed("cannot continue a request after the rate limit service's answer: " + err.Error())
+	}
+}
+
+// finish decides a held request that will not go on: the calls still out are cancelled and the
+// local charge is given back.
+func (h *httpContext) finish(now int64) {
+	w := h.global
+	w.decided = true
+	// The headers of an admitted response: the reply carries its own.
+	h.responseHeaders = nil
+	for token := range w.pending {
+		_ = abi.CancelGrpcCall(token)
+		delete(w.pending, token)
+	}
+	h.plugin.gate.GiveBack(store{}, w.charge, now)
+}
+
+// rejectGlobal answers a request a global limit rejected as local rejections are answered, with
+// Retry-After from the service's duration_until_reset (rounded up, at least 1 second).
+func (h *httpContext) rejectGlobal(rule int, resp rls.Response, now int64) {
+	p := h.plugin
+	h.finish(now)
+	_ = p.rules[rule].limited.Increment(1)
+	retryAfter := int64(1)
+	if s := resp.Status; resp.Statuses > 0 && s.HasReset && s.DurationUntilReset > 0 {
+		retryAfter = max(ceilSeconds(s.DurationUntilReset), 1)
+	}
+	seconds := strconv.FormatInt(retryAfter, 10)
+	cfg := &p.cfg.Response
+	headers := make([][2]string, 0, 2+len(cfg.Headers)+3)
+	headers = append(headers, [2]string{"retry-after", seconds}, [2]string{"content-type", cfg.ContentType})
+	headers = append(headers, cfg.Headers...)
+	headers = append(headers, globalRateLimitHeaders(p.cfg.RateLimitHeaders, p.gate.RuleName(rule), resp, retryAfter)...)
+	if p.debug {
+		abi.Log(abi.LogLevelDebug, "tollgate: decision limited rule "+p.gate.RuleName(rule)+" by the global limit, retry_after "+seconds+"s")
+	}
+	body := strings.ReplaceAll(cfg.Body, "{retry_after}", seconds)
+	if err := abi.SendHttpResponse(uint32(cfg.Status), headers, []byte(body), -1); err != nil {
+		p.failed("cannot send a local reply: " + err.Error())
+	}
+}
+
+// denyGlobal answers 503 for a rule whose service failed with failure_mode deny.
+func (h *httpContext) denyGlobal(rule int) {
+	now, err := abi.MonotonicNanos()
+	if err != nil {
+		now = h.global.sent
+	}
+	h.finish(now)
+	h.reply(503, "the global rate limit service failed (rate limit rule "+h.plugin.gate.RuleName(rule)+")\n")
+}
+
+// globalRateLimitHeaders describe the global limit that rejected a request, when the service
+// said which limit applied: its policy is named "<rule>/global" ('/' cannot occur in a rule
+// name), with the quota per unit and the unit in seconds.
+func globalRateLimitHeaders(style config.HeaderStyle, rule string, resp rls.Response, retryAfter int64) [][2]string {
+	s := resp.Status
+	window := s.Unit.Seconds()
+	if resp.Statuses == 0 || s.RequestsPerUnit == 0 || window == 0 {
+		return nil
+	}
+	quota, t := strconv.FormatUint(uint64(s.RequestsPerUnit), 10), strconv.FormatInt(retryAfter, 10)
+	switch style {
+	case config.HeadersDraft:
+		name := `"` + rule + `/global"`
+		return [][2]string{
+			{"ratelimit-policy", name + ";q=" + quota + ";w=" + strconv.FormatInt(window, 10)},
+			{"ratelimit", name + ";r=0;t=" + t},
+		}
+	case config.HeadersXRateLimit:
+		return [][2]string{{"x-ratelimit-limit", quota}, {"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", t}}
+	}
+	return nil
+}
+
+// globalFailed logs a failure of the rate limit service once per distinct message (it is
+// counted in the rule's global_error or global_timeout).
+func (p *pluginContext) globalFailed(rule int, msg string) {
+	msg = "tollgate: rule " + p.gate.RuleName(rule) + ": " + msg + " (global failure_mode " +
+		p.cfg.Rules[rule].Global.FailureMode.String() + ")"
+	if msg != p.lastGlobalFailure {
+		p.lastGlobalFailure = msg
+		abi.Log(abi.LogLevelWarn, msg)
+	}
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}

@@ -1,0 +1,136 @@
+package admission
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const globalRules = `{"rules": [
+  {"name": "g", "key": [{"header": "k"}], "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "1h"},
+    {"algorithm": "fixed_window", "capacity": 5, "window": "1h"}],
+   "cost": {"header": "x-cost", "max": 3},
+   "global": {"cluster": "ratelimit", "domain": "d"}},
+  {"name": "local", "key": [{"header": "k"}], "limits": [{"capacity": 100, "refill_tokens": 1, "refill_interval": "1s"}]},
+  {"name": "free", "key": [{"header": "k"}], "cost": 0, "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}],
+   "global": {"cluster": "ratelimit", "domain": "d"}}
+]}`
+
+// An admitted request lists one check per enforced rule with a global limit and a cost; the key
+// is a hash, not the key.
+func TestGlobalChecks(t *testing.T) {
+	g := mustGate(t, globalRules)
+	store := newMemStore()
+	req := fakeRequest{headers: map[string]string{"k": "alice-secret-key", "x-cost": "2"}}
+	out := g.Admit(req, store, sec)
+	if out.Verdict != Allow {
+		t.Fatalf("%+v", out)
+	}
+	checks := g.GlobalChecks(nil)
+	if len(checks) != 1 {
+		t.Fatalf("checks %+v, want one for rule g (rule local has no global limit, rule free costs nothing)", checks)
+	}
+	c := checks[0]
+	if c.Rule != 0 || c.Cost != 2 || c.Key != GlobalKey("g", "16:alice-secret-key") {
+		t.Fatalf("check %+v", c)
+	}
+	if strings.Contains(c.Key, "alice") || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(c.Key) {
+		t.Fatalf("key %q: want 32 hex digits that do not show the key", c.Key)
+	}
+	// Appends to what it is given, and reports nothing for a request that was not admitted.
+	if got := g.GlobalChecks([]GlobalCheck{{Rule: 9}}); len(got) != 2 || got[0].Rule != 9 {
+		t.Fatalf("GlobalChecks did not append: %+v", got)
+	}
+	g.Admit(fakeRequest{headers: map[string]string{"k": "bob", "x-cost": "3"}}, store, sec)
+	if out := g.Admit(fakeRequest{headers: map[string]string{"k": "bob", "x-cost": "3"}}, store, sec); out.Verdict != Limited {
+		t.Fatalf("%+v, want limited", out)
+	}
+	if got := g.GlobalChecks(nil); len(got) != 0 {
+		t.Fatalf("a limited request has checks %+v", got)
+	}
+	if !g.Charged().Empty() {
+		t.Fatal("a limited request has a charge")
+	}
+}
+
+// Replicas have different secrets for their key tables, but send the same global key, and keep
+// sending it across versions: it is pinned here.
+func TestGlobalKeyIsTheSameEverywhere(t *testing.T) {
+	a, b := mustGate(t, globalRules), mustGate(t, globalRules)
+	a.secret, b.secret = [2]uint64{1, 2}, [2]uint64{3, 4}
+	for _, g := range []*Gate{a, b} {
+		g.Admit(header("k", "alice"), newMemStore(), sec)
+	}
+	ka, kb := a.GlobalChecks(nil), b.GlobalChecks(nil)
+	if len(ka) != 1 || len(kb) != 1 || ka[0].Key != kb[0].Key {
+		t.Fatalf("replicas disagree: %+v and %+v", ka, kb)
+	}
+	if got := GlobalKey("per-api-key", "alice"); got != "e6595ae8a03c4e628d82b8239b53381e" {
+		t.Fatalf("GlobalKey(per-api-key, alice) = %s: changing it resets every client's global count", got)
+	}
+	if GlobalKey("r1", "alice") == GlobalKey("r2", "alice") {
+		t.Fatal("two rules send the same hash for one key")
+	}
+}
+
+// What a request was charged can be given back later, after other requests, to every limit it
+// was taken from.
+func TestGiveBack(t *testing.T) {
+	g := mustGate(t, globalRules)
+	store := newMemStore()
+	alice := fakeRequest{headers: map[string]string{"k": "alice", "x-cost": "2"}}
+	g.Admit(alice, store, sec)
+	charge := g.Charged()
+	if len(charge.entries) != 3 {
+		t.Fatalf("charge %+v: want the two limits of g and the one of local", charge.entries)
+	}
+	// Another key in between: the charge is a copy, not the Gate's buffers.
+	g.Admit(header("k", "bob"), store, sec)
+	if out := g.Admit(alice, store, 2*sec); out.Verdict != Limited {
+		t.Fatalf("%+v: 3 tokens, 2 taken, 2 more wanted: want limited", out)
+	}
+	g.GiveBack(store, charge, 3*sec)
+	for i, want := range []int64{3, 5} {
+		s, ok := storedSlot(g, store, &g.rules[0].limits[i], "5:alice")
+		_, d := g.rules[0].limits[i].algo.take(s.cells, 3*sec, 1)
+		if !ok || d.Remaining+1 != want {
+			t.Fatalf("limit %d holds %d after the refund, want %d", i, d.Remaining+1, want)
+		}
+	}
+	if out := g.Admit(alice, store, 3*sec); out.Verdict != Allow {
+		t.Fatalf("%+v: the refund should have made room", out)
+	}
+	// Giving nothing back, or a charge of a request that cost nothing, is a no-op.
+	g.GiveBack(store, Charge{}, 4*sec)
+	g.Admit(fakeRequest{headers: map[string]string{"k": "carol", "x-cost": "0"}}, store, 4*sec)
+}
+
+// A window gives back only while the window the units were counted in lasts: after it, the
+// refund would land on what the next window counted.
+func TestGiveBackAfterTheWindowIsDropped(t *testing.T) {
+	g := mustGate(t, `{"rules": [{"name": "w", "key": [{"header": "k"}],
+	  "limits": [{"algorithm": "fixed_window", "capacity": 2, "window": "1s"}],
+	  "global": {"cluster": "ratelimit", "domain": "d"}}]}`)
+	store := newMemStore()
+	g.Admit(header("k", "x"), store, 10*sec)
+	old := g.Charged()
+	g.Admit(header("k", "x"), store, 11*sec) // next window: 1 counted
+	g.Admit(header("k", "x"), store, 11*sec) // 2 counted: full
+	recent := g.Charged()
+	g.GiveBack(store, old, 11*sec)
+	if out := g.Admit(header("k", "x"), store, 11*sec); out.Verdict != Limited {
+		t.Fatalf("%+v: a refund from the previous window was applied to this one", out)
+	}
+	g.GiveBack(store, recent, 11*sec+sec/2)
+	if out := g.Admit(header("k", "x"), store, 11*sec+sec/2); out.Verdict != Allow {
+		t.Fatalf("%+v: a refund within its window was dropped", out)
+	}
+}
+
+func TestFloorDiv(t *testing.T) {
+	for _, c := range [][3]int64{{7, 2, 3}, {-7, 2, -4}, {-8, 2, -4}, {0, 5, 0}, {-1, 5, -1}} {
+		if got := floorDiv(c[0], c[1]); got != c[2] {
+			t.Errorf("floorDiv(%d, %d) = %d, want %d", c[0], c[1], got, c[2])
+		}
+	}
+}

@@ -1,0 +1,396 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// gRPC callouts with Envoy's semantics (envoy source/extensions/common/wasm/context.cc grpcCall,
+// onGrpcReceiveWrapper, onGrpcCloseWrapper, grpcCancel; proxy-wasm-cpp-host src/exports.cc
+// grpc_call, include/proxy-wasm/wasm.h nextGrpcCallId), on real gRPC connections:
+//
+//   - proxy_grpc_call's service is a serialized envoy.config.core.v3.GrpcService if it parses as
+//     one, else a cluster name; an unknown cluster is ParseFailure. Clusters are mapped to
+//     addresses by Options.GrpcClusters; one connection per cluster serves every VM of the host,
+//     as Envoy's cluster manager pools them.
+//   - The call belongs to the plugin's root context whichever context made it; tokens count per
+//     VM 5, 9, 13, … (call ids have the low two bits 01). The call outlives the stream that made
+//     it.
+//   - The answer comes back on the VM's own thread, never inside another callback: on success
+//     proxy_on_grpc_receive(root, token, size) with the message in buffer GRPC_CALL_MESSAGE (5),
+//     on failure proxy_on_grpc_close(root, token, status) with the status message in
+//     proxy_get_status. A unary call gets one of the two, never both.
+//   - Envoy's own timeout reaches the module as status 14 (UNAVAILABLE) "upstream request
+//     timeout": the async client's router answers a timed-out gRPC request with a local 504,
+//     which gRPC maps to UNAVAILABLE. Timeout 0 means none.
+//   - proxy_grpc_cancel (and proxy_grpc_close, for a unary call) forget the call: no callback.
+//   - A stream the module stopped while a call it made is in flight stays paused until a callback
+//     continues it (proxy_set_effective_context, then proxy_continue_stream) or answers it
+//     (proxy_send_local_response); both take effect after that callback returns. The local
+//     answer then passes through proxy_on_response_headers, as Envoy's encoder chain does.
+
+// ErrStreamReset is returned by StartStreamContext when the context ends while the module holds
+// the request: the client went away, and the stream is reset.
+var ErrStreamReset = errors.New("the stream was reset while the module held it")
+
+// grpcState is a VM's part of the gRPC emulation.
+type grpcState struct {
+	lastCall uint32               // the last call id handed out
+	calls    map[uint32]*grpcCall // calls in flight
+	// message is the response readable as GRPC_CALL_MESSAGE during proxy_on_grpc_receive.
+	message    []byte
+	hasMessage bool
+	// status and statusMessage are what proxy_get_status reports: the last call's.
+	status        uint32
+	statusMessage string
+	// paused are the streams stopped while a call they made is in flight, by context id.
+	paused map[uint32]*pausedStream
+}
+
+type grpcCall struct {
+	cancel context.CancelFunc
+	stream *Stream // the stream current when the call was made, or nil
+}
+
+type pausedStream struct {
+	stream *Stream
+	resume chan streamResult // buffered: settling never blocks
+}
+
+type streamResult struct {
+	decision Decision
+	err      error
+}
+
+// grpcConns are the host's connections, one per cluster.
+type grpcConns struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func (c *grpcConns) get(address string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn, ok := c.conns[address]; ok {
+		return conn, nil
+	}
+	conn, err := grpc.NewClient(address,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Reconnect quickly, as Envoy's connection pool does on the next request, so that a
+		// service that comes back is used again within a second.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		}))
+	if err != nil {
+		return nil, err
+	}
+	if c.conns == nil {
+		c.conns = map[string]*grpc.ClientConn{}
+	}
+	c.conns[address] = conn
+	return conn, nil
+}
+
+func (c *grpcConns) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+}
+
+// GrpcClusters lists the clusters the host can call, sorted.
+func (h *Host) GrpcClusters() []string {
+	names := make([]string, 0, len(h.opts.GrpcClusters))
+	for name := range h.opts.GrpcClusters {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// grpcTarget resolves proxy_grpc_call's service argument to an address.
+func (h *Host) grpcTarget(service []byte) (string, Status) {
+	var parsed corev3.GrpcService
+	if err := proto.Unmarshal(service, &parsed); err == nil {
+		switch {
+		case parsed.GetEnvoyGrpc() != nil:
+			address, ok := h.opts.GrpcClusters[parsed.GetEnvoyGrpc().GetClusterName()]
+			if !ok {
+				// Envoy creates the client without checking the cluster and fails the send.
+				return "", StatusInternalFailure
+			}
+			return address, StatusOK
+		case parsed.GetGoogleGrpc().GetTargetUri() != "":
+			return parsed.GetGoogleGrpc().GetTargetUri(), StatusOK
+		}
+		return "", StatusBadArgument // no target: the client cannot be created
+	}
+	address, ok := h.opts.GrpcClusters[string(service)]
+	if !ok {
+		return "", StatusParseFailure
+	}
+	return address, StatusOK
+}
+
+// proxy_grpc_call(service, service_size, service_name, service_name_size, method, method_size,
+// metadata, metadata_size, message, message_size, timeout_ms, token_ptr).
+func proxyGrpcCall(vm *VM, stack []uint64) {
+	arg := func(i int) ([]byte, bool) { return vm.read(uint32(stack[i]), uint32(stack[i+1])) }
+	service, ok1 := arg(0)
+	serviceName, ok2 := arg(2)
+	method, ok3 := arg(4)
+	rawMetadata, ok4 := arg(6)
+	message, ok5 := arg(8)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	timeout, tokenPtr := time.Duration(uint32(stack[10]))*time.Millisecond, uint32(stack[11])
+	address, st := vm.host.grpcTarget(service)
+	if st != StatusOK {
+		ret(stack, st)
+		return
+	}
+	conn, err := vm.host.grpc.get(address)
+	if err != nil {
+		ret(stack, StatusBadArgument)
+		return
+	}
+	pairs, _ := decodeHostPairs(rawMetadata) // malformed pairs are no metadata, as in cpp-host
+	md := metadata.MD{}
+	for _, p := range pairs {
+		md.Append(lower(p[0]), p[1])
+	}
+	ctx, cancel := callContext(timeout)
+	vm.grpc.lastCall += 4
+	if vm.grpc.lastCall&3 != 1 {
+		vm.grpc.lastCall = 5
+	}
+	token := vm.grpc.lastCall
+	if vm.grpc.calls == nil {
+		vm.grpc.calls = map[uint32]*grpcCall{}
+	}
+	vm.grpc.calls[token] = &grpcCall{cancel: cancel, stream: vm.current}
+	go vm.runGrpcCall(metadata.NewOutgoingContext(ctx, md), token, conn, "/"+string(serviceName)+"/"+string(method), message)
+	// cpp-host writes the token after the call has started.
+	if !vm.writeU32(tokenPtr, token) {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	ret(stack, StatusOK)
+}
+
+// callContext bounds a call by its timeout; 0 is none.
+func callContext(timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout > 0 {
+		return context.WithTimeout(context.Background(), timeout)
+	}
+	return context.WithCancel(context.Background())
+}
+
+// rawCodec passes messages through as the module serialized them.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+func (vm *VM) runGrpcCall(ctx context.Context, token uint32, conn *grpc.ClientConn, method string, message []byte) {
+	var response []byte
+	err := conn.Invoke(ctx, method, &message, &response, grpc.ForceCodec(rawCodec{}))
+	switch {
+	case err == nil:
+		vm.deliverGrpc(token, 0, "", response)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded && nearDeadline(ctx):
+		// The server may see the deadline (grpc-timeout) pass a moment before the client does
+		// and reset the call; either way it is the call's timeout, which Envoy reports itself.
+		vm.deliverGrpc(token, 14, "upstream request timeout", nil)
+	case errors.Is(ctx.Err(), context.Canceled):
+		// Cancelled by the module or the host: nothing is delivered.
+	default:
+		s := status.Convert(err)
+		vm.deliverGrpc(token, uint32(s.Code()), s.Message(), nil)
+	}
+}
+
+// nearDeadline reports whether the call's deadline has (all but) passed.
+func nearDeadline(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && time.Until(deadline) < 10*time.Millisecond
+}
+
+// deliverGrpc runs the callback of an answered call on the VM, then what the callback asked for
+// the paused streams.
+func (vm *VM) deliverGrpc(token, code uint32, message string, response []byte) {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	call, ok := vm.grpc.calls[token]
+	if !ok || vm.failed != nil {
+		return
+	}
+	delete(vm.grpc.calls, token)
+	call.cancel()
+	var err error
+	if code == 0 {
+		vm.grpc.message, vm.grpc.hasMessage = response, true
+		_, err = vm.call("proxy_on_grpc_receive", 0, uint64(vm.rootID), uint64(token), uint64(len(response)))
+		vm.grpc.message, vm.grpc.hasMessage = nil, false
+	} else {
+		vm.grpc.status, vm.grpc.statusMessage = code, message
+		_, err = vm.call("proxy_on_grpc_close", 0, uint64(vm.rootID), uint64(token), uint64(code))
+		vm.grpc.statusMessage = ""
+	}
+	// The effective context lasts for the callback only.
+	vm.current = nil
+	for _, p := range vm.grpc.paused {
+		p.stream.access = mapAccess{}
+	}
+	vm.settlePaused(err)
+}
+
+// settlePaused carries out what the last callback asked for the paused streams, as Envoy does
+// once a callback returns: a local reply (passed through the response phase), or continuing.
+// A failed VM ends them all with its error.
+func (vm *VM) settlePaused(err error) {
+	for id, p := range vm.grpc.paused {
+		s := p.stream
+		switch {
+		case err != nil:
+			p.resume <- streamResult{err: err}
+		case s.reply != nil:
+			reply := s.reply
+			headers := append([][2]string{{":status", fmt.Sprint(reply.Status)}}, reply.Headers...)
+			final, rerr := s.responsePhase(headers, len(reply.Body) == 0)
+			if rerr == nil {
+				reply.Headers = final
+			}
+			p.resume <- streamResult{decision: Decision{Reply: reply}, err: rerr}
+		case s.continued:
+			p.resume <- streamResult{decision: Decision{Continue: true, RequestHeaders: s.requestHeaders}}
+		default:
+			continue
+		}
+		delete(vm.grpc.paused, id)
+	}
+}
+
+// pause registers a stream the module stopped with a call of its own in flight; false if it has
+// none, and nothing could ever resume it.
+func (vm *VM) pause(s *Stream) (chan streamResult, bool) {
+	for _, c := range vm.grpc.calls {
+		if c.stream == s {
+			if vm.grpc.paused == nil {
+				vm.grpc.paused = map[uint32]*pausedStream{}
+			}
+			p := &pausedStream{stream: s, resume: make(chan streamResult, 1)}
+			vm.grpc.paused[s.id] = p
+			return p.resume, true
+		}
+	}
+	return nil, false
+}
+
+// unpause forgets a paused stream (it ended or was reset), ending its wait with ErrStreamReset;
+// false if it was no longer paused.
+func (vm *VM) unpause(s *Stream) bool {
+	p, ok := vm.grpc.paused[s.id]
+	if !ok {
+		return false
+	}
+	delete(vm.grpc.paused, s.id)
+	p.resume <- streamResult{err: ErrStreamReset}
+	return true
+}
+
+// endGrpc cancels the calls in flight and ends the paused streams with err (the VM closes or
+// failed).
+func (vm *VM) endGrpc(err error) {
+	for token, c := range vm.grpc.calls {
+		c.cancel()
+		delete(vm.grpc.calls, token)
+	}
+	vm.settlePaused(err)
+}
+
+// PendingCalls is the number of the VM's gRPC calls in flight: a module that forgets a call (a
+// stream that ended without cancelling what it waited for) leaves it here until it completes.
+func (vm *VM) PendingCalls() int {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return len(vm.grpc.calls)
+}
+
+// proxy_grpc_cancel(token) and, for a unary call, proxy_grpc_close(token): the call is
+// forgotten and gets no callback. Stream ids (low bits 10) are never handed out here: NotFound.
+func proxyGrpcCancel(vm *VM, stack []uint64) {
+	token := uint32(stack[0])
+	switch token & 3 {
+	case 1:
+	case 2:
+		ret(stack, StatusNotFound)
+		return
+	default:
+		ret(stack, StatusBadArgument)
+		return
+	}
+	c, ok := vm.grpc.calls[token]
+	if !ok {
+		ret(stack, StatusNotFound)
+		return
+	}
+	delete(vm.grpc.calls, token)
+	c.cancel()
+	ret(stack, StatusOK)
+}
+
+// proxy_get_status(code_ptr, message_ptr_ptr, message_size_ptr): the last call's status; its
+// message only during proxy_on_grpc_close.
+func proxyGetStatus(vm *VM, stack []uint64) {
+	if !vm.writeU32(uint32(stack[0]), vm.grpc.status) {
+		ret(stack, StatusInvalidMemoryAccess)
+		return
+	}
+	ret(stack, vm.copyOut([]byte(vm.grpc.statusMessage), uint32(stack[1]), uint32(stack[2])))
+}
+
+// StartStreamContext is StartStream for a request that may be held: when the module stops it
+// while a gRPC call it made is in flight, it waits until a callback continues or answers it, or
+// until ctx ends (then ErrStreamReset; Finish the stream as for any other).
+func (vm *VM) StartStreamContext(ctx context.Context, req Request) (*Stream, Decision, error) {
+	s, d, resume, err := vm.startStream(req)
+	if resume == nil {
+		return s, d, err
+	}
+	select {
+	case r := <-resume:
+		return s, r.decision, r.err
+	case <-ctx.Done():
+		vm.mu.Lock()
+		stillPaused := vm.unpause(s)
+		vm.mu.Unlock()
+		if !stillPaused {
+			r := <-resume // settled in the meantime
+			return s, r.decision, r.err
+		}
+		return s, Decision{}, fmt.Errorf("%w: %w", ErrStreamReset, ctx.Err())
+	}
+}
