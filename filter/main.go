@@ -152,7 +152,7 @@ func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
 // OnHttpStreamDone runs when Envoy deletes the stream's context: the context goes back to its
 // plugin's free list.
 func (h *httpContext) OnHttpStreamDone() {
-	h.responseHeaders = nil
+	h.responseHeaders, h.global = nil, nil
 	h.plugin.free = append(h.plugin.free, h)
 }
 
