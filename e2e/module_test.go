@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -74,34 +73,7 @@ const monotonicStart = int64(3_600 * time.Second)
 
 func newRig(t testing.TB, profile host.Profile, config string, workers int) *rig {
 	t.Helper()
-	g := &rig{t: t, clock: host.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), monotonicStart), start: monotonicStart}
-	h, err := host.New(context.Background(), module(t), host.Options{
-		Profile:          profile,
-		PluginName:       "tollgate",
-		RootID:           "tollgate",
-		VMID:             "tollgate",
-		PluginConfig:     []byte(config),
-		Clock:            g.clock,
-		CompilationCache: cache,
-		Log: func(e host.LogEntry) {
-			g.mu.Lock()
-			g.logs = append(g.logs, e)
-			g.mu.Unlock()
-		},
-	})
-	if err != nil {
-		t.Fatalf("load module: %v", err)
-	}
-	t.Cleanup(func() { h.Close(context.Background()) })
-	g.host = h
-	for i := 0; i < workers; i++ {
-		vm, err := h.NewVM(context.Background())
-		if err != nil {
-			t.Fatalf("start VM: %v\nlogs:\n%s", err, g.logText())
-		}
-		g.vms = append(g.vms, vm)
-	}
-	return g
+	return newRigWith(t, profile, config, workers, rigOptions{})
 }
 
 func (g *rig) logText() string {
