@@ -111,7 +111,7 @@ func (g *rig) slots() map[string][]byte {
 	return out
 }
 
-// slotOwner is the owner hash stored in a slot value (internal/admission slot.go: offset 8).
+// slotOwner is the owner hash stored in a slot value (internal/admission table.go: offset 8).
 func slotOwner(value []byte) uint64 {
 	if len(value) != 48 {
 		return 0

@@ -2,26 +2,12 @@ package admission
 
 import (
 	"errors"
-	"math"
 	"strconv"
 	"time"
-
-	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
-
-// MaxAttempts bounds the read-decide-write loop. Each retry means another worker VM updated one
-// of the request's keys in between, so the bound is only reached under extreme contention; then
-// the configured failure mode applies.
-const MaxAttempts = 16
-
-// casCreate is the CAS passed when writing a key that did not exist. Envoy stores a value for an
-// absent key whatever the CAS argument, but CAS 0 would overwrite unconditionally if another
-// worker created the key in between; any non-zero CAS makes that case a CasMismatch instead. The
-// one collision left is a concurrently created key whose CAS is exactly this value.
-const casCreate = math.MaxUint32
 
 // Store is Envoy shared data: Get fails with types.ErrorStatusNotFound for an absent key, Set
 // with types.ErrorStatusCasMismatch when the key's CAS is no longer cas. The key is only valid
@@ -424,153 +410,6 @@ func (g *Gate) collect(group []applied, rejecting *applied, now int64) {
 		g.out.Limits = append(g.out.Limits, status)
 	}
 }
-
-// decide charges every limit of a group or none. It reads all slots and decides; if one
-// rejects, nothing is written and the rejection with the longest wait is returned. Otherwise
-// each new state is written with the CAS it was read with; if another worker wrote one of them
-// first, the writes already made are undone and the whole group is decided again.
-func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applied, error) {
-	for attempt := 0; attempt < MaxAttempts; attempt++ {
-		var worst *applied
-		for i := range group {
-			a := &group[i]
-			if err := g.read(store, a, now); err != nil {
-				return Failed, nil, err
-			}
-			if !a.skip && !a.decision.Allowed && (worst == nil || a.decision.RetryAfter > worst.decision.RetryAfter) {
-				worst = a
-			}
-		}
-		if worst != nil {
-			return Limited, worst, nil
-		}
-		written := 0
-		var err error
-		for ; written < len(group); written++ {
-			a := &group[written]
-			if a.skip || a.cost == 0 {
-				continue // nothing to charge; the slot stays as it is
-			}
-			encodeSlot(g.buf[:], &slot{algorithm: a.limit.tag, fingerprint: a.limit.fingerprint, owner: a.writeOwner,
-				idleAt: a.limit.algo.idleAt(a.next), cells: a.next})
-			if err = store.Set(g.slotKey(a.slot), g.buf[:], a.cas); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			return Allow, nil, nil
-		}
-		g.refund(store, group[:written], now)
-		if !isCasMismatch(err) {
-			return Failed, nil, errors.New("cannot write to shared data: " + err.Error())
-		}
-	}
-	return Failed, nil, errContended
-}
-
-var errContended = errors.New("shared data stayed contended for " + strconv.Itoa(MaxAttempts) + " attempts")
-
-// read loads a limit's slot and decides the limit on it. The slot holds this bucket, nothing, a
-// value that is not a slot (replaced), another bucket that is idle (taken over), or another
-// bucket in use: then the when_full policy applies.
-func (g *Gate) read(store Store, a *applied, now int64) error {
-	l := a.limit
-	a.skip, a.writeOwner = false, a.owner
-	value, cas, err := store.Get(g.slotKey(a.slot))
-	state := l.algo.initial(now)
-	switch {
-	case isNotFound(err):
-		cas = casCreate
-	case err != nil:
-		return errors.New("cannot read shared data: " + err.Error())
-	default:
-		s, ok := decodeSlot(value)
-		switch {
-		case !ok:
-			// Not a slot value: corrupt, or written by something else. Replaced, and reported.
-			g.out.Corrupt++
-		case s.owner == a.owner && s.algorithm == l.tag:
-			if s.fingerprint == l.fingerprint && l.algo.valid(s.cells) {
-				state = s.cells
-			} else if converted, ok := l.algo.convert(s.cells, now); ok {
-				// Written by a changed version of this limit (a new configuration).
-				state = converted
-			}
-		case s.owner == a.owner:
-			// The limit changed algorithm: it starts afresh.
-		case s.idleAt <= now:
-			// Another bucket, idle: its owner would find it as good as new, so it is taken over.
-		default:
-			// Another bucket in use.
-			g.out.TableFull++
-			switch g.table.WhenFull {
-			case config.WhenFullAllow:
-				a.cas, a.skip = cas, true
-				a.decision = limiter.Decision{Allowed: true}
-				return nil
-			case config.WhenFullShare:
-				if s.algorithm == l.tag && s.fingerprint == l.fingerprint && l.algo.valid(s.cells) {
-					state, a.writeOwner = s.cells, s.owner
-					break
-				}
-				fallthrough
-			default:
-				a.cas, a.next = cas, state
-				a.decision = limiter.Decision{RetryAfter: time.Duration(max(s.idleAt-now, 1))}
-				return nil
-			}
-		}
-	}
-	a.cas = cas
-	if a.cost == 0 {
-		a.next, a.decision = state, peek(l.algo, state, now)
-		return nil
-	}
-	a.next, a.decision = l.algo.take(state, now, a.cost)
-	return nil
-}
-
-// peek is the decision for a request that costs nothing: always admitted, and what is left is
-// what a one-unit request would find.
-func peek(algo algorithm, state cells, now int64) limiter.Decision {
-	_, d := algo.take(state, now, 1)
-	if d.Allowed {
-		d.Remaining++
-	}
-	d.Allowed, d.RetryAfter = true, 0
-	return d
-}
-
-// refund gives back what a group's first limits were charged before a later write failed. It is
-// best effort: if it fails, the charge stands, which errs towards admitting less, never more.
-// A slot that holds another bucket by now is left alone.
-func (g *Gate) refund(store Store, charged []applied, now int64) {
-	for i := range charged {
-		a := &charged[i]
-		if a.skip || a.cost == 0 {
-			continue
-		}
-		for attempt := 0; attempt < MaxAttempts; attempt++ {
-			value, cas, err := store.Get(g.slotKey(a.slot))
-			if err != nil {
-				break
-			}
-			s, ok := decodeSlot(value)
-			if !ok || s.owner != a.writeOwner || s.fingerprint != a.limit.fingerprint || !a.limit.algo.valid(s.cells) {
-				break
-			}
-			// The idle time stays: a refund only makes the bucket idle sooner.
-			s.cells = a.limit.algo.give(s.cells, now, a.cost)
-			encodeSlot(g.buf[:], &s)
-			if err := store.Set(g.slotKey(a.slot), g.buf[:], cas); err == nil || !isCasMismatch(err) {
-				break
-			}
-		}
-	}
-}
-
-func isNotFound(err error) bool    { return errors.Is(err, types.ErrorStatusNotFound) }
-func isCasMismatch(err error) bool { return errors.Is(err, types.ErrorStatusCasMismatch) }
 
 // partitionHash identifies a partition key in headers and logs without revealing it: keyed with
 // the table's secret, so that a short key space (addresses, sequential ids) cannot be searched
