@@ -101,7 +101,7 @@ check lint:
 	$(GO) mod tidy -diff
 
 # The image holds build/tollgate.wasm as plugin.wasm in one layer; push it and point a WasmPlugin's
-# url at it (README, "Istio").
+# url at it (docs/istio.md).
 image: build
 	deploy/image/build.sh $(IMAGE) $(WASM)
 

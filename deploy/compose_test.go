@@ -187,19 +187,19 @@ func envoyPorts(c *envoyConfig) []string {
 	return ports
 }
 
-// The README's container quick start runs the image the compose file pins.
-func TestReadmeUsesThePinnedEnvoyImage(t *testing.T) {
+// The Envoy guide's container quick start runs the image the compose file pins.
+func TestEnvoyGuideUsesThePinnedEnvoyImage(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(repoRoot, composeFiles[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	image := pinnedEnvoy.FindString(firstImage(string(data)))
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	guide, err := os.ReadFile(filepath.Join(repoRoot, "docs", "envoy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if image == "" || !strings.Contains(string(readme), image) {
-		t.Fatalf("README.md does not mention %q, the image %s pins", image, composeFiles[0])
+	if image == "" || !strings.Contains(string(guide), image) {
+		t.Fatalf("docs/envoy.md does not mention %q, the image %s pins", image, composeFiles[0])
 	}
 }
 

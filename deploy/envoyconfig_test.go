@@ -166,7 +166,7 @@ func walk(m protoreflect.Message, path string, visit func(path string, m proto.M
 	return err
 }
 
-// checkTollgateFilter checks a Wasm HTTP filter the way the README asks it to be set up, and its
+// checkTollgateFilter checks a Wasm HTTP filter the way docs/envoy.md asks it to be set up, and its
 // plugin configuration with the code the module runs.
 func checkTollgateFilter(path string, w *httpwasmv3.Wasm) []error {
 	pc := w.GetConfig()

@@ -28,7 +28,7 @@ type wasmPlugin struct {
 }
 
 // checkWasmPlugin reads a WasmPlugin manifest against Istio's API (extensions.istio.io/v1alpha1,
-// unknown fields and unknown enum values rejected), checks what the README asks of a Tollgate
+// unknown fields and unknown enum values rejected), checks what docs/istio.md asks of a Tollgate
 // WasmPlugin, and checks its pluginConfig the way the module will see it: Istio turns the
 // Struct into JSON (every number a double) and the module parses that with config.Parse. It
 // returns every problem, each naming the file and the field.

@@ -15,7 +15,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
 
-// minimumEnvoy is the oldest Envoy generation Tollgate supports (README, "Supported versions"),
+// minimumEnvoy is the oldest Envoy generation Tollgate supports (docs/envoy.md, "Supported versions"),
 // and abiVersion the proxy-wasm ABI the module must declare.
 const (
 	minimumEnvoy = host.Envoy133

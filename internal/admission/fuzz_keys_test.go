@@ -22,7 +22,7 @@ func canonicalIP(s string) string {
 	return a.Unmap().String()
 }
 
-// refClientAddress is the client address the README promises, written independently of
+// refClientAddress is the client address docs/configuration.md promises, written independently of
 // requestView: with N trusted hops, the Nth x-forwarded-for entry from the right (an entry Envoy
 // appended is one of the N); otherwise, or if that entry is not an address, source.address
 // without its port.
