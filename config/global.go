@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tollgate-proxy/tollgate/internal/rls"
 )
 
 // Global is a rule's global limit: a request its local limits admit is also checked with a rate
@@ -163,7 +161,7 @@ func (v *validator) globalCluster(path string, value *jsonValue) string {
 	}
 	// Envoy's proxy_grpc_call first tries to read its argument as a serialized GrpcService and
 	// only otherwise takes it as a cluster name.
-	if rls.IsMessage([]byte(name)) {
+	if isProtobufMessage([]byte(name)) {
 		v.add(path, strconv.Quote(name)+" is also valid protobuf, and Envoy would read it as a serialized "+
 			"GrpcService instead of a cluster name: rename the cluster, e.g. \"ratelimit\"")
 		return ""

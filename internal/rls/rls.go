@@ -371,11 +371,3 @@ func appendString(dst []byte, num int, s string) []byte {
 	dst = appendVarint(dst, uint64(len(s)))
 	return append(dst, s...)
 }
-
-// IsMessage reports whether b is a well-formed protobuf message (a sequence of fields; empty is
-// the empty message). Envoy's proxy_grpc_call reads its service argument as a serialized
-// GrpcService when it parses, and as a cluster name only otherwise, so a cluster name for which
-// this is true would be misread.
-func IsMessage(b []byte) bool {
-	return fields(b, func(uint64, int, uint64, []byte) error { return nil }) == nil
-}
