@@ -1,0 +1,187 @@
+package config
+
+import (
+	"math/bits"
+	"strconv"
+)
+
+// cost reads a rule's cost. ok says whether the value compared with the
+// limits' capacities, the fixed cost or max, is valid.
+func (v *validator) cost(path string, value *jsonValue) (cost Cost, ok bool) {
+	cost.Units = defaultCostUnits
+	switch value.kind {
+	case kindNumber:
+		cost.Units, ok = v.wholeNumber(path, value, 0, maxCost, costRule)
+		return cost, ok
+	case kindObject:
+	default:
+		v.add(path, "got "+describe(value)+", want a number or an object: "+costRule)
+		return cost, false
+	}
+	v.checkFieldNames(path, value, costFields)
+	if header := v.required(value, path, "header", `"x-cost"`); header != nil {
+		cost.Header = v.headerName(fieldPath(path, "header"), header)
+	}
+	if maximum := v.required(value, path, "max", "100"); maximum != nil {
+		cost.Max, ok = v.wholeNumber(fieldPath(path, "max"), maximum, 1, maxCost, costMaxRule)
+	}
+	if units := value.member("default"); units != nil {
+		defaultPath := fieldPath(path, "default")
+		if n, unitsOK := v.wholeNumber(defaultPath, units, 0, maxCost, costDefaultRule); unitsOK {
+			cost.Units = n
+			if ok && n > cost.Max {
+				v.add(defaultPath, strconv.FormatInt(n, 10)+" is above max "+strconv.FormatInt(cost.Max, 10)+
+					": "+costDefaultRule)
+			}
+		}
+	}
+	return cost, ok
+}
+
+// checkCostFits reports a cost that exceeds the capacity of one of the
+// rule's limits: no request could ever be admitted. fromHeader says cost
+// was given as an object, so that its max is what must fit.
+func (v *validator) checkCostFits(path string, cost Cost, fromHeader bool, limitsPath string, limits []Limit) {
+	smallest := -1
+	for i, limit := range limits {
+		// A capacity of 0 is a limit whose capacity was invalid, already reported.
+		if limit.Capacity > 0 && (smallest < 0 || limit.Capacity < limits[smallest].Capacity) {
+			smallest = i
+		}
+	}
+	if smallest < 0 {
+		return
+	}
+	capacity := limits[smallest].Capacity
+	limitName := indexPath(limitsPath, smallest)
+	if !fromHeader && cost.Units > capacity {
+		v.add(path, strconv.FormatInt(cost.Units, 10)+" is above the capacity "+strconv.FormatInt(capacity, 10)+
+			" of "+limitName+", so no request could ever be admitted: use a cost of at most "+
+			strconv.FormatInt(capacity, 10)+" or raise that limit's capacity")
+	}
+	if fromHeader && cost.Max > capacity {
+		v.add(path, "max "+strconv.FormatInt(cost.Max, 10)+" is above the capacity "+strconv.FormatInt(capacity, 10)+
+			" of "+limitName+", so a request declaring that cost could never be admitted: use a max of at most "+
+			strconv.FormatInt(capacity, 10)+" or raise that limit's capacity")
+	}
+}
+
+func (v *validator) limits(path string, value *jsonValue) []Limit {
+	if !v.wantKind(path, value, kindArray, "limits is a list of 1 to 8 limit objects such as ["+exampleLimit+"] or ["+exampleWindowLimit+"]") {
+		return nil
+	}
+	v.checkCount(path, len(value.items), maxLimitsPerRule, "limits", "add a limit such as "+exampleLimit)
+	limits := make([]Limit, 0, len(value.items))
+	for i, item := range value.items {
+		limits = append(limits, v.limit(indexPath(path, i), item))
+	}
+	return limits
+}
+
+func (v *validator) limit(path string, value *jsonValue) Limit {
+	var limit Limit
+	if !v.wantKind(path, value, kindObject, "a limit is an object such as "+exampleLimit+" or "+exampleWindowLimit) {
+		return limit
+	}
+	v.checkFieldNames(path, value, limitFields)
+	algorithm := value.member("algorithm")
+	if algorithm != nil {
+		index, ok := v.enum(fieldPath(path, "algorithm"), algorithm, algorithmNames[:], "an algorithm", algorithmRule)
+		if !ok {
+			// Which other fields belong depends on the algorithm; only
+			// capacity is common to all.
+			if capacity := v.required(value, path, "capacity", "10"); capacity != nil {
+				v.tokenCount(fieldPath(path, "capacity"), capacity, anyCapacityRule)
+			}
+			return limit
+		}
+		limit.Algorithm = Algorithm(index)
+	}
+	if limit.Algorithm == TokenBucket {
+		v.tokenBucket(path, value, &limit, algorithm == nil)
+	} else {
+		v.window(path, value, &limit)
+	}
+	return limit
+}
+
+// tokenBucket reads the fields of a token bucket limit. defaulted says the
+// algorithm was not given.
+func (v *validator) tokenBucket(path string, value *jsonValue, limit *Limit, defaulted bool) {
+	window := value.member("window")
+	// A limit with a window and neither refill field was meant to be a
+	// window limit: say only that the algorithm is missing.
+	meantWindow := defaulted && window != nil && value.member("refill_tokens") == nil && value.member("refill_interval") == nil
+	capacityOK, refillTokensOK, refillIntervalOK := false, false, false
+	if capacity := v.required(value, path, "capacity", "10"); capacity != nil {
+		limit.Capacity, capacityOK = v.tokenCount(fieldPath(path, "capacity"), capacity, capacityRule)
+	}
+	var refillInterval *jsonValue
+	if !meantWindow {
+		if refillTokens := v.required(value, path, "refill_tokens", "1"); refillTokens != nil {
+			limit.RefillTokens, refillTokensOK = v.tokenCount(fieldPath(path, "refill_tokens"), refillTokens, refillTokensRule)
+		}
+		refillInterval = v.required(value, path, "refill_interval", `"1s"`)
+		if refillInterval != nil {
+			limit.RefillInterval, refillIntervalOK = v.duration(fieldPath(path, "refill_interval"), refillInterval, refillIntervalRule)
+		}
+	}
+	if window != nil {
+		message := `window belongs to the window algorithms, "fixed_window" and "sliding_window", but this limit is a token bucket`
+		if defaulted {
+			message += ` (the default algorithm)`
+		}
+		if meantWindow {
+			message += `: add "algorithm": "fixed_window" or "sliding_window"`
+		} else {
+			message += `: remove window, or set "algorithm": "fixed_window" or "sliding_window" and remove refill_tokens and refill_interval`
+		}
+		v.add(fieldPath(path, "window"), message)
+	}
+	if capacityOK && refillTokensOK && refillIntervalOK && overflowsTokenArithmetic(*limit) {
+		v.add(path, "capacity "+strconv.FormatInt(limit.Capacity, 10)+
+			" with refill_tokens "+strconv.FormatInt(limit.RefillTokens, 10)+
+			" every "+strconv.Quote(refillInterval.text)+" would overflow the token arithmetic "+
+			"(capacity * refill_interval_ns / gcd(refill_interval_ns, refill_tokens) is above 2^62): "+
+			"use a shorter refill_interval or a smaller capacity")
+	}
+}
+
+// window reads the fields of a fixed or sliding window limit.
+func (v *validator) window(path string, value *jsonValue, limit *Limit) {
+	if capacity := v.required(value, path, "capacity", "100"); capacity != nil {
+		limit.Capacity, _ = v.tokenCount(fieldPath(path, "capacity"), capacity, windowCapacityRule)
+	}
+	for _, name := range []string{"refill_tokens", "refill_interval"} {
+		if value.member(name) != nil {
+			v.add(fieldPath(path, name), name+` belongs to the "token_bucket" algorithm, but this limit is a `+
+				strconv.Quote(limit.Algorithm.String())+`, which admits capacity units per window: remove it, `+
+				`or remove "algorithm" to use a token bucket`)
+		}
+	}
+	if window := v.required(value, path, "window", `"1m"`); window != nil {
+		limit.Window, _ = v.duration(fieldPath(path, "window"), window, windowRule)
+	}
+}
+
+// overflowsTokenArithmetic reports whether the limiter's exact token
+// arithmetic for this limit, which scales the capacity by the refill period
+// reduced by its common factor with refill_tokens, would exceed 2^62.
+func overflowsTokenArithmetic(limit Limit) bool {
+	intervalNanos := uint64(limit.RefillInterval)
+	period := intervalNanos / gcd(intervalNanos, uint64(limit.RefillTokens))
+	high, low := bits.Mul64(uint64(limit.Capacity), period)
+	return high != 0 || low > maxTokenArithmetic
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// tokenCount reads a whole number of tokens from 1 to maxTokens.
+func (v *validator) tokenCount(path string, value *jsonValue, rule string) (int64, bool) {
+	return v.wholeNumber(path, value, 1, maxTokens, rule)
+}

@@ -1,0 +1,96 @@
+package config
+
+import (
+	"strconv"
+)
+
+func (v *validator) rules(path string, value *jsonValue) []Rule {
+	if !v.wantKind(path, value, kindArray, "rules is a list of rule objects such as ["+exampleRule+"]") {
+		return nil
+	}
+	v.checkCount(path, len(value.items), maxRules, "rules", "add a rule such as "+exampleRule)
+	rules := make([]Rule, 0, len(value.items))
+	ruleIndexByName := make(map[string]int)
+	for i, item := range value.items {
+		rules = append(rules, v.rule(indexPath(path, i), item, i, ruleIndexByName))
+	}
+	return rules
+}
+
+func (v *validator) rule(path string, value *jsonValue, index int, ruleIndexByName map[string]int) Rule {
+	rule := Rule{
+		MissingKey: MissingKey{Action: MissingKeyReject, Status: defaultMissingKeyStatus},
+		Cost:       Cost{Units: defaultCostUnits},
+	}
+	if !v.wantKind(path, value, kindObject, `a rule is an object with "name", "key" and "limits", e.g. `+exampleRule) {
+		return rule
+	}
+	v.checkFieldNames(path, value, ruleFields)
+	if name := v.required(value, path, "name", `"per-api-key"`); name != nil {
+		rule.Name = v.ruleName(fieldPath(path, "name"), name, index, ruleIndexByName)
+	}
+	if match := value.member("match"); match != nil {
+		rule.Match = v.match(fieldPath(path, "match"), match)
+	}
+	before := v.count()
+	if key := v.required(value, path, "key", exampleKey); key != nil {
+		rule.Key = v.key(fieldPath(path, "key"), key)
+	}
+	keyOK := v.count() == before
+	if missingKey := value.member("missing_key"); missingKey != nil {
+		var ruleKey []KeyPart
+		if keyOK {
+			ruleKey = rule.Key
+		}
+		rule.MissingKey = v.missingKey(fieldPath(path, "missing_key"), missingKey, ruleKey)
+	}
+	if limits := v.required(value, path, "limits", "["+exampleLimit+"]"); limits != nil {
+		rule.Limits = v.limits(fieldPath(path, "limits"), limits)
+	}
+	if costValue := value.member("cost"); costValue != nil {
+		costPath := fieldPath(path, "cost")
+		cost, ok := v.cost(costPath, costValue)
+		rule.Cost = cost
+		if ok {
+			v.checkCostFits(costPath, cost, costValue.kind == kindObject, fieldPath(path, "limits"), rule.Limits)
+		}
+	}
+	if shadow := value.member("shadow"); shadow != nil {
+		rule.Shadow = v.boolean(fieldPath(path, "shadow"), shadow, shadowRule)
+	}
+	if global := value.member("global"); global != nil {
+		rule.Global = v.global(fieldPath(path, "global"), global)
+	}
+	return rule
+}
+
+func (v *validator) ruleName(path string, value *jsonValue, index int, ruleIndexByName map[string]int) string {
+	if !v.wantKind(path, value, kindString, ruleNameRule) {
+		return ""
+	}
+	name := value.text
+	switch {
+	case name == "":
+		v.add(path, `"" is not allowed: `+ruleNameRule)
+		return ""
+	case len(name) > maxRuleNameLength:
+		v.add(path, quoteClipped(name)+" is "+strconv.Itoa(len(name))+" bytes long: "+ruleNameRule)
+		return ""
+	}
+	for _, r := range name {
+		if !isRuleNameChar(r) {
+			v.add(path, strconv.Quote(name)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+ruleNameRule)
+			return ""
+		}
+	}
+	if first, used := ruleIndexByName[name]; used {
+		v.add(path, strconv.Quote(name)+" is already used by "+indexPath("rules", first)+": rule names must be unique")
+		return name
+	}
+	ruleIndexByName[name] = index
+	return name
+}
+
+func isRuleNameChar(r rune) bool {
+	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-'
+}

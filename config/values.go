@@ -1,0 +1,143 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// wholeNumber reads a whole number from lowest to highest.
+func (v *validator) wholeNumber(path string, value *jsonValue, lowest, highest int64, rule string) (int64, bool) {
+	if !v.wantKind(path, value, kindNumber, rule+", written without quotes") {
+		return 0, false
+	}
+	count, verdict := parseWholeNumber(value.text, lowest, highest)
+	switch verdict {
+	case wholeNumberOK:
+		return count, true
+	case wholeNumberFraction:
+		v.add(path, clip(value.text)+" is not a whole number: "+rule)
+	case wholeNumberTooSmall:
+		v.add(path, clip(value.text)+" is not allowed: "+rule)
+	case wholeNumberTooLarge:
+		v.add(path, clip(value.text)+" is too large: "+rule)
+	}
+	return 0, false
+}
+
+// duration reads a duration from minDuration to maxDuration.
+func (v *validator) duration(path string, value *jsonValue, rule string) (time.Duration, bool) {
+	if value.kind == kindNumber {
+		// Most likely seconds or milliseconds were meant; only a unit says which.
+		v.add(path, "got "+describe(value)+`, want a string: quote the duration and give it a unit, e.g. "1s" or "500ms"`)
+		return 0, false
+	}
+	if !v.wantKind(path, value, kindString, rule) {
+		return 0, false
+	}
+	duration, err := time.ParseDuration(value.text)
+	switch {
+	case err != nil:
+		v.add(path, quoteClipped(value.text)+" is not a valid duration: "+rule)
+	case duration < minDuration:
+		v.add(path, quoteClipped(value.text)+" is shorter than 1ms: "+rule)
+	case duration > maxDuration:
+		v.add(path, quoteClipped(value.text)+" is longer than 24h: "+rule)
+	default:
+		return duration, true
+	}
+	return 0, false
+}
+
+// enum reads a string that must be one of names, returning its index.
+// noun names what the value should have been, e.g. "a failure mode".
+func (v *validator) enum(path string, value *jsonValue, names []string, noun, rule string) (int, bool) {
+	if !v.wantKind(path, value, kindString, rule) {
+		return 0, false
+	}
+	for i, name := range names {
+		if value.text == name {
+			return i, true
+		}
+	}
+	message := quoteClipped(value.text) + " is not " + noun + ": " + rule
+	if suggestion := closestName(value.text, names); suggestion != "" {
+		message += " (did you mean " + strconv.Quote(suggestion) + "?)"
+	}
+	v.add(path, message)
+	return 0, false
+}
+
+func (v *validator) boolean(path string, value *jsonValue, rule string) bool {
+	if !v.wantKind(path, value, kindBool, rule) {
+		return false
+	}
+	return value.boolean
+}
+
+// required returns the named member of object, reporting it if absent.
+func (v *validator) required(object *jsonValue, path, name, example string) *jsonValue {
+	value := object.member(name)
+	if value == nil {
+		v.add(fieldPath(path, name), "required field is missing: add "+strconv.Quote(name)+": "+example)
+	}
+	return value
+}
+
+// wantKind reports a value of the wrong JSON type, null included.
+func (v *validator) wantKind(path string, value *jsonValue, kind jsonKind, fix string) bool {
+	if value.kind == kind {
+		return true
+	}
+	v.add(path, "got "+describe(value)+", want "+kindName(kind)+": "+fix)
+	return false
+}
+
+// checkCount reports an empty list or one with more than max entries.
+func (v *validator) checkCount(path string, count, maximum int, noun, addFix string) {
+	switch {
+	case count == 0:
+		v.add(path, "an empty list is not allowed: "+addFix)
+	case count > maximum:
+		v.add(path, strconv.Itoa(count)+" "+noun+" are too many: at most "+strconv.Itoa(maximum)+" are allowed")
+	}
+}
+
+// checkFieldNames reports repeated and unknown members of object. Both are
+// rejected rather than ignored: a misspelt or repeated field almost always
+// means the configuration does not say what its author thinks it says.
+func (v *validator) checkFieldNames(path string, object *jsonValue, known []string) {
+	for _, name := range object.repeated {
+		v.add(fieldPath(path, name), "the field is given more than once in the same object: keep exactly one "+
+			"(JSON parsers disagree about which copy wins)")
+	}
+	for _, member := range object.members {
+		if containsString(known, member.name) {
+			continue
+		}
+		message := "unknown field " + quoteClipped(member.name) + ": known fields are " + strings.Join(known, ", ")
+		if suggestion := closestName(member.name, known); suggestion != "" {
+			message += " (did you mean " + strconv.Quote(suggestion) + "?)"
+		}
+		v.add(path, message)
+	}
+}
+
+func containsString(list []string, s string) bool {
+	for _, item := range list {
+		if item == s {
+			return true
+		}
+	}
+	return false
+}
+
+// hasUnknownField reports whether object has a member not in known.
+func hasUnknownField(object *jsonValue, known []string) bool {
+	for _, member := range object.members {
+		if !containsString(known, member.name) {
+			return true
+		}
+	}
+	return false
+}
