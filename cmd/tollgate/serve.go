@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,75 +18,31 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
 
-var logLevelNames = []string{"trace", "debug", "info", "warn", "error", "critical"}
-
+// serve runs tollgate serve: the module in an Envoy-faithful host behind an HTTP listener, until
+// SIGINT or SIGTERM.
 func serve(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tollgate serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "plugin configuration `FILE` (JSON), required")
-	listen := fs.String("listen", "127.0.0.1:8080", "`ADDR` to listen on")
-	upstream := fs.String("upstream", "", "upstream base `URL` for admitted requests, required")
-	wasmPath := fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")
-	workers := fs.Int("workers", 2, "worker VMs, like Envoy's --concurrency")
-	envoy := fs.String("envoy", "1.33", "Envoy generation to emulate: 1.33 (1.33 to 1.38) or 1.39")
-	pluginName := fs.String("plugin-name", "tollgate", "Envoy's config.name for the plugin")
-	logLevel := fs.String("log-level", "info", "lowest module log level shown: trace, debug, info, warn, error, critical")
-	noFilter := fs.Bool("no-filter", false, "proxy without the module (no --config needed): a baseline for load tests")
-	admin := fs.String("admin", "", "`ADDR` for the admin listener serving /stats and /stats/prometheus (off when empty)")
-	clusters := grpcClusters{}
-	fs.Var(clusters, "grpc-cluster", "`NAME=HOST:PORT` of a gRPC cluster the global limits call, e.g. ratelimit=127.0.0.1:8081 (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	opts, ok := parseServeFlags(args, stderr)
+	if !ok {
 		return 2
 	}
-	var problems []string
-	if *configPath == "" && !*noFilter {
-		problems = append(problems, "--config is required: the plugin configuration file, e.g. --config examples/tollgate.json")
-	}
-	upstreamURL, err := url.Parse(*upstream)
-	if *upstream == "" {
-		problems = append(problems, "--upstream is required: the base URL of the service to protect, e.g. --upstream http://127.0.0.1:8081")
-	} else if err != nil || (upstreamURL.Scheme != "http" && upstreamURL.Scheme != "https") || upstreamURL.Host == "" {
-		problems = append(problems, fmt.Sprintf("--upstream %q is not an http(s) URL with a host, e.g. http://127.0.0.1:8081", *upstream))
-	}
-	if *workers < 1 || *workers > 256 {
-		problems = append(problems, fmt.Sprintf("--workers %d is out of range: use 1 to 256", *workers))
-	}
-	profile := host.Envoy133
-	switch *envoy {
-	case "1.33":
-	case "1.39":
-		profile = host.Envoy139
-	default:
-		problems = append(problems, fmt.Sprintf("--envoy %q is not supported: use 1.33 (Envoy 1.33 to 1.38) or 1.39", *envoy))
-	}
-	minLevel := -1
-	for i, n := range logLevelNames {
-		if n == *logLevel {
-			minLevel = i
-		}
-	}
-	if minLevel < 0 {
-		problems = append(problems, fmt.Sprintf("--log-level %q is not a level: use trace, debug, info, warn, error or critical", *logLevel))
-	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(stderr, "tollgate serve: "+p)
-		}
-		return 2
-	}
+	return runServe(opts, stdout, stderr)
+}
 
+// runServe loads the configuration and the module, starts the host, the gateway and the
+// listeners, and serves until a signal asks it to stop.
+func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 	errorLog := log.New(stderr, "tollgate serve: ", 0)
-	if *noFilter {
-		ln, err := net.Listen("tcp", *listen)
+	if opts.noFilter {
+		ln, err := net.Listen("tcp", opts.listen)
 		if err != nil {
 			fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
 			return 1
 		}
-		srv := &http.Server{Handler: gateway.NewPassThrough(upstreamURL, errorLog), ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
-		fmt.Fprintf(stdout, "tollgate serve: listening on http://%s, proxying to %s without the filter\n", ln.Addr(), upstreamURL)
+		srv := &http.Server{Handler: gateway.NewPassThrough(opts.upstream, errorLog), ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
+		fmt.Fprintf(stdout, "tollgate serve: listening on http://%s, proxying to %s without the filter\n", ln.Addr(), opts.upstream)
 		return serveUntilSignal(srv, ln, stderr)
 	}
-	pluginConfig, err := os.ReadFile(*configPath)
+	pluginConfig, err := os.ReadFile(opts.configPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
 		return 1
@@ -96,16 +50,16 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	// The module would reject it too, but the file's own problems read better from here.
 	cfg, err := config.Parse(pluginConfig)
 	if err != nil {
-		printProblems(stderr, *configPath, err)
+		printProblems(stderr, opts.configPath, err)
 		return 1
 	}
-	if missing := clusters.missingClusters(cfg); len(missing) > 0 {
+	if missing := opts.clusters.missingClusters(cfg); len(missing) > 0 {
 		for _, p := range missing {
 			fmt.Fprintln(stderr, "tollgate serve: "+p)
 		}
 		return 2
 	}
-	wasm, err := os.ReadFile(*wasmPath)
+	wasm, err := os.ReadFile(opts.wasmPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate serve: cannot read the module: %v (run `make build`, or pass --wasm)\n", err)
 		return 1
@@ -113,41 +67,41 @@ func serve(args []string, stdout, stderr io.Writer) int {
 
 	ctx := context.Background()
 	h, err := host.New(ctx, wasm, host.Options{
-		Profile:      profile,
-		PluginName:   *pluginName,
-		RootID:       *pluginName,
-		VMID:         *pluginName,
+		Profile:      opts.profile,
+		PluginName:   opts.pluginName,
+		RootID:       opts.pluginName,
+		VMID:         opts.pluginName,
 		PluginConfig: pluginConfig,
-		LogLevel:     uint32(minLevel),
-		GrpcClusters: clusters,
+		LogLevel:     uint32(opts.minLevel),
+		GrpcClusters: opts.clusters,
 		Log: func(e host.LogEntry) {
-			if int(e.Level) >= minLevel {
+			if int(e.Level) >= opts.minLevel {
 				fmt.Fprintf(stderr, "[vm %d] %s: %s\n", e.VM, logLevelNames[min(int(e.Level), 5)], e.Message)
 			}
 		},
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "tollgate serve: load %s: %v\n", *wasmPath, err)
+		fmt.Fprintf(stderr, "tollgate serve: load %s: %v\n", opts.wasmPath, err)
 		return 1
 	}
 	defer h.Close(ctx)
-	gw, err := gateway.New(ctx, h, *workers, upstreamURL, errorLog)
+	gw, err := gateway.New(ctx, h, opts.workers, opts.upstream, errorLog)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
 		return 1
 	}
 
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
 		return 1
 	}
 	srv := &http.Server{Handler: gw, ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "tollgate serve: listening on http://%s, proxying to %s with %d worker VM(s), emulating %s\n",
-		ln.Addr(), upstreamURL, *workers, profile)
+		ln.Addr(), opts.upstream, opts.workers, opts.profile)
 
-	if *admin != "" {
-		adminLn, err := net.Listen("tcp", *admin)
+	if opts.admin != "" {
+		adminLn, err := net.Listen("tcp", opts.admin)
 		if err != nil {
 			fmt.Fprintf(stderr, "tollgate serve: admin: %v\n", err)
 			return 1

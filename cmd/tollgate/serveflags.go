@@ -1,0 +1,99 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+var logLevelNames = []string{"trace", "debug", "info", "warn", "error", "critical"}
+
+// serveOptions are the flags of tollgate serve once they have been checked.
+type serveOptions struct {
+	configPath string
+	listen     string
+	upstream   *url.URL
+	wasmPath   string
+	workers    int
+	profile    host.Profile
+	pluginName string
+	// minLevel indexes logLevelNames: the lowest module log level shown.
+	minLevel int
+	noFilter bool
+	admin    string
+	clusters grpcClusters
+}
+
+// parseServeFlags reads and checks the flags of tollgate serve. When they are wrong it says why
+// on stderr, every problem at once, and returns false: the command then exits with 2.
+func parseServeFlags(args []string, stderr io.Writer) (serveOptions, bool) {
+	fs := flag.NewFlagSet("tollgate serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "plugin configuration `FILE` (JSON), required")
+	listen := fs.String("listen", "127.0.0.1:8080", "`ADDR` to listen on")
+	upstream := fs.String("upstream", "", "upstream base `URL` for admitted requests, required")
+	wasmPath := fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")
+	workers := fs.Int("workers", 2, "worker VMs, like Envoy's --concurrency")
+	envoy := fs.String("envoy", "1.33", "Envoy generation to emulate: 1.33 (1.33 to 1.38) or 1.39")
+	pluginName := fs.String("plugin-name", "tollgate", "Envoy's config.name for the plugin")
+	logLevel := fs.String("log-level", "info", "lowest module log level shown: trace, debug, info, warn, error, critical")
+	noFilter := fs.Bool("no-filter", false, "proxy without the module (no --config needed): a baseline for load tests")
+	admin := fs.String("admin", "", "`ADDR` for the admin listener serving /stats and /stats/prometheus (off when empty)")
+	clusters := grpcClusters{}
+	fs.Var(clusters, "grpc-cluster", "`NAME=HOST:PORT` of a gRPC cluster the global limits call, e.g. ratelimit=127.0.0.1:8081 (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return serveOptions{}, false
+	}
+	var problems []string
+	if *configPath == "" && !*noFilter {
+		problems = append(problems, "--config is required: the plugin configuration file, e.g. --config examples/tollgate.json")
+	}
+	upstreamURL, err := url.Parse(*upstream)
+	if *upstream == "" {
+		problems = append(problems, "--upstream is required: the base URL of the service to protect, e.g. --upstream http://127.0.0.1:8081")
+	} else if err != nil || (upstreamURL.Scheme != "http" && upstreamURL.Scheme != "https") || upstreamURL.Host == "" {
+		problems = append(problems, fmt.Sprintf("--upstream %q is not an http(s) URL with a host, e.g. http://127.0.0.1:8081", *upstream))
+	}
+	if *workers < 1 || *workers > 256 {
+		problems = append(problems, fmt.Sprintf("--workers %d is out of range: use 1 to 256", *workers))
+	}
+	profile := host.Envoy133
+	switch *envoy {
+	case "1.33":
+	case "1.39":
+		profile = host.Envoy139
+	default:
+		problems = append(problems, fmt.Sprintf("--envoy %q is not supported: use 1.33 (Envoy 1.33 to 1.38) or 1.39", *envoy))
+	}
+	minLevel := -1
+	for i, n := range logLevelNames {
+		if n == *logLevel {
+			minLevel = i
+		}
+	}
+	if minLevel < 0 {
+		problems = append(problems, fmt.Sprintf("--log-level %q is not a level: use trace, debug, info, warn, error or critical", *logLevel))
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, "tollgate serve: "+p)
+		}
+		return serveOptions{}, false
+	}
+	return serveOptions{
+		configPath: *configPath,
+		listen:     *listen,
+		upstream:   upstreamURL,
+		wasmPath:   *wasmPath,
+		workers:    *workers,
+		profile:    profile,
+		pluginName: *pluginName,
+		minLevel:   minLevel,
+		noFilter:   *noFilter,
+		admin:      *admin,
+		clusters:   clusters,
+	}, true
+}
