@@ -31,24 +31,26 @@ type Config struct {
 type KeyTable struct {
 	// MaxKeys is the number of slots: at most this many (rule, limit, key) buckets exist at once.
 	MaxKeys int
-	// WhenFull is what happens to a request whose key's slot holds another key's bucket that is
-	// still in use.
+	// WhenFull is what happens to a request of a new key none of whose candidate slots is free
+	// (each holds another key's bucket that is still in use).
 	WhenFull WhenFull
 	// MaxKeyBytes caps a partition key's length; a longer key counts as missing.
 	MaxKeyBytes int
 }
 
-// WhenFull is the policy for a request whose slot is taken by another key's active bucket.
+// WhenFull is the policy for a request of a new key none of whose candidate slots is free.
+// Whatever it is, such a key never spends another key's tokens.
 type WhenFull uint8
 
 const (
-	// WhenFullReject answers as over the limit, with Retry-After until the slot is free again:
-	// a flood of new keys cannot touch the buckets in use, but a key whose slot another active
-	// key holds is turned away for as long as that key stays active.
+	// WhenFullReject answers as over the limit, with Retry-After until a candidate frees up:
+	// a key whose candidates other active keys hold is turned away for as long as they stay
+	// active.
 	WhenFullReject WhenFull = iota
-	// WhenFullShare charges the occupying bucket, as if both keys were one (the default): never
-	// admits more, may admit both keys less.
-	WhenFullShare
+	// WhenFullOverflow charges one overflow bucket per rule and limit, shared by every key in
+	// that case (the default): a flood of new keys throttles itself, the buckets in use stay
+	// exact, and a legitimate new key arriving during a flood shares the flood's bucket.
+	WhenFullOverflow
 	// WhenFullAllow lets the request through uncounted.
 	WhenFullAllow
 )

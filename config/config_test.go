@@ -58,7 +58,7 @@ func repeatJoined(item string, n int) string {
 const defaultBody = "Too Many Requests: retry after {retry_after} s\n"
 
 // defaultKeyTable is the documented default key table.
-var defaultKeyTable = config.KeyTable{MaxKeys: 100000, WhenFull: config.WhenFullShare, MaxKeyBytes: 1024}
+var defaultKeyTable = config.KeyTable{MaxKeys: 100000, WhenFull: config.WhenFullOverflow, MaxKeyBytes: 1024}
 
 // defaultResponse is the documented default response to a rejected request.
 func defaultResponse() config.Response {
@@ -1370,6 +1370,7 @@ func TestKeyTable(t *testing.T) {
 		`{"max_keys": 15}`:          "key_table.max_keys: 15 is not allowed",
 		`{"max_keys": 20000000}`:    "key_table.max_keys: 20000000 is too large",
 		`{"when_full": "drop"}`:     `key_table.when_full: "drop" is not a when_full policy`,
+		`{"when_full": "share"}`:    `key_table.when_full: "share" was removed (it charged another key's bucket): use "overflow"`,
 		`{"max_key_bytes": 100000}`: "key_table.max_key_bytes: 100000 is too large",
 		`{"max_kyes": 5}`:           `key_table: unknown field "max_kyes": known fields are max_keys, when_full, max_key_bytes (did you mean "max_keys"?)`,
 		`[]`:                        "key_table: got an array, want an object",

@@ -59,7 +59,7 @@ const (
 var (
 	documentFields = []string{"rules", "failure_mode", "client_ip", "exempt", "shadow", "response", "rate_limit_headers", "key_table"}
 	keyTableFields = []string{"max_keys", "when_full", "max_key_bytes"}
-	whenFullNames  = []string{"reject", "share", "allow"}
+	whenFullNames  = []string{"reject", "overflow", "allow"}
 	ruleFields     = []string{"name", "match", "key", "missing_key", "limits", "cost", "shadow", "global"}
 	keyPartFields  = []string{"header", "client_ip", "path", "method", "authority", "query", "attribute"}
 	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window"}
@@ -129,7 +129,7 @@ func (v *validator) document(root *jsonValue) *Config {
 	cfg := &Config{
 		FailureMode: FailureAllow,
 		Response:    Response{Status: defaultResponseStatus, Body: defaultResponseBody, ContentType: defaultContentType},
-		KeyTable:    KeyTable{MaxKeys: DefaultMaxKeys, WhenFull: WhenFullShare, MaxKeyBytes: DefaultMaxKeyBytes},
+		KeyTable:    KeyTable{MaxKeys: DefaultMaxKeys, WhenFull: WhenFullOverflow, MaxKeyBytes: DefaultMaxKeyBytes},
 	}
 	if rules := v.required(root, "", "rules", "["+exampleRule+"]"); rules != nil {
 		cfg.Rules = v.rules("rules", rules)
@@ -173,8 +173,10 @@ const (
 		`e.g. {"max_keys": 100000, "when_full": "reject"}`
 	maxKeysRule = "max_keys is the number of buckets kept in shared memory (about 100 bytes each), " +
 		"a whole number from 16 to 10000000 (default 100000)"
-	whenFullRule = `when_full is "share" (charge the bucket that holds the slot, the default), ` +
-		`"reject" (answer like an over-limit request until the slot frees up) or "allow" (let the request through uncounted)`
+	whenFullRule = `when_full is "overflow" (charge one bucket per rule and limit shared by the keys that find no free slot, the default), ` +
+		`"reject" (answer like an over-limit request until a slot frees up) or "allow" (let the request through uncounted)`
+	whenFullShareRemoved = `"share" was removed (it charged another key's bucket): use "overflow", the default, ` +
+		`which gives the keys that find no free slot a bucket of their own`
 	maxKeyBytesRule = "max_key_bytes is the longest partition key kept, in bytes; a longer key counts as missing, " +
 		"a whole number from 16 to 65536 (default 1024)"
 )
@@ -190,7 +192,9 @@ func (v *validator) keyTable(path string, value *jsonValue, t *KeyTable) {
 		}
 	}
 	if policy := value.member("when_full"); policy != nil {
-		if index, ok := v.enum(fieldPath(path, "when_full"), policy, whenFullNames, "a when_full policy", whenFullRule); ok {
+		if policy.kind == kindString && policy.text == "share" {
+			v.add(fieldPath(path, "when_full"), whenFullShareRemoved)
+		} else if index, ok := v.enum(fieldPath(path, "when_full"), policy, whenFullNames, "a when_full policy", whenFullRule); ok {
 			t.WhenFull = WhenFull(index)
 		}
 	}

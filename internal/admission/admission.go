@@ -75,7 +75,7 @@ type Outcome struct {
 	ShadowErr error
 	// Corrupt counts the slots that held a value Tollgate did not write (replaced).
 	Corrupt int
-	// TableFull counts the limits whose slot held another key's bucket in use (when_full).
+	// TableFull counts the limits none of whose candidate slots was free (when_full).
 	TableFull int
 	// ShadowLimited lists the shadow rules that would have limited the request.
 	ShadowLimited []int
@@ -105,6 +105,7 @@ type Gate struct {
 	secret     [2]uint64
 	secretKey  string
 	slotPrefix string
+	choices    int // candidate slots per bucket
 
 	out     Outcome
 	applied []applied
@@ -132,7 +133,11 @@ type limit struct {
 	tag         uint8 // the config.Algorithm, stored in the slot
 	fingerprint uint32
 	// ownerPrefix goes before the partition key in the owner hash: rule name and limit index.
-	ownerPrefix          string
+	ownerPrefix string
+	// overflowKey holds the bucket shared by the keys that find no free slot; overflowOwner
+	// is the owner written in it.
+	overflowKey          string
+	overflowOwner        uint64
 	quota, windowSeconds int64
 }
 
@@ -141,7 +146,6 @@ type applied struct {
 	rule  *rule
 	limit *limit
 	owner uint64
-	slot  uint64 // index in the key table
 	// pkHash identifies the partition key in rate-limit headers (when collecting status).
 	pkHash uint64
 	// globalKey identifies the partition key to the rate limit service (rules with a global
@@ -149,10 +153,15 @@ type applied struct {
 	globalKey string
 	cost      int64
 
-	// Read in the decision's first phase:
+	// Read in the decision's first phase (table.go):
+	place      uint8  // where the bucket is: placeLive, placeClaim, ...
+	slot       uint64 // index in the key table, or overflowSlot
+	choice     int    // which of the owner's candidates slot is
 	cas        uint32
-	writeOwner uint64 // the owner the slot is written with (another's when sharing)
-	skip       bool   // the slot is taken and when_full is allow: not counted
+	held       bool   // slot holds a checked claim this attempt has not committed
+	stamp      int64  // the latest stamp seen: a new bucket starts then
+	writeOwner uint64 // the owner the slot is written with (the overflow bucket's, there)
+	skip       bool   // no free slot and when_full is allow: not counted
 	next       cells
 	decision   limiter.Decision
 }
@@ -161,7 +170,8 @@ type applied struct {
 // Istio gives every WasmPlugin of a proxy one shared-data namespace.
 func New(cfg *config.Config, namespace string) (*Gate, error) {
 	g := &Gate{exempt: cfg.Exempt, clientIP: cfg.ClientIP, shadow: cfg.Shadow, table: cfg.KeyTable,
-		secretKey: "tollgate/v2/" + namespace + "/secret", slotPrefix: "tollgate/v2/" + namespace + "/slot/"}
+		secretKey: "tollgate/v2/" + namespace + "/secret", slotPrefix: "tollgate/v2/" + namespace + "/slot/",
+		choices: defaultChoices}
 	if g.table.MaxKeys < 1 {
 		g.table.MaxKeys = config.DefaultMaxKeys
 	}
@@ -177,12 +187,15 @@ func New(cfg *config.Config, namespace string) (*Gate, error) {
 				return nil, errors.New("rules[" + strconv.Itoa(i) + "].limits[" + strconv.Itoa(j) + "]: " + err.Error())
 			}
 			quota, window := algo.policy()
+			prefix := r.Name + "\x00" + strconv.Itoa(j) + "\x00"
 			compiled.limits = append(compiled.limits, limit{
 				index:         j,
 				algo:          algo,
 				tag:           uint8(l.Algorithm),
 				fingerprint:   algo.fingerprint(),
-				ownerPrefix:   r.Name + "\x00" + strconv.Itoa(j) + "\x00",
+				ownerPrefix:   prefix,
+				overflowKey:   "tollgate/v2/" + namespace + "/overflow/" + strconv.Itoa(j) + "/" + r.Name,
+				overflowOwner: sipHash24(0, 0, []byte("overflow\x00"+prefix)),
 				quota:         quota,
 				windowSeconds: window,
 			})
@@ -251,7 +264,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 				l := &r.limits[j]
 				owner := g.owner(l, key)
 				g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner,
-					slot: owner % uint64(g.table.MaxKeys), pkHash: pkHash, globalKey: global, cost: cost})
+					pkHash: pkHash, globalKey: global, cost: cost})
 			}
 		}
 	}

@@ -157,11 +157,17 @@ func TestMissingKeyChargesNothing(t *testing.T) {
 	}
 }
 
-// storedSlot is the slot a (limit, partition key) bucket lives in, decoded, if it holds it.
+// storedSlot is the live bucket of a (limit, partition key), decoded, if one of its candidate
+// slots holds it.
 func storedSlot(g *Gate, store *memStore, l *limit, partKey string) (slot, bool) {
 	owner := g.owner(l, []byte(partKey))
-	s, ok := decodeSlot(store.values[g.slotKey(owner%uint64(g.table.MaxKeys))])
-	return s, ok && s.owner == owner
+	slots := candidateSlots(owner, g.table.MaxKeys, g.choices)
+	for _, index := range slots[:g.choices] {
+		if s, ok := decodeSlot(store.values[g.slotKey(index)]); ok && s.owner == owner && s.kind == kindLive {
+			return s, true
+		}
+	}
+	return slot{}, false
 }
 
 func TestCorruptValuesAreANewBucket(t *testing.T) {
@@ -290,7 +296,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 
 func TestSlotRoundTrip(t *testing.T) {
 	var buf [SlotSize]byte
-	want := slot{algorithm: 2, fingerprint: 0xdeadbeef, owner: 1<<63 + 5, idleAt: -9, cells: cells{123456789, -42, 7}}
+	want := slot{kind: kindPending, algorithm: 2, stamp: 1 << 40, fingerprint: 0xdeadbeef, owner: 1<<63 + 5, idleAt: -9, cells: cells{123456789, -42, 7}}
 	encodeSlot(buf[:], &want)
 	got, ok := decodeSlot(buf[:])
 	if !ok || got != want {
@@ -319,6 +325,7 @@ func TestLostRaceUndoesEarlierWrites(t *testing.T) {
 	  {"capacity": 5, "refill_tokens": 1, "refill_interval": "1h"},
 	  {"capacity": 7, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
 	store := newMemStore()
+	g.Admit(header("k", "x"), store, sec) // both buckets exist: 4 and 6 left
 	second := g.slotKey(g.owner(&g.rules[0].limits[1], []byte("1:x")) % uint64(g.table.MaxKeys))
 	lost := false
 	store.beforeSet = func(key string) error {
@@ -332,10 +339,10 @@ func TestLostRaceUndoesEarlierWrites(t *testing.T) {
 	if out.Verdict != Allow || !lost {
 		t.Fatalf("%+v (lost race: %v)", out, lost)
 	}
-	if out.Limits[0].Remaining != 4 || out.Limits[1].Remaining != 6 {
-		t.Fatalf("remaining %d and %d, want 4 and 6: the first limit was charged twice", out.Limits[0].Remaining, out.Limits[1].Remaining)
+	if out.Limits[0].Remaining != 3 || out.Limits[1].Remaining != 5 {
+		t.Fatalf("remaining %d and %d, want 3 and 5: the first limit was charged twice", out.Limits[0].Remaining, out.Limits[1].Remaining)
 	}
-	for i, want := range []int64{4, 6} {
+	for i, want := range []int64{3, 5} {
 		s, ok := storedSlot(g, store, &g.rules[0].limits[i], "1:x")
 		_, d := g.rules[0].limits[i].algo.take(s.cells, sec, 1)
 		if !ok || d.Remaining+1 != want {

@@ -8,7 +8,7 @@ import (
 // decodes re-encodes to the same bytes.
 func FuzzDecodeSlot(f *testing.F) {
 	var valid [SlotSize]byte
-	encodeSlot(valid[:], &slot{algorithm: 1, fingerprint: 7, owner: 9, idleAt: 11, cells: cells{5, 9, 1}})
+	encodeSlot(valid[:], &slot{kind: kindLive, algorithm: 1, fingerprint: 7, owner: 9, idleAt: 11, cells: cells{5, 9, 1}, stamp: 13})
 	f.Add(valid[:])
 	f.Fuzz(func(t *testing.T, value []byte) {
 		s, ok := decodeSlot(value)

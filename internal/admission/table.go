@@ -25,70 +25,117 @@ const MaxAttempts = 16
 // one collision left is a concurrently created key whose CAS is exactly this value.
 const casCreate = math.MaxUint32
 
-// The key table. Envoy's shared data has no delete, so buckets live in a fixed table of
-// MaxKeys slots per plugin: a (rule, limit, partition key) bucket lives in the one slot its
-// owner hash selects, and nothing else is ever written. The table's size therefore bounds the
-// shared memory, whatever keys clients send.
+// The key table. Envoy's shared data has no delete, so buckets live in a fixed table of MaxKeys
+// slots per plugin, and the table's size bounds the shared memory whatever keys clients send.
+// A (rule, limit, partition key) bucket is named by its owner hash and may live in any of a few
+// candidate slots the owner selects (choices of them, in a fixed order). docs/key-table.md
+// gives the argument in full; in short:
 //
-// A slot holding another owner's bucket is taken over only when that bucket is idle (a token
-// bucket full again, a window with nothing counted): the old owner, should it come back, would
-// find exactly that state, so reusing the slot hands nobody a token. A slot whose bucket is in
-// use is the when_full policy's case. Each bucket has exactly one possible slot, so no two
-// workers can ever place one key's bucket in two slots and charge both.
+//   - A lookup reads the candidates in order and stops at the first live bucket of its owner:
+//     a known key whose bucket sits in its first candidate costs one read, as with one slot.
+//   - A new bucket is first written as a pending claim (owner, claim time) into the first
+//     candidate that is empty, holds something that is not a slot, a released claim, an idle
+//     bucket of another key or an abandoned claim. Then every other candidate is read again:
+//     if one holds a bucket of the owner, or an earlier claim of it, the claim is given up;
+//     otherwise it becomes the live bucket with a write against the claim's CAS. Of two claims
+//     of one key, the one written later is checked after the earlier one was written, so it
+//     sees it (pending, or live) and yields: two workers never both turn claims of one key
+//     into live buckets. Every worker that finds a claim of its key checks and commits it the
+//     same way, so nobody waits for a stalled claimer.
+//   - A bucket of another key is taken over only when idle (a token bucket full again, a
+//     window with nothing counted): its owner would find exactly that state, so reuse hands
+//     nobody a token. Every value written carries a stamp, the latest now any writer of that
+//     slot used; a new bucket starts at the latest stamp its lookup saw, so a worker whose now
+//     is older than a takeover it observed cannot start the key's next bucket before the old
+//     one was idle.
+//   - A key none of whose candidates is free is the when_full policy's case; the default
+//     charges one overflow bucket per rule and limit, kept under its own key, so a flood of
+//     new keys throttles itself and never touches the buckets in use.
 //
 // Owners are SipHash-2-4 of the rule, the limit and the partition key, keyed with a secret the
-// first VM draws and stores in shared data: clients cannot aim their keys at someone else's slot
-// or bucket. Two keys share a bucket only if their 64-bit hashes are equal.
+// first VM draws and stores in shared data: clients cannot aim their keys at someone else's
+// slots or bucket. Two keys share a bucket only if their 64-bit hashes are equal.
 
 // The value stored in a slot, little-endian, SlotSize bytes:
 //
 //	offset 0  [2]byte  magic "TG"
 //	offset 2  uint8    layout version (slotVersion)
-//	offset 3  uint8    algorithm (config.Algorithm)
+//	offset 3  uint8    kind << 4 | algorithm (config.Algorithm)
 //	offset 4  uint32   fingerprint of the limit that wrote it
 //	offset 8  uint64   owner: the bucket's hash
-//	offset 16 int64    idle at: monotonic ns from which the bucket is as good as new
+//	offset 16 int64    idle at: monotonic ns from which the slot may go to another key
 //	offset 24 int64    cell 0 ┐ token bucket: level (credits), last update (ns), credits per token
 //	offset 32 int64    cell 1 ├ windows: window start (ns), count, previous window's count
-//	offset 40 int64    cell 2 ┘
+//	offset 40 int64    cell 2 ┘ (zero in claims and released slots)
+//	offset 48 int64    stamp: the latest now of any write to this slot
 const (
-	SlotSize    = 48
-	slotVersion = 2
+	SlotSize    = 56
+	slotVersion = 3
+)
+
+// The kinds of slot value.
+const (
+	kindLive     = 1 // a bucket
+	kindPending  = 2 // a claim for a new bucket; idle at = abandoned from
+	kindReleased = 3 // a claim given up: as good as empty
+)
+
+const (
+	// defaultChoices is the number of candidate slots of a bucket. With a fraction α of the
+	// table in use, a new key finds all of them busy with probability about α^choices: three
+	// keep that under 0.1% at 10% load (docs/key-table.md has the measurements).
+	defaultChoices = 3
+	maxChoices     = 4
+	// claimTimeout is how long a claim holds a slot against other keys. A claim lives for the
+	// few host calls between its write and its commit; any worker of the same key commits it,
+	// so this only matters when a VM stops in between (a trap, a killed worker): then the
+	// slot goes back to other keys after a second. Safety never depends on it: a claim taken
+	// over is a CAS the claimer then loses.
+	claimTimeout = int64(time.Second)
+	// overflowSlot stands for the overflow bucket in applied.slot.
+	overflowSlot = math.MaxUint64
 )
 
 // slot is a decoded slot value.
 type slot struct {
+	kind        uint8
 	algorithm   uint8
 	fingerprint uint32
 	owner       uint64
 	idleAt      int64
 	cells       cells
+	stamp       int64
 }
 
 func encodeSlot(dst []byte, s *slot) {
 	_ = dst[SlotSize-1]
-	dst[0], dst[1], dst[2], dst[3] = 'T', 'G', slotVersion, s.algorithm
+	dst[0], dst[1], dst[2], dst[3] = 'T', 'G', slotVersion, s.kind<<4|s.algorithm&0x0f
 	binary.LittleEndian.PutUint32(dst[4:], s.fingerprint)
 	binary.LittleEndian.PutUint64(dst[8:], s.owner)
 	binary.LittleEndian.PutUint64(dst[16:], uint64(s.idleAt))
 	for i, v := range s.cells {
 		binary.LittleEndian.PutUint64(dst[24+8*i:], uint64(v))
 	}
+	binary.LittleEndian.PutUint64(dst[48:], uint64(s.stamp))
 }
 
 // decodeSlot reads a value written by encodeSlot; ok is false for anything else (a corrupt or
-// foreign value, which the slot's next writer replaces).
+// foreign value, or one of an older layout, which the slot's next writer replaces).
 func decodeSlot(value []byte) (s slot, ok bool) {
 	if len(value) != SlotSize || value[0] != 'T' || value[1] != 'G' || value[2] != slotVersion {
 		return slot{}, false
 	}
-	s.algorithm = value[3]
+	s.kind, s.algorithm = value[3]>>4, value[3]&0x0f
+	if s.kind < kindLive || s.kind > kindReleased {
+		return slot{}, false
+	}
 	s.fingerprint = binary.LittleEndian.Uint32(value[4:])
 	s.owner = binary.LittleEndian.Uint64(value[8:])
 	s.idleAt = int64(binary.LittleEndian.Uint64(value[16:]))
 	for i := range s.cells {
 		s.cells[i] = int64(binary.LittleEndian.Uint64(value[24+8*i:]))
 	}
+	s.stamp = int64(binary.LittleEndian.Uint64(value[48:]))
 	return s, true
 }
 
@@ -99,10 +146,56 @@ func (g *Gate) slotKey(index uint64) string {
 	return unsafe.String(unsafe.SliceData(g.slotBuf), len(g.slotBuf))
 }
 
-// decide charges every limit of a group or none. It reads all slots and decides; if one
-// rejects, nothing is written and the rejection with the longest wait is returned. Otherwise
-// each new state is written with the CAS it was read with; if another worker wrote one of them
-// first, the writes already made are undone and the whole group is decided again.
+// keyOf is the shared-data key of the bucket an applied limit is decided on.
+func (g *Gate) keyOf(l *limit, index uint64) string {
+	if index == overflowSlot {
+		return l.overflowKey
+	}
+	return g.slotKey(index)
+}
+
+// candidateSlots are the slots a bucket may live in, in the order they are tried: distinct,
+// the first one owner mod size, the others from further mixes of the owner (which is already
+// a keyed hash, so clients cannot choose them).
+func candidateSlots(owner uint64, size, choices int) (slots [maxChoices]uint64) {
+	n, h := uint64(size), owner
+	for i := 0; i < choices; i++ {
+		index := h % n
+	again:
+		for j := 0; j < i; j++ {
+			if slots[j] == index {
+				index = (index + 1) % n
+				goto again
+			}
+		}
+		slots[i] = index
+		h = mix64(h + 0x9e3779b97f4a7c15)
+	}
+	return slots
+}
+
+// mix64 is the finalizer of SplitMix64: every output bit depends on every input bit.
+func mix64(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// Where a limit's bucket is, after its lookup.
+const (
+	placeLive     = iota // the key's bucket is in slot
+	placeClaim           // a claim of the key's is in slot: check it and commit it
+	placeFree            // slot is free: claim it, check and commit
+	placeOverflow        // no candidate is free: the overflow bucket
+	placeSkip            // no candidate is free and when_full is allow: not counted
+	placeFull            // no candidate is free and when_full is reject
+)
+
+// decide charges every limit of a group or none. It finds every limit's bucket and decides; if
+// one rejects, nothing is written and the rejection with the longest wait is returned.
+// Otherwise the new buckets are claimed and checked, and each new state is written with the CAS
+// it was read (or claimed) with; if another worker wrote one of them first, the writes already
+// made are undone, the claims given up, and the whole group is decided again.
 func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applied, error) {
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		var worst *applied
@@ -118,24 +211,28 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 		if worst != nil {
 			return Limited, worst, nil
 		}
-		written := 0
-		var err error
-		for ; written < len(group); written++ {
-			a := &group[written]
-			if a.skip || a.cost == 0 {
-				continue // nothing to charge; the slot stays as it is
+		ok, err := g.claim(store, group, now)
+		if err == nil && ok {
+			written := 0
+			for ; written < len(group); written++ {
+				a := &group[written]
+				if a.skip || a.cost == 0 {
+					continue // nothing to charge; the slot stays as it is
+				}
+				encodeSlot(g.buf[:], &slot{kind: kindLive, algorithm: a.limit.tag, fingerprint: a.limit.fingerprint,
+					owner: a.writeOwner, idleAt: a.limit.algo.idleAt(a.next), cells: a.next, stamp: a.stamp})
+				if err = store.Set(g.keyOf(a.limit, a.slot), g.buf[:], a.cas); err != nil {
+					break
+				}
+				a.held = false
 			}
-			encodeSlot(g.buf[:], &slot{algorithm: a.limit.tag, fingerprint: a.limit.fingerprint, owner: a.writeOwner,
-				idleAt: a.limit.algo.idleAt(a.next), cells: a.next})
-			if err = store.Set(g.slotKey(a.slot), g.buf[:], a.cas); err != nil {
-				break
+			if err == nil {
+				return Allow, nil, nil
 			}
+			g.refund(store, group[:written], now)
 		}
-		if err == nil {
-			return Allow, nil, nil
-		}
-		g.refund(store, group[:written], now)
-		if !isCasMismatch(err) {
+		g.release(store, group, now)
+		if err != nil && !isCasMismatch(err) {
 			return Failed, nil, errors.New("cannot write to shared data: " + err.Error())
 		}
 	}
@@ -144,13 +241,78 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 
 var errContended = errors.New("shared data stayed contended for " + strconv.Itoa(MaxAttempts) + " attempts")
 
-// read loads a limit's slot and decides the limit on it. The slot holds this bucket, nothing, a
-// value that is not a slot (replaced), another bucket that is idle (taken over), or another
-// bucket in use: then the when_full policy applies.
+// read finds a limit's bucket and decides the limit on it: its own live bucket in a candidate,
+// or a fresh one for a claim or a free candidate, or, when none is free, what the when_full
+// policy says.
 func (g *Gate) read(store Store, a *applied, now int64) error {
 	l := a.limit
-	a.skip, a.writeOwner = false, a.owner
-	value, cas, err := store.Get(g.slotKey(a.slot))
+	a.skip, a.held, a.writeOwner, a.stamp = false, false, a.owner, now
+	slots := candidateSlots(a.owner, g.table.MaxKeys, g.choices)
+	a.place = placeFull
+	busyUntil := int64(math.MaxInt64)
+	for i := 0; i < g.choices; i++ {
+		value, cas, err := store.Get(g.slotKey(slots[i]))
+		free := false
+		switch {
+		case isNotFound(err):
+			free, cas = true, casCreate
+		case err != nil:
+			return errors.New("cannot read shared data: " + err.Error())
+		default:
+			s, ok := decodeSlot(value)
+			if !ok {
+				// Not a slot value: corrupt, written by something else, or an older layout.
+				// Replaced, and reported.
+				g.out.Corrupt++
+				free = true
+				break
+			}
+			a.stamp = max(a.stamp, s.stamp)
+			switch {
+			case s.owner == a.owner && s.kind == kindLive:
+				a.place, a.slot, a.choice, a.cas = placeLive, slots[i], i, cas
+				return g.decideOn(a, l.resume(&s, now), now)
+			case s.owner == a.owner && s.kind == kindPending:
+				if a.place != placeClaim {
+					// A claim of this key: it is checked and committed like one's own, unless
+					// the key's bucket turns up in a later candidate.
+					a.place, a.slot, a.choice, a.cas = placeClaim, slots[i], i, cas
+				}
+			case s.kind == kindReleased || s.idleAt <= now:
+				free = true
+			default:
+				busyUntil = min(busyUntil, s.idleAt)
+			}
+		}
+		if free && a.place == placeFull {
+			a.place, a.slot, a.choice, a.cas = placeFree, slots[i], i, cas
+		}
+	}
+	if a.place != placeFull {
+		// A new bucket, as of the latest stamp seen; checked again after the claim.
+		return g.decideOn(a, l.algo.initial(a.stamp), a.stamp)
+	}
+	g.out.TableFull++
+	switch g.table.WhenFull {
+	case config.WhenFullAllow:
+		a.place, a.skip = placeSkip, true
+		a.decision = limiter.Decision{Allowed: true}
+		return nil
+	case config.WhenFullOverflow:
+		return g.readOverflow(store, a, now)
+	default:
+		a.next = l.algo.initial(now)
+		a.decision = limiter.Decision{RetryAfter: time.Duration(max(busyUntil-now, 1))}
+		return nil
+	}
+}
+
+// readOverflow decides a limit on the bucket its rule and limit share among all keys that found
+// no free candidate.
+func (g *Gate) readOverflow(store Store, a *applied, now int64) error {
+	l := a.limit
+	a.place, a.slot, a.writeOwner, a.stamp = placeOverflow, overflowSlot, l.overflowOwner, now
+	value, cas, err := store.Get(l.overflowKey)
 	state := l.algo.initial(now)
 	switch {
 	case isNotFound(err):
@@ -158,50 +320,144 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 	case err != nil:
 		return errors.New("cannot read shared data: " + err.Error())
 	default:
-		s, ok := decodeSlot(value)
-		switch {
-		case !ok:
-			// Not a slot value: corrupt, or written by something else. Replaced, and reported.
+		if s, ok := decodeSlot(value); !ok {
 			g.out.Corrupt++
-		case s.owner == a.owner && s.algorithm == l.tag:
-			if s.fingerprint == l.fingerprint && l.algo.valid(s.cells) {
-				state = s.cells
-			} else if converted, ok := l.algo.convert(s.cells, now); ok {
-				// Written by a changed version of this limit (a new configuration).
-				state = converted
-			}
-		case s.owner == a.owner:
-			// The limit changed algorithm: it starts afresh.
-		case s.idleAt <= now:
-			// Another bucket, idle: its owner would find it as good as new, so it is taken over.
-		default:
-			// Another bucket in use.
-			g.out.TableFull++
-			switch g.table.WhenFull {
-			case config.WhenFullAllow:
-				a.cas, a.skip = cas, true
-				a.decision = limiter.Decision{Allowed: true}
-				return nil
-			case config.WhenFullShare:
-				if s.algorithm == l.tag && s.fingerprint == l.fingerprint && l.algo.valid(s.cells) {
-					state, a.writeOwner = s.cells, s.owner
-					break
-				}
-				fallthrough
-			default:
-				a.cas, a.next = cas, state
-				a.decision = limiter.Decision{RetryAfter: time.Duration(max(s.idleAt-now, 1))}
-				return nil
-			}
+		} else if s.kind == kindLive && s.owner == l.overflowOwner {
+			state, a.stamp = l.resume(&s, now), max(now, s.stamp)
 		}
 	}
 	a.cas = cas
+	return g.decideOn(a, state, now)
+}
+
+// resume is the state of a limit's live bucket as stored: as it is, converted if a changed
+// version of the limit wrote it (a new configuration), or fresh if the limit changed algorithm.
+func (l *limit) resume(s *slot, now int64) cells {
+	if s.algorithm == l.tag {
+		if s.fingerprint == l.fingerprint && l.algo.valid(s.cells) {
+			return s.cells
+		}
+		if converted, ok := l.algo.convert(s.cells, now); ok {
+			return converted
+		}
+	}
+	return l.algo.initial(now)
+}
+
+func (g *Gate) decideOn(a *applied, state cells, now int64) error {
 	if a.cost == 0 {
-		a.next, a.decision = state, peek(l.algo, state, now)
+		a.next, a.decision = state, peek(a.limit.algo, state, now)
 		return nil
 	}
-	a.next, a.decision = l.algo.take(state, now, a.cost)
+	a.next, a.decision = a.limit.algo.take(state, now, a.cost)
 	return nil
+}
+
+// claim turns the group's new buckets into checked claims: it writes a claim into each free
+// candidate, then checks each claim (its own or another worker's of the same key). ok is false
+// when a claim was lost or another bucket or earlier claim of the key turned up; the caller
+// releases the claims held and starts again. A checked claim's fresh state is decided again
+// as of the latest stamp the check saw.
+func (g *Gate) claim(store Store, group []applied, now int64) (bool, error) {
+	for i := range group {
+		a := &group[i]
+		if a.place != placeFree || a.cost == 0 {
+			continue
+		}
+		encodeSlot(g.buf[:], &slot{kind: kindPending, algorithm: a.limit.tag, fingerprint: a.limit.fingerprint,
+			owner: a.owner, idleAt: satAdd(a.stamp, claimTimeout), stamp: a.stamp})
+		if err := store.Set(g.slotKey(a.slot), g.buf[:], a.cas); err != nil {
+			return false, err
+		}
+		a.place = placeClaim
+	}
+	for i := range group {
+		a := &group[i]
+		if a.place != placeClaim || a.cost == 0 {
+			continue
+		}
+		ok, err := g.check(store, a, now)
+		if err != nil || !ok {
+			return false, err
+		}
+		a.next, a.decision = a.limit.algo.take(a.limit.algo.initial(a.stamp), a.stamp, a.cost)
+		if !a.decision.Allowed {
+			return false, nil // more than a full bucket holds: decided again, rejected
+		}
+	}
+	return true, nil
+}
+
+// check reads a claim's slot, then every other candidate of its key. The claim stands if the
+// slot still holds a claim of the key and no other candidate holds the key's bucket or an
+// earlier claim of it; later claims of the key are released on the way. Reading the claim first
+// makes every other read come after the claim was written, which is what the argument needs.
+func (g *Gate) check(store Store, a *applied, now int64) (bool, error) {
+	value, cas, err := store.Get(g.slotKey(a.slot))
+	switch {
+	case isNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, errors.New("cannot read shared data: " + err.Error())
+	}
+	s, ok := decodeSlot(value)
+	if !ok || s.kind != kindPending || s.owner != a.owner {
+		return false, nil // lost: released, taken over when abandoned, or committed by another worker
+	}
+	a.cas, a.held, a.stamp = cas, true, max(a.stamp, s.stamp)
+	slots := candidateSlots(a.owner, g.table.MaxKeys, g.choices)
+	for i := 0; i < g.choices; i++ {
+		if i == a.choice {
+			continue
+		}
+		value, cas, err := store.Get(g.slotKey(slots[i]))
+		switch {
+		case isNotFound(err):
+			continue
+		case err != nil:
+			return false, errors.New("cannot read shared data: " + err.Error())
+		}
+		s, ok := decodeSlot(value)
+		if !ok {
+			continue
+		}
+		a.stamp = max(a.stamp, s.stamp)
+		if s.owner != a.owner || s.kind == kindReleased {
+			continue
+		}
+		if s.kind == kindLive || i < a.choice {
+			return false, nil // the key's bucket, or an earlier claim: the next attempt finds it
+		}
+		// A later claim of the same key: it can only yield to this one, so release it now.
+		if err := g.releaseSlot(store, slots[i], cas, max(now, s.stamp)); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// release gives up the claims a failed attempt holds. It is best effort: a claim left behind is
+// committed by the key's next request, released by its check, or abandoned after claimTimeout.
+func (g *Gate) release(store Store, group []applied, now int64) {
+	for i := range group {
+		a := &group[i]
+		if a.held {
+			_ = g.releaseSlot(store, a.slot, a.cas, max(now, a.stamp))
+			a.held = false
+		}
+	}
+}
+
+func (g *Gate) releaseSlot(store Store, index uint64, cas uint32, stamp int64) error {
+	encodeSlot(g.buf[:], &slot{kind: kindReleased, idleAt: math.MinInt64, stamp: stamp})
+	return store.Set(g.slotKey(index), g.buf[:], cas)
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // peek is the decision for a request that costs nothing: always admitted, and what is left is
@@ -225,18 +481,19 @@ func (g *Gate) refund(store Store, charged []applied, now int64) {
 			continue
 		}
 		for attempt := 0; attempt < MaxAttempts; attempt++ {
-			value, cas, err := store.Get(g.slotKey(a.slot))
+			key := g.keyOf(a.limit, a.slot)
+			value, cas, err := store.Get(key)
 			if err != nil {
 				break
 			}
 			s, ok := decodeSlot(value)
-			if !ok || s.owner != a.writeOwner || s.fingerprint != a.limit.fingerprint || !a.limit.algo.valid(s.cells) {
+			if !ok || s.kind != kindLive || s.owner != a.writeOwner || s.fingerprint != a.limit.fingerprint || !a.limit.algo.valid(s.cells) {
 				break
 			}
 			// The idle time stays: a refund only makes the bucket idle sooner.
-			s.cells = a.limit.algo.give(s.cells, now, a.cost)
+			s.cells, s.stamp = a.limit.algo.give(s.cells, now, a.cost), max(s.stamp, now)
 			encodeSlot(g.buf[:], &s)
-			if err := store.Set(g.slotKey(a.slot), g.buf[:], cas); err == nil || !isCasMismatch(err) {
+			if err := store.Set(g.keyOf(a.limit, a.slot), g.buf[:], cas); err == nil || !isCasMismatch(err) {
 				break
 			}
 		}

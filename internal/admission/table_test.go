@@ -11,63 +11,89 @@ func tableGate(t *testing.T, whenFull string) *Gate {
 	  "rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
 }
 
-// keysSharingASlot returns n partition keys whose buckets all fall in one slot.
-func keysSharingASlot(g *Gate, n int) []string {
-	l := &g.rules[0].limits[0]
-	bySlot := map[uint64][]string{}
-	for i := 0; ; i++ {
-		value := "key-" + strconv.Itoa(i)
-		part := strconv.Itoa(len(value)) + ":" + value
-		slot := g.owner(l, []byte(part)) % uint64(g.table.MaxKeys)
-		bySlot[slot] = append(bySlot[slot], value)
-		if len(bySlot[slot]) == n {
-			return bySlot[slot]
+// fillTable admits one request of new keys at now until every slot holds a bucket in use, and
+// returns the keys that got one. It fills through a Gate of its own whose when_full is allow,
+// so that the keys finding no free slot leave no trace.
+func fillTable(t *testing.T, g *Gate, store *memStore, now int64) []string {
+	t.Helper()
+	filler := tableGate(t, "allow")
+	filler.secret = g.secret
+	var keys []string
+	for i := 0; countLive(g, store) < g.table.MaxKeys; i++ {
+		if i > 10*g.table.MaxKeys {
+			t.Fatalf("%d keys did not fill a table of %d slots", i, g.table.MaxKeys)
+		}
+		key := "fill-" + strconv.Itoa(i)
+		out := filler.Admit(header("k", key), store, now)
+		if out.Verdict != Allow {
+			t.Fatalf("filling, %s: %+v", key, out)
+		}
+		if out.TableFull == 0 {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
+func countLive(g *Gate, store *memStore) int {
+	n := 0
+	for i := 0; i < g.table.MaxKeys; i++ {
+		if s, ok := decodeSlot(store.values[g.slotKey(uint64(i))]); ok && s.kind == kindLive {
+			n++
+		}
+	}
+	return n
+}
+
+// partKey is a header key's partition key as the Gate builds it.
+func partKey(value string) string { return strconv.Itoa(len(value)) + ":" + value }
+
+func TestKeyTableIsBounded(t *testing.T) {
+	for _, policy := range []string{"reject", "overflow", "allow"} {
+		g := tableGate(t, policy)
+		store := newMemStore()
+		if err := g.LoadSecret(store, func() uint64 { return 42 }); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 10_000; i++ {
+			g.Admit(header("k", "flood-"+strconv.Itoa(i)), store, sec+int64(i))
+		}
+		// The slots, the secret and (overflow) the rule's one overflow bucket.
+		if n := len(store.values); n > 16+2 {
+			t.Fatalf("%s: %d shared-data keys for a table of 16 slots", policy, n)
 		}
 	}
 }
 
-func TestKeyTableIsBounded(t *testing.T) {
-	g := tableGate(t, "reject")
-	store := newMemStore()
-	if err := g.LoadSecret(store, func() uint64 { return 42 }); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 10_000; i++ {
-		g.Admit(header("k", "flood-"+strconv.Itoa(i)), store, sec+int64(i))
-	}
-	if n := len(store.values); n > 16+1 {
-		t.Fatalf("%d shared-data keys for a table of 16 slots and the secret", n)
-	}
-}
-
+// A new key none of whose candidates is free never touches the buckets in use, whatever the
+// policy: here every slot holds a bucket with one of its two tokens taken (full again in 1 s).
 func TestWhenFullPolicies(t *testing.T) {
 	for _, c := range []struct {
-		policy      string
-		second      Verdict
-		secondRetry time.Duration
-		third       Verdict // the first key's second request: its bucket had 2 tokens
+		policy string
+		// verdicts of three new keys' first requests, then of each filling key's second
+		newKeys [3]Verdict
+		retry   time.Duration
 	}{
-		// The slot holds the first key's bucket until it is full again: 1 s after its one take.
-		{"reject", Limited, time.Second, Allow},
-		// Both keys draw from the first key's bucket, which is empty now.
-		{"share", Allow, 0, Limited},
-		// The second key goes through uncounted.
-		{"allow", Allow, 0, Allow},
+		{"reject", [3]Verdict{Limited, Limited, Limited}, time.Second},
+		// The overflow bucket has 2 tokens for all new keys together.
+		{"overflow", [3]Verdict{Allow, Allow, Limited}, time.Second},
+		{"allow", [3]Verdict{Allow, Allow, Allow}, 0},
 	} {
 		t.Run(c.policy, func(t *testing.T) {
 			g := tableGate(t, c.policy)
-			keys := keysSharingASlot(g, 2)
 			store := newMemStore()
-			if out := g.Admit(header("k", keys[0]), store, sec); out.Verdict != Allow {
-				t.Fatalf("first key: %+v", out)
+			filled := fillTable(t, g, store, sec)
+			for i, want := range c.newKeys {
+				out := g.Admit(header("k", "new-"+strconv.Itoa(i)), store, sec)
+				if out.Verdict != want || out.TableFull != 1 || (want == Limited && out.RetryAfter != c.retry) {
+					t.Fatalf("new key %d: %+v, want verdict %d", i, out, want)
+				}
 			}
-			out := g.Admit(header("k", keys[1]), store, sec)
-			if out.Verdict != c.second || out.RetryAfter != c.secondRetry || out.TableFull != 1 {
-				t.Fatalf("second key: %+v", out)
-			}
-			out = g.Admit(header("k", keys[0]), store, sec)
-			if out.Verdict != c.third || out.Limits[0].Remaining != 0 {
-				t.Fatalf("first key again: %+v", out)
+			for _, key := range filled {
+				out := g.Admit(header("k", key), store, sec)
+				if out.Verdict != Allow || out.Limits[0].Remaining != 0 || out.TableFull != 0 {
+					t.Fatalf("%s, its second token: %+v", key, out)
+				}
 			}
 		})
 	}
@@ -77,15 +103,106 @@ func TestWhenFullPolicies(t *testing.T) {
 // starts with the full bucket it would have had anyway.
 func TestIdleSlotIsTakenOver(t *testing.T) {
 	g := tableGate(t, "reject")
-	keys := keysSharingASlot(g, 2)
 	store := newMemStore()
+	filled := fillTable(t, g, store, 0)
+	if out := g.Admit(header("k", "late"), store, 500*int64(time.Millisecond)); out.Verdict != Limited || out.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("no bucket is full yet: %+v", out)
+	}
+	if out := g.Admit(header("k", "late"), store, sec); out.Verdict != Allow || out.TableFull != 0 {
+		t.Fatalf("every bucket is full again: %+v", out)
+	}
+	taken := 0
+	for _, key := range filled {
+		if _, ok := storedSlot(g, store, &g.rules[0].limits[0], partKey(key)); !ok {
+			taken++
+			runSteps(t, g, store, []step{
+				{"the old owner: a full bucket", 0, header("k", key), Allow, -1, 0},
+				{"", 0, header("k", key), Allow, -1, 0},
+				{"", 0, header("k", key), Limited, 0, time.Second},
+			})
+		}
+	}
+	if taken != 1 {
+		t.Fatalf("%d buckets were replaced for one new key", taken)
+	}
+}
+
+// A key whose first candidate holds another key's bucket in use lives in a later one, and is
+// found there.
+func TestLaterCandidate(t *testing.T) {
+	g := tableGate(t, "reject")
+	store := newMemStore()
+	l := &g.rules[0].limits[0]
+	first := func(key string) uint64 {
+		return candidateSlots(g.owner(l, []byte(partKey(key))), g.table.MaxKeys, g.choices)[0]
+	}
+	other := ""
+	for i := 0; other == ""; i++ {
+		if k := "other-" + strconv.Itoa(i); first(k) == first("mine") {
+			other = k
+		}
+	}
 	runSteps(t, g, store, []step{
-		{"a takes one", 0, header("k", keys[0]), Allow, -1, 0},
-		{"b: a's bucket is not full yet", 500 * int64(time.Millisecond), header("k", keys[1]), Limited, 0, 500 * time.Millisecond},
-		{"b: full again, taken over", sec, header("k", keys[1]), Allow, -1, 0},
-		{"b", sec, header("k", keys[1]), Allow, -1, 0},
-		{"a: b's bucket is empty", sec, header("k", keys[0]), Limited, 0, 2 * time.Second},
+		{"another key takes my first candidate", 0, header("k", other), Allow, -1, 0},
+		{"mine", 0, header("k", "mine"), Allow, -1, 0},
+		{"mine, found in a later candidate", 0, header("k", "mine"), Allow, -1, 0},
+		{"mine, empty", 0, header("k", "mine"), Limited, 0, time.Second},
+		{"the other key", 0, header("k", other), Allow, -1, 0},
 	})
+}
+
+// countingStore counts host calls.
+type countingStore struct {
+	*memStore
+	gets, sets int
+}
+
+func (c *countingStore) Get(key string) ([]byte, uint32, error) { c.gets++; return c.memStore.Get(key) }
+func (c *countingStore) Set(key string, value []byte, cas uint32) error {
+	c.sets++
+	return c.memStore.Set(key, value, cas)
+}
+
+// Shared-data calls per request: a known key in its first candidate costs one read and one
+// write, as with one slot per key; a new key reads its candidates, claims one, checks them all
+// and commits.
+func TestSharedDataCallsPerRequest(t *testing.T) {
+	g := tableGate(t, "reject")
+	store := &countingStore{memStore: newMemStore()}
+	for _, c := range []struct {
+		name       string
+		key        string
+		gets, sets int
+	}{
+		{"new key", "a", 2 * defaultChoices, 2},
+		{"known key, first candidate", "a", 1, 1},
+	} {
+		store.gets, store.sets = 0, 0
+		if out := g.Admit(header("k", c.key), store, sec); out.Verdict != Allow {
+			t.Fatalf("%s: %+v", c.name, out)
+		}
+		if store.gets != c.gets || store.sets != c.sets {
+			t.Errorf("%s: %d reads and %d writes, want %d and %d", c.name, store.gets, store.sets, c.gets, c.sets)
+		}
+	}
+}
+
+func TestCandidateSlotsAreDistinct(t *testing.T) {
+	for owner := uint64(0); owner < 10_000; owner++ {
+		for _, size := range []int{16, 17, 1000, 100_000} {
+			slots := candidateSlots(owner*0x9e3779b97f4a7c15, size, maxChoices)
+			for i := range slots {
+				if slots[i] >= uint64(size) {
+					t.Fatalf("owner %d, size %d: slot %d out of range", owner, size, slots[i])
+				}
+				for j := 0; j < i; j++ {
+					if slots[i] == slots[j] {
+						t.Fatalf("owner %d, size %d: candidates %v repeat", owner, size, slots)
+					}
+				}
+			}
+		}
+	}
 }
 
 func TestLongKeysCountAsMissing(t *testing.T) {
