@@ -110,17 +110,18 @@ func (g *rig) onlySlot() string {
 func corruptValues(valid []byte) map[string][]byte {
 	out := map[string][]byte{
 		"empty":       {},
-		"short":       []byte("TG\x02"),
-		"one short":   valid[:47],
+		"short":       []byte("TG\x03"),
+		"one short":   valid[:slotSize-1],
 		"one long":    append(append([]byte(nil), valid...), 0),
 		"foreign":     []byte("some other plugin's value, not a slot at all........"),
 		"json":        []byte(`{"tokens": 1000}`),
-		"all ones":    bytes.Repeat([]byte{0xff}, 48),
-		"all zeros":   make([]byte, 48),
+		"all ones":    bytes.Repeat([]byte{0xff}, slotSize),
+		"all zeros":   make([]byte, slotSize),
 		"bad magic":   append([]byte("XG"), valid[2:]...),
-		"version 1":   append([]byte("TG\x01"), valid[3:]...),
-		"version 3":   append([]byte("TG\x03"), valid[3:]...),
-		"algorithm 9": append([]byte("TG\x02\x09"), valid[4:]...),
+		"version 2":   append([]byte("TG\x02"), valid[3:]...), // the previous layout
+		"version 4":   append([]byte("TG\x04"), valid[3:]...),
+		"kind 0":      append([]byte("TG\x03\x00"), valid[4:]...),
+		"algorithm 9": append([]byte("TG\x03\x19"), valid[4:]...),
 	}
 	// This bucket's own slot with a level no bucket can have: negative, and above capacity.
 	for name, level := range map[string]int64{"negative level": -1, "level above capacity": math.MaxInt64} {
@@ -158,7 +159,7 @@ func TestCorruptSlotValuesAreReplaced(t *testing.T) {
 			t.Errorf("%s: %d admitted in one instant, want the capacity, 3", name, admitted)
 		}
 		now := g.slots()[slot]
-		if len(now) != 48 || string(now[:3]) != "TG\x02" || slotOwner(now) != owner {
+		if len(now) != slotSize || string(now[:3]) != "TG\x03" || slotOwner(now) != owner {
 			t.Errorf("%s: the slot now holds %x, want alice's valid slot", name, now)
 		}
 	}

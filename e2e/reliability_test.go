@@ -111,9 +111,12 @@ func (g *rig) slots() map[string][]byte {
 	return out
 }
 
+// slotSize is the length of a slot value (internal/admission table.go: SlotSize).
+const slotSize = 56
+
 // slotOwner is the owner hash stored in a slot value (internal/admission table.go: offset 8).
 func slotOwner(value []byte) uint64 {
-	if len(value) != 48 {
+	if len(value) != slotSize {
 		return 0
 	}
 	return binary.LittleEndian.Uint64(value[8:])

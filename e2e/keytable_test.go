@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// The key table's figures through the real module, with several worker VMs and seeded secrets:
+// how many keys are not admitted exactly their limit at ordinary load, what a flood of new keys
+// leaves to the established ones, how many shared-data entries there are, and what a request
+// costs in host calls. Nothing refills during a test (one token per hour, one clock instant), so
+// a key with a bucket of its own is admitted exactly its capacity, whatever the order.
+
+// keyTableRig runs one rule keyed by x-api-key with the given capacity and table size.
+func keyTableRig(t *testing.T, maxKeys int, capacity int64, workers int, secret uint64) *rig {
+	config := `{"key_table": {"max_keys": ` + strconv.Itoa(maxKeys) + `},
+	  "rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
+	    "limits": [{"capacity": ` + strconv.FormatInt(capacity, 10) + `, "refill_tokens": 1, "refill_interval": "1h"}]}]}`
+	return newRigWith(t, host.Envoy139, config, workers, rigOptions{secret: [2]uint64{secret, 0x7ab1e}})
+}
+
+func apiKeyReq(key string) host.Request { return httpReq("GET", "/", peer, "x-api-key", key) }
+
+// sendAll sends each key's requests in rounds (every key once per round), the VMs taking turns,
+// and returns how many of each key's requests were admitted.
+func sendAll(t *testing.T, g *rig, keys []string, rounds int) []int {
+	t.Helper()
+	admitted := make([]int, len(keys))
+	for r := 0; r < rounds; r++ {
+		for k, key := range keys {
+			switch resp := g.send(g.vms[(k+r)%len(g.vms)], apiKeyReq(key), nil); resp.Status {
+			case 200:
+				admitted[k]++
+			case 429:
+			default:
+				t.Fatalf("%s: status %d: %s", key, resp.Status, resp.Body)
+			}
+		}
+	}
+	return admitted
+}
+
+// callCost is what a run of requests cost: host calls (every import, the Go runtime's WASI calls
+// included) and the shared-data calls among them, per request.
+type callCost struct{ hostCalls, gets, sets float64 }
+
+func measure(g *rig, requests int, run func()) callCost {
+	calls := func() (n int64) {
+		for _, vm := range g.vms {
+			n += vm.Stats().HostCalls
+		}
+		return n
+	}
+	before, stats := calls(), g.host.SharedData().Stats()
+	run()
+	after := g.host.SharedData().Stats()
+	per := func(n int64) float64 { return float64(n) / float64(requests) }
+	return callCost{per(calls() - before), per(after.Gets - stats.Gets), per(after.Sets - stats.Sets)}
+}
+
+func (c callCost) String() string {
+	return strconv.FormatFloat(c.hostCalls, 'f', 2, 64) + " host calls (" + strconv.FormatFloat(c.gets, 'f', 2, 64) +
+		" shared-data reads, " + strconv.FormatFloat(c.sets, 'f', 2, 64) + " writes) per request"
+}
+
+func keyNames(prefix string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+	}
+	return keys
+}
+
+// entriesWithin checks that shared data holds at most the table's slots, the secret and the
+// rule's overflow bucket.
+func entriesWithin(t *testing.T, g *rig, maxKeys int) int {
+	t.Helper()
+	n := g.host.SharedData().Keys("tollgate")
+	if n > maxKeys+2 {
+		t.Errorf("%d shared-data entries, over %d slots, the secret and the overflow bucket", n, maxKeys)
+	}
+	return n
+}
+
+// At ordinary load every key keeps a bucket of its own: 2% of the table in use leaves at most
+// 0.1% of keys without exactly their limit, 10% at most 1%, and no key ever gets more.
+func TestOrdinaryLoadKeepsKeysExact(t *testing.T) {
+	const (
+		maxKeys  = 100_000
+		capacity = 5
+		requests = 8 // per key
+	)
+	for _, c := range []struct {
+		active int
+		atMost float64 // share of keys not admitted exactly capacity
+		secret uint64
+	}{
+		{2_000, 0.001, 1}, {2_000, 0.001, 2}, {2_000, 0.001, 3},
+		{10_000, 0.01, 1},
+	} {
+		g := keyTableRig(t, maxKeys, capacity, 2, c.secret)
+		keys := keyNames("active-", c.active)
+		var admitted []int
+		cost := measure(g, c.active*requests, func() { admitted = sendAll(t, g, keys, requests) })
+		notExact := 0
+		for k, n := range admitted {
+			if n > capacity {
+				t.Fatalf("%d active keys: %s admitted %d times, capacity %d", c.active, keys[k], n, capacity)
+			}
+			if n != capacity {
+				notExact++
+			}
+		}
+		share := float64(notExact) / float64(c.active)
+		entries := entriesWithin(t, g, maxKeys)
+		t.Logf("%d active keys of %d slots (secret %d): %d not admitted exactly %d (%.3f%%), none over; %d shared-data entries, key_table_full %d; %v",
+			c.active, maxKeys, c.secret, notExact, capacity, 100*share, entries, g.counter("tollgate.key_table_full"), cost)
+		if share > c.atMost {
+			t.Errorf("%d active keys: %.3f%% of keys not admitted exactly their limit, want at most %.1f%%", c.active, 100*share, 100*c.atMost)
+		}
+	}
+}
+
+// A flood of 1.5 × max_keys new keys, once each, takes every free slot and then throttles
+// itself in the overflow bucket: the 500 established keys (capacity 10, 5 used) keep exactly
+// their remaining 5.
+func TestFloodSparesEstablishedKeys(t *testing.T) {
+	const (
+		maxKeys     = 100_000
+		established = 500
+		capacity    = 10
+	)
+	g := keyTableRig(t, maxKeys, capacity, 4, 42)
+	keys := keyNames("established-", established)
+	for k, n := range sendAll(t, g, keys, 5) {
+		if n != 5 {
+			t.Fatalf("%s admitted %d of its first 5 requests", keys[k], n)
+		}
+	}
+	flood := keyNames("flood-", maxKeys*3/2)
+	floodAdmitted := 0
+	cost := measure(g, len(flood), func() {
+		for _, n := range sendAll(t, g, flood, 1) {
+			floodAdmitted += n
+		}
+	})
+	exact := 0
+	for k, n := range sendAll(t, g, keys, capacity) {
+		if n > 5 {
+			t.Fatalf("%s admitted %d more times after the flood, it had 5 tokens left", keys[k], n)
+		}
+		if n == 5 {
+			exact++
+		}
+	}
+	entries := entriesWithin(t, g, maxKeys)
+	// Every flood key that got a slot was admitted once; the overflow bucket admitted the rest.
+	inSlots := entries - 2 - established
+	t.Logf("flood of %d new keys over a table of %d: %d flood requests admitted, %d with a slot of their own and %d from the overflow bucket; "+
+		"key_table_full %d; %d of %d established keys got exactly their remaining 5, none more; %d shared-data entries; flood: %v",
+		len(flood), maxKeys, floodAdmitted, inSlots, floodAdmitted-inSlots, g.counter("tollgate.key_table_full"), exact, established, entries, cost)
+	if floodAdmitted-inSlots > capacity {
+		t.Errorf("the overflow bucket admitted %d flood requests, more than its capacity %d", floodAdmitted-inSlots, capacity)
+	}
+	if exact*100 < established*99 {
+		t.Errorf("%d of %d established keys got exactly their remaining tokens, want at least 99%%", exact, established)
+	}
+}
+
+// A request of a known key whose bucket sits in its first candidate reads one slot and writes it,
+// as with one slot per key (TestCrossingTrace pins every crossing); a new key reads its three
+// candidates, claims one, reads them again and commits; a key that finds every candidate busy
+// reads them and the overflow bucket and writes that.
+func TestSharedDataCallsPerRequest(t *testing.T) {
+	g := keyTableRig(t, 16, 3, 1, 9)
+	vm := g.vms[0]
+	for _, c := range []struct {
+		name       string
+		key        string
+		gets, sets float64
+	}{
+		{"new key", "k0", 6, 2},
+		{"known key, first candidate", "k0", 1, 1},
+	} {
+		cost := measure(g, 1, func() { g.send(vm, apiKeyReq(c.key), nil) })
+		if cost.gets != c.gets || cost.sets != c.sets {
+			t.Errorf("%s: %v, want %v reads and %v writes", c.name, cost, c.gets, c.sets)
+		}
+		t.Logf("%s: %v", c.name, cost)
+	}
+	// New keys until one finds all its candidates busy.
+	for i := 1; ; i++ {
+		full := g.counter("tollgate.key_table_full")
+		cost := measure(g, 1, func() { g.send(vm, apiKeyReq("k"+strconv.Itoa(i)), nil) })
+		if g.counter("tollgate.key_table_full") == full {
+			continue
+		}
+		if cost.gets != 4 || cost.sets != 1 {
+			t.Errorf("busy table: %v, want 4 reads and 1 write", cost)
+		}
+		t.Logf("busy table: %v", cost)
+		break
+	}
+}
