@@ -21,9 +21,11 @@ func BenchmarkWorkers(b *testing.B) {
 		for _, workers := range []int{1, 2, 4} {
 			b.Run(keyMode+"/workers="+strconv.Itoa(workers), func(b *testing.B) {
 				clock := host.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), monotonicStart)
+				shared := host.NewSharedData()
+				seedSecret(shared)
 				h, err := host.New(context.Background(), tollgateModule(b), host.Options{
 					PluginName: "tollgate", RootID: "tollgate", VMID: "tollgate", PluginConfig: []byte(admitConfig),
-					Clock: clock, LogLevel: 2, CompilationCache: cache,
+					Clock: clock, LogLevel: 2, CompilationCache: cache, SharedData: shared,
 				})
 				if err != nil {
 					b.Fatal(err)
