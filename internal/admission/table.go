@@ -28,7 +28,7 @@ const casCreate = math.MaxUint32
 // The key table. Envoy's shared data has no delete, so buckets live in a fixed table of MaxKeys
 // slots per plugin, and the table's size bounds the shared memory whatever keys clients send.
 // A (rule, limit, partition key) bucket is named by its owner hash and may live in any of a few
-// candidate slots the owner selects (choices of them, in a fixed order). docs/key-table.md
+// candidate slots the owner selects (choices of them, in a fixed order). docs/design.md
 // gives the argument in full; in short:
 //
 //   - A lookup reads the candidates in order and stops at the first live bucket of its owner:
@@ -83,7 +83,7 @@ const (
 const (
 	// defaultChoices is the number of candidate slots of a bucket. With a fraction α of the
 	// table in use, a new key finds all of them busy with probability about α^choices: three
-	// keep that under 0.1% at 10% load (docs/key-table.md has the measurements).
+	// keep that under 0.1% at 10% load (TestChoicesFigures measures 2, 3 and 4).
 	defaultChoices = 3
 	maxChoices     = 4
 	// claimTimeout is how long a claim holds a slot against other keys. A claim lives for the
