@@ -18,6 +18,10 @@ type algorithm interface {
 	initial(now int64) cells
 	take(c cells, now, n int64) (cells, limiter.Decision)
 	give(c cells, now, n int64) cells
+	// undo gives back the n units a write of the state written took, when another write of the
+	// same decision failed. Other workers may have written since, and time passed: undo gives
+	// back no more than the state would still lack had the n units never been taken.
+	undo(c, written cells, now, n int64) cells
 	valid(c cells) bool
 	fingerprint() uint32
 	// idleAt is the instant from which the state is as good as a new one (a full bucket, a
@@ -81,6 +85,29 @@ func (t tokenBucket) take(c cells, now, n int64) (cells, limiter.Decision) {
 func (t tokenBucket) give(c cells, now, n int64) cells {
 	return t.cells(t.b.Give(bucketState(c), now, n))
 }
+
+// undo: had the n tokens not been taken, the bucket would hold n more tokens, less whatever a
+// refill to capacity cut off meanwhile. The most the bucket can have held since the write is the
+// written level plus the refill since, so n tokens, or the room left above that, whichever is
+// less, are still owed (in whole tokens, rounded down).
+func (t tokenBucket) undo(c, written cells, now, n int64) cells {
+	end := max(now, c[1])
+	idle := t.idleAt(written)
+	if end >= idle || t.creditsPerNano <= 0 {
+		return c // the bucket may have been full since: nothing is owed
+	}
+	capacity := t.b.Full(0).Level
+	peak := min(max(written[0], 0), capacity)
+	if end > written[1] {
+		peak += (end - written[1]) * t.creditsPerNano // below capacity: end is before idle
+	}
+	owed := min(n, (capacity-peak)/t.b.CreditsPerToken())
+	if owed < 1 {
+		return c
+	}
+	return t.give(c, now, owed)
+}
+
 func (t tokenBucket) valid(c cells) bool {
 	return c[2] == t.b.CreditsPerToken() && t.b.Valid(bucketState(c))
 }
@@ -139,8 +166,12 @@ func (f fixedWindow) take(c cells, now, n int64) (cells, limiter.Decision) {
 func (f fixedWindow) give(c cells, now, n int64) cells {
 	return windowCells(f.w.Give(windowState(c), now, n))
 }
-func (f fixedWindow) valid(c cells) bool  { return f.w.Valid(windowState(c)) }
-func (f fixedWindow) fingerprint() uint32 { return f.w.Fingerprint() }
+
+// undo: a window only counts up, so the units are still counted wherever the window has not
+// moved on; give drops them once it has.
+func (f fixedWindow) undo(c, _ cells, now, n int64) cells { return f.give(c, now, n) }
+func (f fixedWindow) valid(c cells) bool                  { return f.w.Valid(windowState(c)) }
+func (f fixedWindow) fingerprint() uint32                 { return f.w.Fingerprint() }
 func (f fixedWindow) idleAt(c cells) int64 {
 	return windowIdleAt(c, int64(f.w.Limit().Window), false)
 }
@@ -163,8 +194,9 @@ func (s slidingWindow) take(c cells, now, n int64) (cells, limiter.Decision) {
 func (s slidingWindow) give(c cells, now, n int64) cells {
 	return windowCells(s.w.Give(windowState(c), now, n))
 }
-func (s slidingWindow) valid(c cells) bool  { return s.w.Valid(windowState(c)) }
-func (s slidingWindow) fingerprint() uint32 { return s.w.Fingerprint() }
+func (s slidingWindow) undo(c, _ cells, now, n int64) cells { return s.give(c, now, n) }
+func (s slidingWindow) valid(c cells) bool                  { return s.w.Valid(windowState(c)) }
+func (s slidingWindow) fingerprint() uint32                 { return s.w.Fingerprint() }
 func (s slidingWindow) idleAt(c cells) int64 {
 	return windowIdleAt(c, int64(s.w.Limit().Window), true)
 }

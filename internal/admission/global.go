@@ -85,7 +85,7 @@ func (g *Gate) GiveBack(store Store, c Charge, now int64) {
 		group = append(group, applied{limit: e.limit, slot: e.slot, writeOwner: e.owner, cost: e.cost})
 	}
 	if len(group) > 0 {
-		g.refund(store, group, now)
+		g.refund(store, group, now, false)
 	}
 }
 

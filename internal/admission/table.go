@@ -229,7 +229,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 			if err == nil {
 				return Allow, nil, nil
 			}
-			g.refund(store, group[:written], now)
+			g.refund(store, group[:written], now, true)
 		}
 		g.release(store, group, now)
 		if err != nil && !isCasMismatch(err) {
@@ -471,10 +471,11 @@ func peek(algo algorithm, state cells, now int64) limiter.Decision {
 	return d
 }
 
-// refund gives back what a group's first limits were charged before a later write failed. It is
-// best effort: if it fails, the charge stands, which errs towards admitting less, never more.
-// A slot that holds another bucket by now is left alone.
-func (g *Gate) refund(store Store, charged []applied, now int64) {
+// refund gives back what a group's first limits were charged before a later write failed (undo:
+// no more than the buckets still lack, see algorithm.undo), or what an admitted request was
+// charged (GiveBack). It is best effort: if it fails, the charge stands, which errs towards
+// admitting less, never more. A slot that holds another bucket by now is left alone.
+func (g *Gate) refund(store Store, charged []applied, now int64, undo bool) {
 	for i := range charged {
 		a := &charged[i]
 		if a.skip || a.cost == 0 {
@@ -491,7 +492,12 @@ func (g *Gate) refund(store Store, charged []applied, now int64) {
 				break
 			}
 			// The idle time stays: a refund only makes the bucket idle sooner.
-			s.cells, s.stamp = a.limit.algo.give(s.cells, now, a.cost), max(s.stamp, now)
+			if undo {
+				s.cells = a.limit.algo.undo(s.cells, a.next, now, a.cost)
+			} else {
+				s.cells = a.limit.algo.give(s.cells, now, a.cost)
+			}
+			s.stamp = max(s.stamp, now)
 			encodeSlot(g.buf[:], &s)
 			if err := store.Set(g.keyOf(a.limit, a.slot), g.buf[:], cas); err == nil || !isCasMismatch(err) {
 				break

@@ -285,3 +285,50 @@ func TestChoicesFigures(t *testing.T) {
 		}
 	}
 }
+
+// A decision that loses a race after charging one of its limits gives that charge back, but no
+// more than the bucket still lacks: here the bucket refilled to its capacity in between and
+// another worker took that token, so the charge is owed no more, and giving it back would let a
+// third request through at the same instant as the second (two from a bucket of one).
+func TestUndoOwesNoMoreThanTheBucketLacks(t *testing.T) {
+	doc := `{"rules": [
+	  {"name": "x", "key": [{"header": "x"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]},
+	  {"name": "y", "key": [{"header": "y"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"}]}]}`
+	w1, w2 := mustGate(t, doc), mustGate(t, doc)
+	store := newMemStore()
+	both := func(x, y string) fakeRequest {
+		return fakeRequest{headers: map[string]string{"x": x, "y": y}, source: "192.0.2.1:5000"}
+	}
+	for _, r := range []fakeRequest{both("k", "u0"), both("k0", "u1")} {
+		if out := w1.Admit(r, store, 0); out.Verdict != Allow {
+			t.Fatalf("setup: %+v", out)
+		}
+	}
+	s, ok := storedSlot(w1, store, &w1.rules[1].limits[0], "2:u1")
+	if !ok {
+		t.Fatal("no bucket for u1")
+	}
+	owner := s.owner
+	raced := false
+	store.beforeSet = func(key string) error {
+		if v, ok := decodeSlot(store.values[key]); raced || !ok || v.owner != owner {
+			return nil
+		}
+		raced = true
+		// Between w1's two writes, one second later: w2 takes k's refilled token and u1's last.
+		store.beforeSet = nil
+		if out := w2.Admit(both("k", "u2"), store, 2*sec); out.Verdict != Allow {
+			t.Fatalf("w2, k: %+v", out)
+		}
+		if out := w2.Admit(both("k2", "u1"), store, 2*sec); out.Verdict != Allow {
+			t.Fatalf("w2, u1: %+v", out)
+		}
+		return nil
+	}
+	if out := w1.Admit(both("k", "u1"), store, sec); out.Verdict != Limited || !raced {
+		t.Fatalf("w1 (raced: %v): %+v, want limited by u1's empty bucket after the lost race", raced, out)
+	}
+	if out := w2.Admit(both("k", "u3"), store, 2*sec); out.Verdict != Limited {
+		t.Fatalf("k at 2 s after w2 took its token: %+v, want limited", out)
+	}
+}
