@@ -332,3 +332,110 @@ func TestUndoOwesNoMoreThanTheBucketLacks(t *testing.T) {
 		t.Fatalf("k at 2 s after w2 took its token: %+v, want limited", out)
 	}
 }
+
+// putSlot stores a slot value as another worker would have written it.
+func putSlot(g *Gate, store *memStore, index uint64, s slot) {
+	var buf [SlotSize]byte
+	encodeSlot(buf[:], &s)
+	if err := store.Set(g.slotKey(index), buf[:], 0); err != nil {
+		panic(err)
+	}
+}
+
+func slotAt(g *Gate, store *memStore, index uint64) slot {
+	s, _ := decodeSlot(store.values[g.slotKey(index)])
+	return s
+}
+
+// Claims left behind by a worker that stopped between its claim and its commit: its own key's
+// next request checks and commits the claim; another key's request treats it as busy until the
+// claim timeout, then takes the slot.
+func TestClaimsLeftBehind(t *testing.T) {
+	g := tableGate(t, "reject")
+	l := &g.rules[0].limits[0]
+	mine := g.owner(l, []byte(partKey("mine")))
+	slots := candidateSlots(mine, g.table.MaxKeys, g.choices)
+	claim := slot{kind: kindPending, algorithm: l.tag, fingerprint: l.fingerprint, owner: mine, idleAt: claimTimeout, stamp: 0}
+
+	t.Run("the key's next request commits it", func(t *testing.T) {
+		store := newMemStore()
+		putSlot(g, store, slots[0], claim)
+		if out := g.Admit(header("k", "mine"), store, 10); out.Verdict != Allow || out.Limits[0].Remaining != 1 {
+			t.Fatalf("%+v", out)
+		}
+		if s := slotAt(g, store, slots[0]); s.kind != kindLive || s.owner != mine {
+			t.Fatalf("the claim's slot holds %+v, want the key's bucket", s)
+		}
+	})
+
+	t.Run("a later claim of the key is released", func(t *testing.T) {
+		store := newMemStore()
+		putSlot(g, store, slots[0], claim)
+		putSlot(g, store, slots[2], claim)
+		if out := g.Admit(header("k", "mine"), store, 10); out.Verdict != Allow {
+			t.Fatalf("%+v", out)
+		}
+		if s := slotAt(g, store, slots[0]); s.kind != kindLive || s.owner != mine {
+			t.Fatalf("first candidate: %+v, want the key's bucket", s)
+		}
+		if s := slotAt(g, store, slots[2]); s.kind != kindReleased {
+			t.Fatalf("third candidate: %+v, want a released claim", s)
+		}
+	})
+
+	t.Run("another key waits for the timeout", func(t *testing.T) {
+		store := newMemStore()
+		// Every candidate of "other" holds a claim of a key that never comes back.
+		other := g.owner(l, []byte(partKey("other")))
+		otherSlots := candidateSlots(other, g.table.MaxKeys, g.choices)
+		for i, index := range otherSlots[:g.choices] {
+			putSlot(g, store, index, slot{kind: kindPending, owner: uint64(1000 + i), idleAt: claimTimeout, stamp: 0})
+		}
+		if out := g.Admit(header("k", "other"), store, claimTimeout-1); out.Verdict != Limited || out.RetryAfter != 1 {
+			t.Fatalf("before the timeout: %+v, want limited for 1 ns", out)
+		}
+		if out := g.Admit(header("k", "other"), store, claimTimeout); out.Verdict != Allow {
+			t.Fatalf("at the timeout: %+v", out)
+		}
+		if s := slotAt(g, store, otherSlots[0]); s.kind != kindLive || s.owner != other {
+			t.Fatalf("first candidate: %+v, want the key's bucket", s)
+		}
+	})
+}
+
+// GiveBack returns a charge to the bucket it was taken from: the overflow bucket for a key that
+// found no free slot; nothing for a slot another key has taken over since.
+func TestGiveBackFollowsTheCharge(t *testing.T) {
+	g := tableGate(t, "overflow")
+	store := newMemStore()
+	fillTable(t, g, store, 0)
+	if out := g.Admit(header("k", "late"), store, 0); out.Verdict != Allow || out.TableFull != 1 {
+		t.Fatalf("late key: %+v", out)
+	}
+	charge := g.Charged()
+	if out := g.Admit(header("k", "late-2"), store, 0); out.Verdict != Allow || out.Limits[0].Remaining != 0 {
+		t.Fatalf("second late key, the overflow bucket's last token: %+v", out)
+	}
+	g.GiveBack(store, charge, 0)
+	if out := g.Admit(header("k", "late-3"), store, 0); out.Verdict != Allow {
+		t.Fatalf("after the give-back: %+v, want the overflow bucket's returned token", out)
+	}
+
+	// A charge whose slot another key took over (idle) once the charge's key went quiet.
+	g = tableGate(t, "reject")
+	store = newMemStore()
+	if out := g.Admit(header("k", "gone"), store, 0); out.Verdict != Allow {
+		t.Fatal(out)
+	}
+	charge = g.Charged()
+	l := &g.rules[0].limits[0]
+	gone := g.owner(l, []byte(partKey("gone")))
+	index := candidateSlots(gone, g.table.MaxKeys, g.choices)[0]
+	putSlot(g, store, index, slot{kind: kindLive, algorithm: l.tag, fingerprint: l.fingerprint, owner: 77,
+		idleAt: 2 * sec, cells: l.algo.initial(sec), stamp: sec})
+	before := string(store.values[g.slotKey(index)])
+	g.GiveBack(store, charge, sec)
+	if string(store.values[g.slotKey(index)]) != before {
+		t.Fatal("GiveBack wrote into a slot another key holds")
+	}
+}
