@@ -139,6 +139,12 @@ func decodeSlot(value []byte) (s slot, ok bool) {
 	return s, true
 }
 
+// previousLayout reports a slot value of the layout before candidate slots (version 2, 48 bytes,
+// one slot per bucket): left by an earlier version of the module in the same Envoy process.
+func previousLayout(value []byte) bool {
+	return len(value) == 48 && value[0] == 'T' && value[1] == 'G' && value[2] == 2
+}
+
 // slotKey is the shared-data key of a slot, built in a buffer of the Gate's: it is valid until
 // the next call, which is enough for a Store call (see Store).
 func (g *Gate) slotKey(index uint64) string {
@@ -261,9 +267,11 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		default:
 			s, ok := decodeSlot(value)
 			if !ok {
-				// Not a slot value: corrupt, written by something else, or an older layout.
-				// Replaced, and reported.
-				g.out.Corrupt++
+				// Not a slot value: replaced; reported unless it is a slot of the previous
+				// layout (an upgrade), which a new bucket replaces like an empty slot.
+				if !previousLayout(value) {
+					g.out.Corrupt++
+				}
 				free = true
 				break
 			}

@@ -439,3 +439,28 @@ func TestGiveBackFollowsTheCharge(t *testing.T) {
 		t.Fatal("GiveBack wrote into a slot another key holds")
 	}
 }
+
+// After an upgrade, slots of the previous layout (48 bytes, version 2) are replaced like empty
+// ones and not reported as corrupt; anything else that is not a slot is reported.
+func TestPreviousLayoutIsReplacedQuietly(t *testing.T) {
+	g := tableGate(t, "reject")
+	l := &g.rules[0].limits[0]
+	index := candidateSlots(g.owner(l, []byte(partKey("x"))), g.table.MaxKeys, g.choices)[0]
+	previous := make([]byte, 48)
+	copy(previous, "TG\x02\x00")
+	for _, c := range []struct {
+		name    string
+		value   []byte
+		corrupt int
+	}{{"previous layout", previous, 0}, {"garbage", []byte("garbage"), 1}} {
+		store := newMemStore()
+		store.values[g.slotKey(index)], store.cas[g.slotKey(index)] = c.value, 7
+		out := g.Admit(header("k", "x"), store, sec)
+		if out.Verdict != Allow || out.Corrupt != c.corrupt {
+			t.Errorf("%s: %+v, want admitted with %d corrupt", c.name, out, c.corrupt)
+		}
+		if s := slotAt(g, store, index); s.kind != kindLive {
+			t.Errorf("%s: the slot holds %+v, want the key's bucket", c.name, s)
+		}
+	}
+}
