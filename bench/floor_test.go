@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // requestType is one kind of request the ratio is reported for.
@@ -117,7 +118,7 @@ func TestFloorProbe(t *testing.T) {
 			t.Errorf("%s key: crossings %q, want %q", step, names, want[step])
 		}
 	}
-	if value, cas, st := r.shared.Get("tollgate", "alice"); st != host.StatusOK || len(value) != 32 || cas != 3 {
+	if value, cas, st := r.shared.Get("tollgate", "alice"); st != wire.StatusOK || len(value) != 32 || cas != 3 {
 		t.Errorf("stored value %x, cas %d, status %d; want 32 zero bytes written three times", value, cas, st)
 	}
 }

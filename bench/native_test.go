@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 	"golang.org/x/time/rate"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -118,7 +117,7 @@ type storedValue struct {
 func (s *mapStore) Get(key string) ([]byte, uint32, error) {
 	v, ok := s.values[key]
 	if !ok {
-		return nil, 0, types.ErrorStatusNotFound
+		return nil, 0, admission.ErrNotFound
 	}
 	return v.value, v.cas, nil
 }
@@ -126,7 +125,7 @@ func (s *mapStore) Get(key string) ([]byte, uint32, error) {
 func (s *mapStore) Set(key string, value []byte, cas uint32) error {
 	old, ok := s.values[key]
 	if ok && cas != 0 && cas != old.cas {
-		return types.ErrorStatusCasMismatch
+		return admission.ErrCasMismatch
 	}
 	s.lastCAS++
 	if ok {

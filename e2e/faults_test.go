@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // Fault injection through the real module: shared data failing, foreign or corrupt values under
@@ -38,11 +39,11 @@ func TestSharedDataErrorsFollowFailureMode(t *testing.T) {
 			t.Run(mode+"/"+op, func(t *testing.T) {
 				g := newRigWith(t, host.Envoy133, failureConfig(mode), 2, rigOptions{})
 				store := g.host.SharedData()
-				store.SetFault(func(o, key string) host.Status {
+				store.SetFault(func(o, key string) wire.Status {
 					if o == op && strings.HasPrefix(key, slotPrefix) {
-						return host.StatusInternalFailure
+						return wire.StatusInternalFailure
 					}
-					return host.StatusOK
+					return wire.StatusOK
 				})
 				const requests = 10
 				for i := 0; i < requests; i++ {
@@ -79,11 +80,11 @@ func TestSharedDataErrorsFollowFailureMode(t *testing.T) {
 // failing for two keys in turn logs a line per request rather than one per distinct error.
 func TestDistinctErrorsLoggedOnceEach(t *testing.T) {
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
-	g.host.SharedData().SetFault(func(op, key string) host.Status {
+	g.host.SharedData().SetFault(func(op, key string) wire.Status {
 		if strings.HasPrefix(key, slotPrefix) {
-			return host.StatusInternalFailure
+			return wire.StatusInternalFailure
 		}
-		return host.StatusOK
+		return wire.StatusOK
 	})
 	for i := 0; i < 20; i++ {
 		g.send(g.vms[0], keyReq([]string{"alice", "bob"}[i%2]), nil)
@@ -307,9 +308,9 @@ func TestPropertyLookupFailuresKeepTheModuleServing(t *testing.T) {
 	   "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}],
 	  "client_ip": {"xff_num_trusted_hops": 1}}`, 1, rigOptions{})
 	lookups := 0
-	g.host.SetPropertyFault(func(path []string) host.Status {
+	g.host.SetPropertyFault(func(path []string) wire.Status {
 		lookups++
-		return host.StatusInternalFailure
+		return wire.StatusInternalFailure
 	})
 	for i, want := range []int{200, 200, 429} {
 		if s := g.send(g.vms[0], httpReq("GET", "/key", peer, "x-api-key", "alice"), nil).Status; s != want {
@@ -344,7 +345,7 @@ func TestPropertyLookupFailureFollowsFailureMode(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			g := newRigWith(t, host.Envoy133, `{"failure_mode": "`+mode+`", "rules": [{"name": "by-ip", "key": [{"client_ip": {}}],
 			  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`, 1, rigOptions{})
-			g.host.SetPropertyFault(func(path []string) host.Status { return host.StatusInternalFailure })
+			g.host.SetPropertyFault(func(path []string) wire.Status { return wire.StatusInternalFailure })
 			resp := g.send(g.vms[0], httpReq("GET", "/", peer), nil)
 			if resp.Status != wantStatus(mode) || g.counter("tollgate.internal_errors") != 1 {
 				t.Fatalf("status %d (want %d), internal_errors %d (want 1): %s", resp.Status, wantStatus(mode),
@@ -359,11 +360,11 @@ func TestPropertyLookupFailureFollowsFailureMode(t *testing.T) {
 // use another namespace, where every key's limit would be doubled.
 func TestPluginNameLookupFailureRefusesToStart(t *testing.T) {
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
-	g.host.SetPropertyFault(func(path []string) host.Status {
+	g.host.SetPropertyFault(func(path []string) wire.Status {
 		if path[0] == "plugin_name" {
-			return host.StatusInternalFailure
+			return wire.StatusInternalFailure
 		}
-		return host.StatusOK
+		return wire.StatusOK
 	})
 	if _, err := g.host.NewVM(context.Background()); err == nil {
 		t.Fatal("a VM started without its plugin name")

@@ -428,11 +428,25 @@ func (r *request) Property(path []string) (string, bool) {
 // arenaString views bytes in the ABI's scratch arena as a string, without copying.
 func arenaString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// store is Envoy shared data through the ABI.
+// store is Envoy shared data through the ABI, with the SDK's not-found and CAS-mismatch errors
+// mapped to admission's.
 type store struct{}
 
-func (store) Get(key string) ([]byte, uint32, error) { return abi.GetSharedData(key) }
+func (store) Get(key string) ([]byte, uint32, error) {
+	value, cas, err := abi.GetSharedData(key)
+	return value, cas, storeError(err)
+}
 
 func (store) Set(key string, value []byte, cas uint32) error {
-	return abi.SetSharedData(key, value, cas)
+	return storeError(abi.SetSharedData(key, value, cas))
+}
+
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, types.ErrorStatusNotFound):
+		return admission.ErrNotFound
+	case errors.Is(err, types.ErrorStatusCasMismatch):
+		return admission.ErrCasMismatch
+	}
+	return err
 }

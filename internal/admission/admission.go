@@ -9,13 +9,20 @@ import (
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
-// Store is Envoy shared data: Get fails with types.ErrorStatusNotFound for an absent key, Set
-// with types.ErrorStatusCasMismatch when the key's CAS is no longer cas. The key is only valid
-// during the call (the Gate builds it in a reused buffer); a Store that keeps it must copy it.
+// Store is Envoy shared data: Get fails with ErrNotFound for an absent key, Set with
+// ErrCasMismatch when the key's CAS is no longer cas. The key is only valid during the call (the
+// Gate builds it in a reused buffer); a Store that keeps it must copy it.
 type Store interface {
 	Get(key string) (value []byte, cas uint32, err error)
 	Set(key string, value []byte, cas uint32) error
 }
+
+// The errors a Store reports for the two outcomes the decision handles; any other error is a
+// failure of shared data.
+var (
+	ErrNotFound    = errors.New("no value under the key")
+	ErrCasMismatch = errors.New("the key was written since it was read (CAS mismatch)")
+)
 
 // Verdict is what the filter must do with the request.
 type Verdict uint8

@@ -2,8 +2,6 @@ package admission
 
 import (
 	"testing"
-
-	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 )
 
 // steadyStore is shared data that allocates nothing once a key exists, so that the Gate's own
@@ -16,7 +14,7 @@ type steadyStore struct {
 func (s *steadyStore) Get(key string) ([]byte, uint32, error) {
 	v, ok := s.values[key]
 	if !ok {
-		return nil, 0, types.ErrorStatusNotFound
+		return nil, 0, ErrNotFound
 	}
 	return v, s.cas[key], nil
 }
