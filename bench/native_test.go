@@ -24,14 +24,14 @@ const nativeKeys = 10_000
 func BenchmarkDecision(b *testing.B) {
 	ks := keys("key", nativeKeys)
 	b.Run("limiter", func(b *testing.B) {
-		bucket, err := limiter.NewBucket(limiter.Limit{Capacity: 100, RefillTokens: 100, RefillInterval: time.Second})
+		bucket, err := limiter.NewBucket(limiter.BucketLimit{Capacity: 100, RefillTokens: 100, RefillInterval: time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		states := make(map[string]*limiter.State, nativeKeys)
+		states := make(map[string]*limiter.BucketState, nativeKeys)
 		for _, k := range ks {
-			s := bucket.Full(0)
+			s := bucket.Initial(0)
 			states[k] = &s
 		}
 		admitted := 0

@@ -91,11 +91,8 @@ func (g *Gate) GiveBack(store Store, c Charge, now int64) {
 
 // windowLength is the window of a window algorithm in nanoseconds, 0 for a token bucket.
 func windowLength(a algorithm) int64 {
-	switch w := a.(type) {
-	case fixedWindow:
-		return int64(w.w.Limit().Window)
-	case slidingWindow:
-		return int64(w.w.Limit().Window)
+	if w, ok := a.(window); ok {
+		return int64(w.limit.Window)
 	}
 	return 0
 }
