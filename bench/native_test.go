@@ -69,10 +69,11 @@ func BenchmarkDecision(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		gate, err := admission.New(cfg, "tollgate")
+		policy, err := admission.Compile(cfg, "tollgate")
 		if err != nil {
 			b.Fatal(err)
 		}
+		gate := admission.NewGate(policy)
 		store := &mapStore{values: map[string]storedValue{}}
 		req := &nativeRequest{headers: map[string]string{":method": "GET", ":path": "/api/items"}}
 		start := time.Now()

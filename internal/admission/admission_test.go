@@ -75,12 +75,12 @@ func mustGate(t testing.TB, doc string) *Gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := New(cfg, "test")
+	p, err := Compile(cfg, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.CollectStatus = true
-	return g
+	p.collectStatus = true
+	return NewGate(p)
 }
 
 const sec = int64(time.Second)

@@ -42,7 +42,7 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 		  {"algorithm": "sliding_window", "capacity": 1000000000, "window": "1m"}]}]}`,
 	} {
 		g := mustGate(t, doc)
-		g.CollectStatus = false
+		g.collectStatus = false
 		store := &steadyStore{values: map[string][]byte{}, cas: map[string]uint32{}}
 		var r Request = req("192.0.2.1:1", "k", "alice") // boxed once: the test's own allocation
 		g.Admit(r, store, sec)                           // the first request creates the slots

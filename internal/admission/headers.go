@@ -9,7 +9,7 @@ import (
 )
 
 // RateLimitHeaders renders the rate-limit headers of a style for an outcome's limits
-// (Gate.CollectStatus must be on). Policies are named after their rule, with "/<limit index>"
+// (collected when rate-limit headers are configured). Policies are named after their rule, with "/<limit index>"
 // when the rule has several limits ('/' cannot occur in a rule name, so names never collide).
 //
 // HeadersDraft follows draft-ietf-httpapi-ratelimit-headers: RateLimit-Policy lists each limit
