@@ -81,7 +81,7 @@ func (h *httpContext) checkGlobal(out *admission.Outcome, now int64) (action typ
 	if p.shadowRules {
 		h.markShadow(out)
 	}
-	h.responseHeaders = p.gate.RateLimitHeaders(p.cfg.RateLimitHeaders, out)
+	h.responseHeaders = rateLimitHeaders(p.cfg, out)
 	w := &globalWait{pending: map[uint32]int{}, charge: out.Charge(), admitted: append([]int(nil), out.Admitted...), sent: now}
 	h.global = w
 	deny := -1 // a rule whose call could not start and whose failure mode is deny

@@ -244,7 +244,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 		if p.shadowRules {
 			h.markShadow(out)
 		}
-		h.responseHeaders = p.gate.RateLimitHeaders(p.cfg.RateLimitHeaders, out)
+		h.responseHeaders = rateLimitHeaders(p.cfg, out)
 		return types.ActionContinue
 	case admission.Exempt:
 		_ = p.exempt.Increment(1)
@@ -306,7 +306,7 @@ func (h *httpContext) rejectLimited(out *admission.Outcome) {
 	retryAfter := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
 	headers := append(buf.headers[:0], [2]string{"retry-after", retryAfter}, [2]string{"content-type", resp.ContentType})
 	headers = append(headers, resp.Headers...)
-	headers = append(headers, p.gate.RateLimitHeaders(p.cfg.RateLimitHeaders, out)...)
+	headers = append(headers, rateLimitHeaders(p.cfg, out)...)
 	buf.body = appendReplacing(buf.body[:0], resp.Body, "{retry_after}", retryAfter)
 	if err := abi.SendHttpResponse(uint32(resp.Status), headers, buf.body, -1); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())
