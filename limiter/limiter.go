@@ -93,9 +93,9 @@ func NewBucket(l BucketLimit) (Bucket, error) {
 // BucketLimit returns the BucketLimit the bucket was made from.
 func (b Bucket) Limit() BucketLimit { return b.limit }
 
-// CreditsPerToken is the number of credits one token is worth for this bucket: a BucketState's Level
-// divided by it is the tokens it holds. Callers use it to carry a level over to a bucket of other
-// numbers.
+// CreditsPerToken is the number of credits one token is worth for this
+// bucket: a BucketState's Level divided by it is the tokens it holds. Callers
+// use it to carry a level over to a bucket of other numbers.
 func (b Bucket) CreditsPerToken() int64 { return b.creditsPerToken }
 
 // Initial returns the state of a key never seen: a full bucket as of now.
