@@ -48,7 +48,7 @@ const block = 128
 // BenchmarkFloor runs Tollgate and the floor probe in the same host, interleaved in blocks of
 // requests so that both see the same machine conditions. ns/op is Tollgate's time per request;
 // floor-ns/op the probe's, and floor+clock-ns/op the probe's with one monotonic clock read per
-// request (any time-based limiter needs one). tollgate/floor is the ratio the target is
+// request (any time-based limiter needs one). tollgate/floor is the ratio the target is
 // set on (≤ 1.3 for admitted-known); hostcalls/op and alloc-callbacks/op are Tollgate's crossings
 // out of the module and into its allocator per request, floor-hostcalls/op the probe's.
 func BenchmarkFloor(b *testing.B) {

@@ -169,7 +169,7 @@ func TestCorruptSlotValuesAreReplaced(t *testing.T) {
 }
 
 // A value under the module's key that it did not write means another plugin shares the
-// namespace, or memory was corrupted: the issue asks for it to be logged once and counted.
+// namespace, or memory was corrupted: it is logged once and counted, as any internal error.
 func TestCorruptSlotValuesAreReported(t *testing.T) {
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
 	g.send(g.vms[0], keyReq("alice"), nil)
@@ -337,9 +337,9 @@ func TestPropertyLookupFailuresKeepTheModuleServing(t *testing.T) {
 	}
 }
 
-// A property lookup that fails is not a property that is absent: the issue asks for failure_mode
-// and tollgate.internal_errors. The module treats it as a missing key (401 by default, counted in
-// missing_key) and, for x-forwarded-for, silently falls back to source.address.
+// A property lookup that fails is not a property that is absent: it follows failure_mode and is
+// counted in tollgate.internal_errors. Taken for a missing key it would get 401 (counted in
+// missing_key) and, for x-forwarded-for, silently fall back to source.address.
 func TestPropertyLookupFailureFollowsFailureMode(t *testing.T) {
 	for _, mode := range []string{"allow", "deny"} {
 		t.Run(mode, func(t *testing.T) {
