@@ -6,7 +6,7 @@ import (
 	"math/bits"
 )
 
-// secretValue is the stored form of the hash secret: "TGk1" and two 64-bit words.
+// secretSize is the length of the stored hash secret: "TGk1" and two 64-bit words.
 const secretSize = 20
 
 // LoadSecret reads the hash secret every VM of the plugin shares, or stores a new one drawn
