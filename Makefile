@@ -29,14 +29,14 @@ IMAGE    ?= tollgate:dev
 FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows \
 	./internal/admission:FuzzDecodeSlot ./internal/admission:FuzzClientAddress \
 	./internal/admission:FuzzNthFromRight ./internal/admission:FuzzQueryParam \
-	./internal/admission:FuzzPartitionKey ./internal/abi:FuzzDecodePairs \
+	./internal/admission:FuzzPartitionKey ./internal/wire:FuzzDecodePairs \
 	./config:FuzzDecodeMatchesEncodingJSON ./config:FuzzIsProtobufMessage ./internal/rls:FuzzDecodeResponse
 # envoyproxy/ratelimit for the global-limit tests (e2e/ratelimit, which pins the same version):
 # built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
 RATELIMIT_BIN := build/ratelimit/$(RATELIMIT_VERSION)
 # Packages linked into the module: they must also vet for wasip1.
-WASM_PKGS := ./filter ./internal/abi ./internal/admission ./internal/rls ./config ./limiter
+WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/rls ./config ./limiter
 
 .PHONY: build run test bench fuzz soak check lint clean image e2e-envoy ratelimit
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // requestType is one kind of request the ratio is reported for.
@@ -47,7 +48,7 @@ const block = 128
 // BenchmarkFloor runs Tollgate and the floor probe in the same host, interleaved in blocks of
 // requests so that both see the same machine conditions. ns/op is Tollgate's time per request;
 // floor-ns/op the probe's, and floor+clock-ns/op the probe's with one monotonic clock read per
-// request (any time-based limiter needs one). tollgate/floor is the ratio the target is
+// request (any time-based limiter needs one). tollgate/floor is the ratio the target is
 // set on (≤ 1.3 for admitted-known); hostcalls/op and alloc-callbacks/op are Tollgate's crossings
 // out of the module and into its allocator per request, floor-hostcalls/op the probe's.
 func BenchmarkFloor(b *testing.B) {
@@ -117,7 +118,7 @@ func TestFloorProbe(t *testing.T) {
 			t.Errorf("%s key: crossings %q, want %q", step, names, want[step])
 		}
 	}
-	if value, cas, st := r.shared.Get("tollgate", "alice"); st != host.StatusOK || len(value) != 32 || cas != 3 {
+	if value, cas, st := r.shared.Get("tollgate", "alice"); st != wire.StatusOK || len(value) != 32 || cas != 3 {
 		t.Errorf("stored value %x, cas %d, status %d; want 32 zero bytes written three times", value, cas, st)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 var (
@@ -98,7 +99,7 @@ var benchSecret = [2]uint64{0x62656e6368, 0x5ec2e7}
 const secretKey = "tollgate/v2/tollgate/secret"
 
 func seedSecret(shared *host.SharedData) {
-	if _, _, st := shared.Get("tollgate", secretKey); st != host.StatusNotFound {
+	if _, _, st := shared.Get("tollgate", secretKey); st != wire.StatusNotFound {
 		return
 	}
 	value := make([]byte, 20)

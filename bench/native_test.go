@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 	"golang.org/x/time/rate"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -25,14 +24,14 @@ const nativeKeys = 10_000
 func BenchmarkDecision(b *testing.B) {
 	ks := keys("key", nativeKeys)
 	b.Run("limiter", func(b *testing.B) {
-		bucket, err := limiter.NewBucket(limiter.Limit{Capacity: 100, RefillTokens: 100, RefillInterval: time.Second})
+		bucket, err := limiter.NewBucket(limiter.BucketLimit{Capacity: 100, RefillTokens: 100, RefillInterval: time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		states := make(map[string]*limiter.State, nativeKeys)
+		states := make(map[string]*limiter.BucketState, nativeKeys)
 		for _, k := range ks {
-			s := bucket.Full(0)
+			s := bucket.Initial(0)
 			states[k] = &s
 		}
 		admitted := 0
@@ -70,10 +69,11 @@ func BenchmarkDecision(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		gate, err := admission.New(cfg, "tollgate")
+		policy, err := admission.Compile(cfg, "tollgate")
 		if err != nil {
 			b.Fatal(err)
 		}
+		gate := admission.NewGate(policy)
 		store := &mapStore{values: map[string]storedValue{}}
 		req := &nativeRequest{headers: map[string]string{":method": "GET", ":path": "/api/items"}}
 		start := time.Now()
@@ -118,7 +118,7 @@ type storedValue struct {
 func (s *mapStore) Get(key string) ([]byte, uint32, error) {
 	v, ok := s.values[key]
 	if !ok {
-		return nil, 0, types.ErrorStatusNotFound
+		return nil, 0, admission.ErrNotFound
 	}
 	return v.value, v.cas, nil
 }
@@ -126,7 +126,7 @@ func (s *mapStore) Get(key string) ([]byte, uint32, error) {
 func (s *mapStore) Set(key string, value []byte, cas uint32) error {
 	old, ok := s.values[key]
 	if ok && cas != 0 && cas != old.cas {
-		return types.ErrorStatusCasMismatch
+		return admission.ErrCasMismatch
 	}
 	s.lastCAS++
 	if ok {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	httpwasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
@@ -299,5 +300,104 @@ func TestDocumentBlockCheckRefusesMutations(t *testing.T) {
 	}
 	if _, err := readDocBlocks("doc.md", []byte("```json\n{}\n")); err == nil || !strings.Contains(err.Error(), "never closed") {
 		t.Fatalf("an unclosed block: got %v", err)
+	}
+}
+
+var (
+	markdownLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	markdownHeading = regexp.MustCompile(`^#{1,6}\s+(.*?)\s*$`)
+)
+
+// headingAnchor is the anchor GitHub gives a heading: lower case, punctuation dropped, spaces
+// turned into hyphens.
+func headingAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// markdownOutline returns the links of a Markdown document outside its fenced blocks, and the
+// anchors of its headings.
+func markdownOutline(data []byte) (links []string, anchors map[string]bool) {
+	anchors = map[string]bool{}
+	fenced := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			continue
+		}
+		if m := markdownHeading.FindStringSubmatch(line); m != nil {
+			anchors[headingAnchor(m[1])] = true
+		}
+		for _, m := range markdownLink.FindAllStringSubmatch(line, -1) {
+			links = append(links, m[1])
+		}
+	}
+	return links, anchors
+}
+
+// Every relative link between the documents leads to a file that exists and, with a #fragment,
+// to one of its headings: moving or renaming a section breaks the test, not the reader.
+func TestDocumentLinksResolve(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repoRoot, documentGlob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, _ := filepath.Glob(filepath.Join(repoRoot, "*.md"))
+	files = append(roots, files...)
+	checked := 0
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := filepath.Rel(repoRoot, path)
+		links, anchors := markdownOutline(data)
+		for _, link := range links {
+			if strings.Contains(link, "://") || strings.HasPrefix(link, "mailto:") {
+				continue
+			}
+			target, fragment, _ := strings.Cut(link, "#")
+			targetAnchors := anchors
+			if target != "" {
+				file := filepath.Join(filepath.Dir(path), filepath.FromSlash(target))
+				other, err := os.ReadFile(file)
+				if err != nil {
+					t.Errorf("%s: link %q: %v", name, link, err)
+					continue
+				}
+				_, targetAnchors = markdownOutline(other)
+			}
+			if fragment != "" && !targetAnchors[fragment] {
+				t.Errorf("%s: link %q: no heading with the anchor #%s", name, link, fragment)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no relative links found; the reader is broken")
+	}
+}
+
+func TestHeadingAnchors(t *testing.T) {
+	for heading, want := range map[string]string{
+		"Key table and memory":                 "key-table-and-memory",
+		"Running envoyproxy/ratelimit":         "running-envoyproxyratelimit",
+		"Envoy's local_ratelimit or Tollgate?": "envoys-local_ratelimit-or-tollgate",
+		"`make test` and CI":                   "make-test-and-ci",
+	} {
+		if got := headingAnchor(heading); got != want {
+			t.Errorf("headingAnchor(%q) = %q, want %q", heading, got, want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // hotConfig is one hot key whose bucket never runs dry during the test, so every request writes
@@ -98,11 +99,11 @@ func TestCASRetriesRunOutFailureMode(t *testing.T) {
 			  "limits": [{"capacity": 5, "refill_tokens": 1, "refill_interval": "1s"}]}]}`
 			g := newRigWith(t, host.Envoy133, config, 1, rigOptions{})
 			store := g.host.SharedData()
-			store.SetFault(func(op, key string) host.Status {
+			store.SetFault(func(op, key string) wire.Status {
 				if op == "set" && strings.HasPrefix(key, slotPrefix) {
-					return host.StatusCasMismatch
+					return wire.StatusCasMismatch
 				}
-				return host.StatusOK
+				return wire.StatusOK
 			})
 			before := store.Stats()
 			const requests = 6

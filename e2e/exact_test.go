@@ -89,11 +89,11 @@ func newModelLimit(t *testing.T, l exactLimit, now int64) *modelLimit {
 	m := &modelLimit{spec: l}
 	switch l.algorithm {
 	case "token_bucket":
-		b, err := limiter.NewBucket(limiter.Limit{Capacity: l.capacity, RefillTokens: l.tokens, RefillInterval: l.every})
+		b, err := limiter.NewBucket(limiter.BucketLimit{Capacity: l.capacity, RefillTokens: l.tokens, RefillInterval: l.every})
 		if err != nil {
 			t.Fatal(err)
 		}
-		state := b.Full(now)
+		state := b.Initial(now)
 		m.take = func(now int64) (func(), bool) {
 			next, d := b.Take(state, now, 1)
 			return func() { state = next }, d.Allowed
@@ -108,11 +108,11 @@ func newModelLimit(t *testing.T, l exactLimit, now int64) *modelLimit {
 		if l.algorithm == "fixed_window" {
 			var f limiter.FixedWindow
 			f, err = limiter.NewFixedWindow(limiter.WindowLimit{Capacity: l.capacity, Window: l.every})
-			w, state = f, f.Empty(now)
+			w, state = f, f.Initial(now)
 		} else {
 			var s limiter.SlidingWindow
 			s, err = limiter.NewSlidingWindow(limiter.WindowLimit{Capacity: l.capacity, Window: l.every})
-			w, state = s, s.Empty(now)
+			w, state = s, s.Initial(now)
 		}
 		if err != nil {
 			t.Fatal(err)

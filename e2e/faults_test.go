@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // Fault injection through the real module: shared data failing, foreign or corrupt values under
@@ -38,11 +39,11 @@ func TestSharedDataErrorsFollowFailureMode(t *testing.T) {
 			t.Run(mode+"/"+op, func(t *testing.T) {
 				g := newRigWith(t, host.Envoy133, failureConfig(mode), 2, rigOptions{})
 				store := g.host.SharedData()
-				store.SetFault(func(o, key string) host.Status {
+				store.SetFault(func(o, key string) wire.Status {
 					if o == op && strings.HasPrefix(key, slotPrefix) {
-						return host.StatusInternalFailure
+						return wire.StatusInternalFailure
 					}
-					return host.StatusOK
+					return wire.StatusOK
 				})
 				const requests = 10
 				for i := 0; i < requests; i++ {
@@ -79,11 +80,11 @@ func TestSharedDataErrorsFollowFailureMode(t *testing.T) {
 // failing for two keys in turn logs a line per request rather than one per distinct error.
 func TestDistinctErrorsLoggedOnceEach(t *testing.T) {
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
-	g.host.SharedData().SetFault(func(op, key string) host.Status {
+	g.host.SharedData().SetFault(func(op, key string) wire.Status {
 		if strings.HasPrefix(key, slotPrefix) {
-			return host.StatusInternalFailure
+			return wire.StatusInternalFailure
 		}
-		return host.StatusOK
+		return wire.StatusOK
 	})
 	for i := 0; i < 20; i++ {
 		g.send(g.vms[0], keyReq([]string{"alice", "bob"}[i%2]), nil)
@@ -169,7 +170,7 @@ func TestCorruptSlotValuesAreReplaced(t *testing.T) {
 }
 
 // A value under the module's key that it did not write means another plugin shares the
-// namespace, or memory was corrupted: the issue asks for it to be logged once and counted.
+// namespace, or memory was corrupted: it is logged once and counted, as any internal error.
 func TestCorruptSlotValuesAreReported(t *testing.T) {
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
 	g.send(g.vms[0], keyReq("alice"), nil)
@@ -308,9 +309,9 @@ func TestPropertyLookupFailuresKeepTheModuleServing(t *testing.T) {
 	   "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}],
 	  "client_ip": {"xff_num_trusted_hops": 1}}`, 1, rigOptions{})
 	lookups := 0
-	g.host.SetPropertyFault(func(path []string) host.Status {
+	g.host.SetPropertyFault(func(path []string) wire.Status {
 		lookups++
-		return host.StatusInternalFailure
+		return wire.StatusInternalFailure
 	})
 	for i, want := range []int{200, 200, 429} {
 		if s := g.send(g.vms[0], httpReq("GET", "/key", peer, "x-api-key", "alice"), nil).Status; s != want {
@@ -337,15 +338,15 @@ func TestPropertyLookupFailuresKeepTheModuleServing(t *testing.T) {
 	}
 }
 
-// A property lookup that fails is not a property that is absent: the issue asks for failure_mode
-// and tollgate.internal_errors. The module treats it as a missing key (401 by default, counted in
-// missing_key) and, for x-forwarded-for, silently falls back to source.address.
+// A property lookup that fails is not a property that is absent: it follows failure_mode and is
+// counted in tollgate.internal_errors. Taken for a missing key it would get 401 (counted in
+// missing_key) and, for x-forwarded-for, silently fall back to source.address.
 func TestPropertyLookupFailureFollowsFailureMode(t *testing.T) {
 	for _, mode := range []string{"allow", "deny"} {
 		t.Run(mode, func(t *testing.T) {
 			g := newRigWith(t, host.Envoy133, `{"failure_mode": "`+mode+`", "rules": [{"name": "by-ip", "key": [{"client_ip": {}}],
 			  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`, 1, rigOptions{})
-			g.host.SetPropertyFault(func(path []string) host.Status { return host.StatusInternalFailure })
+			g.host.SetPropertyFault(func(path []string) wire.Status { return wire.StatusInternalFailure })
 			resp := g.send(g.vms[0], httpReq("GET", "/", peer), nil)
 			if resp.Status != wantStatus(mode) || g.counter("tollgate.internal_errors") != 1 {
 				t.Fatalf("status %d (want %d), internal_errors %d (want 1): %s", resp.Status, wantStatus(mode),
@@ -360,11 +361,11 @@ func TestPropertyLookupFailureFollowsFailureMode(t *testing.T) {
 // use another namespace, where every key's limit would be doubled.
 func TestPluginNameLookupFailureRefusesToStart(t *testing.T) {
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
-	g.host.SetPropertyFault(func(path []string) host.Status {
+	g.host.SetPropertyFault(func(path []string) wire.Status {
 		if path[0] == "plugin_name" {
-			return host.StatusInternalFailure
+			return wire.StatusInternalFailure
 		}
-		return host.StatusOK
+		return wire.StatusOK
 	})
 	if _, err := g.host.NewVM(context.Background()); err == nil {
 		t.Fatal("a VM started without its plugin name")

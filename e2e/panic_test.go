@@ -101,7 +101,7 @@ func TestPanicCreatingTheStreamIsRecovered(t *testing.T) {
 }
 
 // With failure_mode deny, a request whose stream context could not be created must not pass
-// unlimited: the issue says a recovered panic follows the failure mode.
+// unlimited: a recovered panic follows the failure mode.
 func TestPanicCreatingTheStreamFollowsFailureMode(t *testing.T) {
 	g := newRigWith(t, host.Envoy133, failureConfig("deny"), 1, rigOptions{wasm: faultModule(t)})
 	g.send(g.vms[0], faultReq("context"), nil)

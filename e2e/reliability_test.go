@@ -15,7 +15,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
 
-// Helpers of the reliability tests (issue 4): exactness under concurrency, contention, faults,
+// Helpers of the reliability tests: exactness under concurrency, contention, faults,
 // panics, configuration pushes and the poll_oneoff soak.
 
 // rigOptions adjust a rig's host before its VMs start.

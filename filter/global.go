@@ -75,18 +75,17 @@ func (h *httpContext) checkGlobal(out *admission.Outcome, now int64) (action typ
 	if !p.hasGlobal {
 		return types.ActionContinue, false
 	}
-	p.checks = p.gate.GlobalChecks(p.checks[:0])
-	if len(p.checks) == 0 {
+	if len(out.Global) == 0 {
 		return types.ActionContinue, false
 	}
 	if p.shadowRules {
 		h.markShadow(out)
 	}
-	h.responseHeaders = p.gate.RateLimitHeaders(p.cfg.RateLimitHeaders, out)
-	w := &globalWait{pending: map[uint32]int{}, charge: p.gate.Charged(), admitted: append([]int(nil), out.Admitted...), sent: now}
+	h.responseHeaders = rateLimitHeaders(p.cfg, out)
+	w := &globalWait{pending: map[uint32]int{}, charge: out.Charge(), admitted: append([]int(nil), out.Admitted...), sent: now}
 	h.global = w
 	deny := -1 // a rule whose call could not start and whose failure mode is deny
-	for _, c := range p.checks {
+	for _, c := range out.Global {
 		g := p.globalRules[c.Rule]
 		g.entries[len(g.entries)-1].Value = c.Key
 		msg := rls.AppendRequest(nil, g.config.Domain, g.entries, uint32(c.Cost))
@@ -237,9 +236,9 @@ func (h *httpContext) rejectGlobal(rule int, resp rls.Response, now int64) {
 	headers := make([][2]string, 0, 2+len(cfg.Headers)+3)
 	headers = append(headers, [2]string{"retry-after", seconds}, [2]string{"content-type", cfg.ContentType})
 	headers = append(headers, cfg.Headers...)
-	headers = append(headers, globalRateLimitHeaders(p.cfg.RateLimitHeaders, p.gate.RuleName(rule), resp, retryAfter)...)
+	headers = append(headers, globalRateLimitHeaders(p.cfg.RateLimitHeaders, p.ruleName(rule), resp, retryAfter)...)
 	if p.debug {
-		abi.Log(abi.LogLevelDebug, "tollgate: decision limited rule "+p.gate.RuleName(rule)+" by the global limit, retry_after "+seconds+"s")
+		abi.Log(abi.LogLevelDebug, "tollgate: decision limited rule "+p.ruleName(rule)+" by the global limit, retry_after "+seconds+"s")
 	}
 	body := strings.ReplaceAll(cfg.Body, "{retry_after}", seconds)
 	if err := abi.SendHttpResponse(uint32(cfg.Status), headers, []byte(body), -1); err != nil {
@@ -254,7 +253,7 @@ func (h *httpContext) denyGlobal(rule int) {
 		now = h.global.sent
 	}
 	h.finish(now)
-	h.reply(503, "the global rate limit service failed (rate limit rule "+h.plugin.gate.RuleName(rule)+")\n")
+	h.reply(503, "the global rate limit service failed (rate limit rule "+h.plugin.ruleName(rule)+")\n")
 }
 
 // globalRateLimitHeaders describe the global limit that rejected a request, when the service
@@ -283,7 +282,7 @@ func globalRateLimitHeaders(style config.HeaderStyle, rule string, resp rls.Resp
 // globalFailed logs a failure of the rate limit service once per distinct message (it is
 // counted in the rule's global_error or global_timeout).
 func (p *pluginContext) globalFailed(rule int, msg string) {
-	msg = "tollgate: rule " + p.gate.RuleName(rule) + ": " + msg + " (global failure_mode " +
+	msg = "tollgate: rule " + p.ruleName(rule) + ": " + msg + " (global failure_mode " +
 		p.cfg.Rules[rule].Global.FailureMode.String() + ")"
 	if msg != p.lastGlobalFailure {
 		p.lastGlobalFailure = msg

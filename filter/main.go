@@ -31,7 +31,8 @@ const ShadowHeader = "x-tollgate-shadow-limited"
 
 type pluginContext struct {
 	types.DefaultPluginContext
-	cfg   *config.Config
+	cfg *config.Config
+	// gate decides the requests of this VM (one plugin context per VM).
 	gate  *admission.Gate
 	rules []ruleMetrics
 	// Plugin-wide counters.
@@ -53,7 +54,6 @@ type pluginContext struct {
 	// Global limits (global.go): per rule, nil without one.
 	globalRules       []*globalRule
 	hasGlobal         bool
-	checks            []admission.GlobalCheck
 	lastGlobalFailure string
 }
 
@@ -94,20 +94,19 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		abi.Log(abi.LogLevelCritical, "tollgate: cannot read the plugin_name property, which namespaces the shared-data keys: "+err.Error())
 		return types.OnPluginStartStatusFailed
 	}
-	gate, err := admission.New(cfg, string(name))
+	policy, err := admission.Compile(cfg, string(name))
 	if err != nil {
 		abi.Log(abi.LogLevelCritical, "tollgate: invalid configuration: "+err.Error())
 		return types.OnPluginStartStatusFailed
 	}
-	gate.CollectStatus = cfg.RateLimitHeaders != config.HeadersOff
 	// The hash secret every worker VM shares; math/rand/v2's generator is seeded by the runtime
 	// from WASI random_get (crypto/rand would link crypto packages that cost megabytes of
 	// memory in every VM).
-	if err := gate.LoadSecret(store{}, rand.Uint64); err != nil {
+	if err := policy.LoadSecret(store{}, rand.Uint64); err != nil {
 		abi.Log(abi.LogLevelCritical, "tollgate: cannot read or store the key table's secret in shared data: "+err.Error())
 		return types.OnPluginStartStatusFailed
 	}
-	p.cfg, p.gate = cfg, gate
+	p.cfg, p.gate = cfg, admission.NewGate(policy)
 	define := func(name string, counter *abi.Counter) bool {
 		if *counter, err = abi.DefineCounter(name); err != nil {
 			abi.Log(abi.LogLevelCritical, "tollgate: cannot define metric "+name+": "+err.Error())
@@ -155,6 +154,9 @@ func (h *httpContext) OnHttpStreamDone() {
 	h.responseHeaders, h.global = nil, nil
 	h.plugin.free = append(h.plugin.free, h)
 }
+
+// ruleName is the name of the rule with the given index in the configuration.
+func (p *pluginContext) ruleName(rule int) string { return p.cfg.Rules[rule].Name }
 
 // failed logs an internal error once per distinct message and counts every occurrence.
 func (p *pluginContext) failed(msg string) {
@@ -242,7 +244,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 		if p.shadowRules {
 			h.markShadow(out)
 		}
-		h.responseHeaders = p.gate.RateLimitHeaders(p.cfg.RateLimitHeaders, out)
+		h.responseHeaders = rateLimitHeaders(p.cfg, out)
 		return types.ActionContinue
 	case admission.Exempt:
 		_ = p.exempt.Increment(1)
@@ -256,13 +258,13 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 		var challenge [][2]string
 		if out.Status == 401 {
 			// RFC 9110 §15.5.2: a 401 carries a challenge. The scheme names what is missing.
-			challenge = append(challenge, [2]string{"www-authenticate", `Tollgate realm="` + p.gate.RuleName(out.Rule) + `"`})
+			challenge = append(challenge, [2]string{"www-authenticate", `Tollgate realm="` + p.ruleName(out.Rule) + `"`})
 		}
-		h.reply(uint32(out.Status), "the request has no "+out.MissingPart+" (rate limit rule "+p.gate.RuleName(out.Rule)+")\n", challenge...)
+		h.reply(uint32(out.Status), "the request has no "+out.MissingPart+" (rate limit rule "+p.ruleName(out.Rule)+")\n", challenge...)
 		return types.ActionPause
 	case admission.BadCost:
 		_ = p.rules[out.Rule].invalidCost.Increment(1)
-		h.reply(400, "header "+p.cfg.Rules[out.Rule].Cost.Header+" must be a whole number (rate limit rule "+p.gate.RuleName(out.Rule)+")\n")
+		h.reply(400, "header "+p.cfg.Rules[out.Rule].Cost.Header+" must be a whole number (rate limit rule "+p.ruleName(out.Rule)+")\n")
 		return types.ActionPause
 	default:
 		p.failed(out.Err.Error())
@@ -283,7 +285,7 @@ func (h *httpContext) markShadow(out *admission.Outcome) {
 	names := make([]string, len(out.ShadowLimited))
 	for j, i := range out.ShadowLimited {
 		_ = p.rules[i].shadowLimited.Increment(1)
-		names[j] = p.gate.RuleName(i)
+		names[j] = p.ruleName(i)
 	}
 	if err := abi.AddHttpRequestHeader(ShadowHeader, strings.Join(names, ",")); err != nil {
 		p.failed("cannot mark a shadow-limited request: " + err.Error())
@@ -304,7 +306,7 @@ func (h *httpContext) rejectLimited(out *admission.Outcome) {
 	retryAfter := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
 	headers := append(buf.headers[:0], [2]string{"retry-after", retryAfter}, [2]string{"content-type", resp.ContentType})
 	headers = append(headers, resp.Headers...)
-	headers = append(headers, p.gate.RateLimitHeaders(p.cfg.RateLimitHeaders, out)...)
+	headers = append(headers, rateLimitHeaders(p.cfg, out)...)
 	buf.body = appendReplacing(buf.body[:0], resp.Body, "{retry_after}", retryAfter)
 	if err := abi.SendHttpResponse(uint32(resp.Status), headers, buf.body, -1); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())
@@ -375,13 +377,13 @@ func (h *httpContext) OnHttpResponseHeaders(numHeaders int, endOfStream bool) ty
 func (h *httpContext) logDecision(out *admission.Outcome) {
 	msg := "tollgate: decision " + verdictNames[out.Verdict]
 	if out.Rule >= 0 {
-		msg += " rule " + h.plugin.gate.RuleName(out.Rule)
+		msg += " rule " + h.plugin.ruleName(out.Rule)
 	}
 	if out.Verdict == admission.Limited {
 		msg += " retry_after " + out.RetryAfter.String()
 	}
 	for _, l := range out.Limits {
-		msg += " [" + h.plugin.gate.RuleName(l.Rule) + "." + strconv.Itoa(l.Limit) + " key#" +
+		msg += " [" + h.plugin.ruleName(l.Rule) + "." + strconv.Itoa(l.Limit) + " key#" +
 			strconv.FormatUint(l.PartitionHash, 16) + " remaining " + strconv.FormatInt(l.Remaining, 10) + "]"
 	}
 	abi.Log(abi.LogLevelDebug, msg)
@@ -428,11 +430,25 @@ func (r *request) Property(path []string) (string, bool) {
 // arenaString views bytes in the ABI's scratch arena as a string, without copying.
 func arenaString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// store is Envoy shared data through the ABI.
+// store is Envoy shared data through the ABI, with the SDK's not-found and CAS-mismatch errors
+// mapped to admission's.
 type store struct{}
 
-func (store) Get(key string) ([]byte, uint32, error) { return abi.GetSharedData(key) }
+func (store) Get(key string) ([]byte, uint32, error) {
+	value, cas, err := abi.GetSharedData(key)
+	return value, cas, storeError(err)
+}
 
 func (store) Set(key string, value []byte, cas uint32) error {
-	return abi.SetSharedData(key, value, cas)
+	return storeError(abi.SetSharedData(key, value, cas))
+}
+
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, types.ErrorStatusNotFound):
+		return admission.ErrNotFound
+	case errors.Is(err, types.ErrorStatusCasMismatch):
+		return admission.ErrCasMismatch
+	}
+	return err
 }

@@ -11,8 +11,8 @@ import (
 // 5ms, so once the burst is spent requests alternate between admitted and
 // rejected.
 func BenchmarkTake(b *testing.B) {
-	bucket := mustBucket(b, limiter.Limit{Capacity: 100, RefillTokens: 100, RefillInterval: time.Second})
-	s := bucket.Full(0)
+	bucket := mustBucket(b, limiter.BucketLimit{Capacity: 100, RefillTokens: 100, RefillInterval: time.Second})
+	s := bucket.Initial(0)
 	now := int64(0)
 	var d limiter.Decision
 	b.ReportAllocs()

@@ -3,18 +3,21 @@
 // exact integer arithmetic, with the current time always passed in.
 //
 // Each algorithm is an immutable value made from a validated limit (Bucket
-// from Limit, FixedWindow and SlidingWindow from WindowLimit) and decides on
-// a per-key state that the caller stores (State, WindowState): Take returns
-// the new state and a Decision, Give refunds a Take that another limit
-// overruled. A state is only meaningful for the limiter that produced it,
-// which Fingerprint lets a caller check before reusing stored state; the
-// fingerprints of the three algorithms differ even for the same numbers.
+// from BucketLimit, FixedWindow and SlidingWindow from WindowLimit) and
+// decides on a per-key state that the caller stores (BucketState,
+// WindowState), starting from Initial: Take returns the new state and a
+// Decision, Give refunds a Take that another limit overruled. Algorithm is
+// that common shape, for callers that hold any of the three. A state is only
+// meaningful for the limiter that produced it, which Fingerprint lets a
+// caller check before reusing stored state; the fingerprints of the three
+// algorithms differ even for the same numbers.
 //
 // # Token bucket
 //
-// A bucket holds up to Limit.Capacity tokens and gains Limit.RefillTokens
-// tokens every Limit.RefillInterval, continuously rather than in steps: half
-// an interval adds half of RefillTokens. A request for n tokens is admitted
+// A bucket holds up to BucketLimit.Capacity tokens and gains
+// BucketLimit.RefillTokens tokens every BucketLimit.RefillInterval,
+// continuously rather than in steps: half an interval adds half of
+// RefillTokens. A request for n tokens is admitted
 // when the bucket holds at least n, and then n are taken. Starting from a
 // full bucket, the tokens admitted in any window of length T therefore never
 // exceed Capacity + RefillTokens×T/RefillInterval, the token bucket bound of
@@ -25,10 +28,11 @@
 // RefillInterval/g credits and each nanosecond adds RefillTokens/g credits.
 // Every quantity the bucket reports (Remaining, RetryAfter, Reset) is then an
 // exact integer division of credits, with no floating point and no drift over
-// any number of steps. State.Level is stored in credits.
+// any number of steps. BucketState.Level is stored in credits, and
+// Bucket.CreditsPerToken converts it to tokens.
 //
 // NewBucket rejects limits whose capacity in credits exceeds 2^62, so no
-// computation in this package can overflow, whatever State and times it is
+// computation in this package can overflow, whatever BucketState and times it is
 // given.
 //
 // # Fixed and sliding windows
@@ -69,7 +73,7 @@
 // base, and passing time in also makes the limiters deterministic to test.
 //
 // Time never goes backwards. Whenever now is behind the time of a state (a
-// State's Last, a WindowState's Start), by any amount, the decision is made
+// BucketState's Last, a WindowState's Start), by any amount, the decision is made
 // as if now were that time: a bucket refills nothing and keeps Last, a
 // window stays in the window starting at Start, and every duration reported
 // is counted from that time. On one monotonic time base, and with stored
@@ -89,12 +93,12 @@
 // until the clock reaches it: the bucket refills nothing and the window does
 // not move on. Callers validate what they decode (Fingerprint, and Valid,
 // which checks levels, counts and alignment but not times) and start again
-// from Full or Empty when it fails; one whose storage can hand it a corrupt
+// from Initial when it fails; one whose storage can hand it a corrupt
 // time must check that time against its clock itself.
 //
 // A WindowState whose Start is not a multiple of Window was not stored by a
 // window and holds no time: it restarts empty in the window containing now,
 // as does one that is neither the current nor (sliding) the previous
 // window. Counts outside 0..Capacity are clamped into it, as are levels
-// outside 0..capacity for a State.
+// outside 0..capacity for a BucketState.
 package limiter

@@ -13,7 +13,7 @@ import (
 // in big integers so that no input can overflow it: clamp the level; then a
 // now behind Last, by any amount, is read as Last (time never goes
 // backwards), and a later now adds elapsed × creditsPerNano up to capacity.
-func refilledLevel(capacityCredits, creditsPerNano int64, s limiter.State, now int64) (level int64, last int64) {
+func refilledLevel(capacityCredits, creditsPerNano int64, s limiter.BucketState, now int64) (level int64, last int64) {
 	level = min(max(s.Level, 0), capacityCredits)
 	elapsed := new(big.Int).Sub(big.NewInt(now), big.NewInt(s.Last))
 	if elapsed.Sign() < 0 {
@@ -37,7 +37,7 @@ func ceilQuo(a, d int64) int64 {
 }
 
 // creditUnits recomputes the units of the package documentation.
-func creditUnits(l limiter.Limit) (perToken, perNano int64, capacity *big.Int) {
+func creditUnits(l limiter.BucketLimit) (perToken, perNano int64, capacity *big.Int) {
 	g := new(big.Int).GCD(nil, nil, big.NewInt(l.RefillTokens), big.NewInt(int64(l.RefillInterval))).Int64()
 	perToken, perNano = int64(l.RefillInterval)/g, l.RefillTokens/g
 	return perToken, perNano, new(big.Int).Mul(big.NewInt(l.Capacity), big.NewInt(perToken))
@@ -46,7 +46,7 @@ func creditUnits(l limiter.Limit) (perToken, perNano int64, capacity *big.Int) {
 func FuzzTake(f *testing.F) {
 	f.Add(int64(3), int64(1), int64(time.Second), int64(0), int64(0), int64(300*time.Millisecond), int64(1))
 	f.Fuzz(func(t *testing.T, capacity, refillTokens, intervalNanos, level, last, now, n int64) {
-		l := limiter.Limit{Capacity: capacity, RefillTokens: refillTokens, RefillInterval: time.Duration(intervalNanos)}
+		l := limiter.BucketLimit{Capacity: capacity, RefillTokens: refillTokens, RefillInterval: time.Duration(intervalNanos)}
 		b, err := limiter.NewBucket(l)
 		if capacity < 1 || refillTokens < 1 || intervalNanos < 1 {
 			if err == nil {
@@ -62,7 +62,7 @@ func FuzzTake(f *testing.F) {
 			return
 		}
 		capCredits := capacityCredits.Int64()
-		s := limiter.State{Level: level, Last: last}
+		s := limiter.BucketState{Level: level, Last: last}
 		wantLevel, wantLast := refilledLevel(capCredits, perNano, s, now)
 		taken := max(n, 1)
 

@@ -15,7 +15,7 @@ const maxCapacityCredits = 1 << 62
 const never = time.Duration(math.MaxInt64)
 
 // fingerprintVersion is hashed first by Fingerprint; change it if the
-// meaning of State.Level ever changes, so stored states are discarded.
+// meaning of BucketState.Level ever changes, so stored states are discarded.
 const fingerprintVersion = 1
 
 var (
@@ -25,26 +25,26 @@ var (
 	errTooManyCredits = errors.New("limiter: Capacity * RefillInterval/gcd(RefillTokens, RefillInterval in ns) exceeds 2^62 credits; lower Capacity or use a refill rate with a smaller reduced interval")
 )
 
-// Limit is the shape of one token bucket.
-type Limit struct {
+// BucketLimit is the shape of one token bucket.
+type BucketLimit struct {
 	Capacity       int64         // tokens the bucket holds when full (burst), >= 1
 	RefillTokens   int64         // tokens added per RefillInterval, >= 1
 	RefillInterval time.Duration // >= 1ns
 }
 
-// Bucket is a validated Limit with precomputed integer units. It is an
+// Bucket is a validated BucketLimit with precomputed integer units. It is an
 // immutable value, safe to copy and to share between goroutines.
 //
-// The zero Bucket is not valid: it admits nothing and changes no State.
+// The zero Bucket is not valid: it admits nothing and changes no BucketState.
 type Bucket struct {
-	limit           Limit
+	limit           BucketLimit
 	creditsPerToken int64 // RefillInterval/g: one token, in credits
 	creditsPerNano  int64 // RefillTokens/g: credits added per elapsed nanosecond
 	capacityCredits int64 // Capacity * creditsPerToken, <= 2^62
 }
 
-// State is what is persisted per key.
-type State struct {
+// BucketState is what is persisted per key.
+type BucketState struct {
 	Level int64 // tokens in credits, 0..capacity in credits
 	// Last is when Level was computed, in nanoseconds on the caller's
 	// monotonic time base. It never decreases: a Take or Give at an
@@ -66,7 +66,7 @@ type Decision struct {
 
 // NewBucket validates l and precomputes its units. It rejects non-positive
 // fields and limits whose capacity in credits would exceed 2^62.
-func NewBucket(l Limit) (Bucket, error) {
+func NewBucket(l BucketLimit) (Bucket, error) {
 	if l.Capacity < 1 {
 		return Bucket{}, errCapacity
 	}
@@ -90,30 +90,30 @@ func NewBucket(l Limit) (Bucket, error) {
 	}, nil
 }
 
-// Limit returns the Limit the bucket was made from.
-func (b Bucket) Limit() Limit { return b.limit }
+// BucketLimit returns the BucketLimit the bucket was made from.
+func (b Bucket) Limit() BucketLimit { return b.limit }
 
-// CreditsPerToken is the number of credits one token is worth for this bucket: a State's Level
-// divided by it is the tokens it holds. Callers use it to carry a level over to a bucket of other
-// numbers.
+// CreditsPerToken is the number of credits one token is worth for this
+// bucket: a BucketState's Level divided by it is the tokens it holds. Callers
+// use it to carry a level over to a bucket of other numbers.
 func (b Bucket) CreditsPerToken() int64 { return b.creditsPerToken }
 
-// Full returns the state of a full bucket as of now.
-func (b Bucket) Full(now int64) State {
-	return State{Level: b.capacityCredits, Last: now}
+// Initial returns the state of a key never seen: a full bucket as of now.
+func (b Bucket) Initial(now int64) BucketState {
+	return BucketState{Level: b.capacityCredits, Last: now}
 }
 
 // Valid reports whether s.Level is within 0 and the capacity in credits.
-func (b Bucket) Valid(s State) bool {
+func (b Bucket) Valid(s BucketState) bool {
 	return 0 <= s.Level && s.Level <= b.capacityCredits
 }
 
 // Take refills s to now and then tries to take n tokens; n < 1 counts as 1.
 // A now behind s.Last is read as s.Last: nothing is refilled, Last is kept
 // and every duration is counted from it. A rejected request takes nothing
-// but still returns the refilled State. A request for more than Capacity
+// but still returns the refilled BucketState. A request for more than Capacity
 // tokens is always rejected, with RetryAfter math.MaxInt64 nanoseconds.
-func (b Bucket) Take(s State, now int64, n int64) (State, Decision) {
+func (b Bucket) Take(s BucketState, now int64, n int64) (BucketState, Decision) {
 	if b.creditsPerNano == 0 {
 		return s, Decision{RetryAfter: never}
 	}
@@ -137,7 +137,7 @@ func (b Bucket) Take(s State, now int64, n int64) (State, Decision) {
 // and then returns n tokens to it, without exceeding capacity. It undoes a
 // Take that another limit overruled; n < 1 counts as 1, as in Take, so
 // Give(n) undoes Take(n) for every n.
-func (b Bucket) Give(s State, now int64, n int64) State {
+func (b Bucket) Give(s BucketState, now int64, n int64) BucketState {
 	if b.creditsPerNano == 0 {
 		return s
 	}
@@ -154,9 +154,9 @@ func (b Bucket) Give(s State, now int64, n int64) State {
 	return s
 }
 
-// Fingerprint is a stable hash of the Limit's Capacity, RefillTokens and
-// RefillInterval. A stored State should only be reused by a Bucket with the
-// same fingerprint; otherwise start from Full.
+// Fingerprint is a stable hash of the BucketLimit's Capacity, RefillTokens and
+// RefillInterval. A stored BucketState should only be reused by a Bucket with the
+// same fingerprint; otherwise start from Initial.
 func (b Bucket) Fingerprint() uint32 {
 	// 32-bit FNV-1a over a version byte and the three fields as 8-byte
 	// little-endian integers, written out to avoid hash/fnv's allocation.
@@ -175,19 +175,19 @@ func (b Bucket) Fingerprint() uint32 {
 // refill clamps s.Level into range and brings s forward to now. Time never
 // goes backwards (see the package documentation): a now behind s.Last, by
 // any amount, is read as s.Last, so nothing is refilled and Last is kept.
-func (b Bucket) refill(s State, now int64) State {
+func (b Bucket) refill(s BucketState, now int64) BucketState {
 	level := min(max(s.Level, 0), b.capacityCredits)
 	if now <= s.Last {
-		return State{Level: level, Last: s.Last}
+		return BucketState{Level: level, Last: s.Last}
 	}
 	elapsed := uint64(now) - uint64(s.Last) // may exceed math.MaxInt64
 	// Decide "full" by time before multiplying, so elapsed*creditsPerNano
 	// is only computed when it is below the deficit and cannot overflow.
 	toFull := ceilDiv(b.capacityCredits-level, b.creditsPerNano)
 	if elapsed >= uint64(toFull) {
-		return State{Level: b.capacityCredits, Last: now}
+		return BucketState{Level: b.capacityCredits, Last: now}
 	}
-	return State{Level: level + int64(elapsed)*b.creditsPerNano, Last: now}
+	return BucketState{Level: level + int64(elapsed)*b.creditsPerNano, Last: now}
 }
 
 // decision reports level (in credits, after the decision) as a Decision.

@@ -19,7 +19,7 @@ const (
 
 // step is one request of a trace at a fixed instant.
 type step struct {
-	key  string // which key's State the request uses; "" for a single key
+	key  string // which key's BucketState the request uses; "" for a single key
 	at   int64  // nanoseconds on the trace's time base
 	n    int64
 	want limiter.Decision
@@ -33,7 +33,7 @@ func rejected(remaining int64, retryAfter, reset time.Duration) limiter.Decision
 	return limiter.Decision{Remaining: remaining, RetryAfter: retryAfter, Reset: reset}
 }
 
-func mustBucket(t testing.TB, l limiter.Limit) limiter.Bucket {
+func mustBucket(t testing.TB, l limiter.BucketLimit) limiter.Bucket {
 	t.Helper()
 	b, err := limiter.NewBucket(l)
 	if err != nil {
@@ -44,18 +44,18 @@ func mustBucket(t testing.TB, l limiter.Limit) limiter.Bucket {
 
 // creditsPerToken recovers the bucket's token unit through the public API.
 func creditsPerToken(b limiter.Bucket) int64 {
-	return b.Full(0).Level / b.Limit().Capacity
+	return b.Initial(0).Level / b.Limit().Capacity
 }
 
-// runTrace plays steps in order, each key starting from Full(start), and
+// runTrace plays steps in order, each key starting from Initial(start), and
 // reports every step whose decision differs from its want.
 func runTrace(t *testing.T, b limiter.Bucket, start int64, steps []step) {
 	t.Helper()
-	states := map[string]limiter.State{}
+	states := map[string]limiter.BucketState{}
 	for i, st := range steps {
 		s, ok := states[st.key]
 		if !ok {
-			s = b.Full(start)
+			s = b.Initial(start)
 		}
 		next, got := b.Take(s, st.at, st.n)
 		if got != st.want {
@@ -73,7 +73,7 @@ func runTrace(t *testing.T, b limiter.Bucket, start int64, steps []step) {
 // The seed traces of the product design.
 
 func TestSeedTraceOneKey(t *testing.T) {
-	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
 	runTrace(t, b, 0, []step{
 		{at: 0, n: 1, want: allowed(2, 1000*time.Millisecond)},
 		{at: 100 * ms, n: 1, want: allowed(1, 1900*time.Millisecond)},
@@ -87,7 +87,7 @@ func TestSeedTraceOneKey(t *testing.T) {
 }
 
 func TestSeedTraceHalfSecondRefill(t *testing.T) {
-	b := mustBucket(t, limiter.Limit{Capacity: 2, RefillTokens: 1, RefillInterval: 500 * time.Millisecond})
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 2, RefillTokens: 1, RefillInterval: 500 * time.Millisecond})
 	runTrace(t, b, 0, []step{
 		{at: 900 * ms, n: 1, want: allowed(1, 500*time.Millisecond)},
 		{at: 950 * ms, n: 1, want: allowed(0, 950*time.Millisecond)},
@@ -98,7 +98,7 @@ func TestSeedTraceHalfSecondRefill(t *testing.T) {
 }
 
 func TestSeedTraceTwoKeys(t *testing.T) {
-	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
 	steps := []step{
 		{key: "alice", at: 0, n: 1, want: allowed(2, 1000*time.Millisecond)},
 		{key: "alice", at: 100 * ms, n: 1, want: allowed(1, 1900*time.Millisecond)},
@@ -114,7 +114,7 @@ func TestSeedTraceTwoKeys(t *testing.T) {
 }
 
 func TestTakeMoreThanOne(t *testing.T) {
-	b := mustBucket(t, limiter.Limit{Capacity: 10, RefillTokens: 2, RefillInterval: time.Second})
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 10, RefillTokens: 2, RefillInterval: time.Second})
 	runTrace(t, b, 0, []step{
 		{at: 0, n: 7, want: allowed(3, 3500*time.Millisecond)},
 		{at: 0, n: 5, want: rejected(3, 1000*time.Millisecond, 3500*time.Millisecond)},
@@ -126,7 +126,7 @@ func TestTakeMoreThanOne(t *testing.T) {
 }
 
 func TestTakeNonPositiveCountsAsOne(t *testing.T) {
-	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
 	runTrace(t, b, 0, []step{
 		{at: 0, n: 0, want: allowed(2, 1000*time.Millisecond)},
 		{at: 0, n: -5, want: allowed(1, 2000*time.Millisecond)},
@@ -137,7 +137,7 @@ func TestTakeNonPositiveCountsAsOne(t *testing.T) {
 
 func TestTakeMoreThanCapacityNeverAdmitted(t *testing.T) {
 	never := time.Duration(math.MaxInt64)
-	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
 	runTrace(t, b, 0, []step{
 		{at: 0, n: 4, want: rejected(3, never, 0)},
 		{at: 0, n: math.MaxInt64, want: rejected(3, never, 0)},
@@ -153,9 +153,9 @@ func TestTakeMoreThanCapacityNeverAdmitted(t *testing.T) {
 func TestFractionalRefillHasNoDrift(t *testing.T) {
 	const intervals = 10_000
 	const perInterval = 3
-	l := limiter.Limit{Capacity: intervals * perInterval, RefillTokens: perInterval, RefillInterval: time.Second}
+	l := limiter.BucketLimit{Capacity: intervals * perInterval, RefillTokens: perInterval, RefillInterval: time.Second}
 	b := mustBucket(t, l)
-	s := limiter.State{Level: 0, Last: 0}
+	s := limiter.BucketState{Level: 0, Last: 0}
 	// Irregular probe offsets within each interval, so refills land on
 	// fractional token boundaries; the last one lands on the boundary.
 	offsets := []int64{1, 333_333_333, 333_333_334, 700_000_001, 999_999_999, int64(time.Second)}
@@ -181,26 +181,26 @@ func TestFractionalRefillHasNoDrift(t *testing.T) {
 }
 
 func TestGiveRefundsUpToCapacity(t *testing.T) {
-	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
 	token := creditsPerToken(b)
-	full := b.Full(0).Level
-	empty, _ := b.Take(b.Full(0), 0, 3)
+	full := b.Initial(0).Level
+	empty, _ := b.Take(b.Initial(0), 0, 3)
 	tests := []struct {
 		name string
-		s    limiter.State
+		s    limiter.BucketState
 		now  int64
 		n    int64
-		want limiter.State
+		want limiter.BucketState
 	}{
-		{"undo one", empty, 0, 1, limiter.State{Level: token, Last: 0}},
-		{"refill first", empty, 500 * ms, 1, limiter.State{Level: token + token/2, Last: 500 * ms}},
-		{"capped", empty, 2500 * ms, 2, limiter.State{Level: full, Last: 2500 * ms}},
-		{"full stays full", b.Full(0), 0, 1, limiter.State{Level: full, Last: 0}},
-		{"zero counts as one", empty, 0, 0, limiter.State{Level: token, Last: 0}},
-		{"negative counts as one", empty, 0, math.MinInt64, limiter.State{Level: token, Last: 0}},
-		{"more than capacity", empty, 0, math.MaxInt64, limiter.State{Level: full, Last: 0}},
-		{"garbage level", limiter.State{Level: math.MinInt64, Last: 0}, 0, 2, limiter.State{Level: 2 * token, Last: 0}},
-		{"a year behind: as of Last", empty, -year, 1, limiter.State{Level: token, Last: 0}},
+		{"undo one", empty, 0, 1, limiter.BucketState{Level: token, Last: 0}},
+		{"refill first", empty, 500 * ms, 1, limiter.BucketState{Level: token + token/2, Last: 500 * ms}},
+		{"capped", empty, 2500 * ms, 2, limiter.BucketState{Level: full, Last: 2500 * ms}},
+		{"full stays full", b.Initial(0), 0, 1, limiter.BucketState{Level: full, Last: 0}},
+		{"zero counts as one", empty, 0, 0, limiter.BucketState{Level: token, Last: 0}},
+		{"negative counts as one", empty, 0, math.MinInt64, limiter.BucketState{Level: token, Last: 0}},
+		{"more than capacity", empty, 0, math.MaxInt64, limiter.BucketState{Level: full, Last: 0}},
+		{"garbage level", limiter.BucketState{Level: math.MinInt64, Last: 0}, 0, 2, limiter.BucketState{Level: 2 * token, Last: 0}},
+		{"a year behind: as of Last", empty, -year, 1, limiter.BucketState{Level: token, Last: 0}},
 	}
 	for _, tt := range tests {
 		if got := b.Give(tt.s, tt.now, tt.n); got != tt.want {
@@ -211,8 +211,8 @@ func TestGiveRefundsUpToCapacity(t *testing.T) {
 
 // Give must not overflow when the level and the refund are both near 2^62.
 func TestGiveNearMaximumCapacity(t *testing.T) {
-	b := mustBucket(t, limiter.Limit{Capacity: 1 << 62, RefillTokens: 1, RefillInterval: 1})
-	s := limiter.State{Level: 1<<62 - 5, Last: 0}
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 1 << 62, RefillTokens: 1, RefillInterval: 1})
+	s := limiter.BucketState{Level: 1<<62 - 5, Last: 0}
 	if got := b.Give(s, 0, math.MaxInt64); got.Level != 1<<62 {
 		t.Errorf("Give near 2^62: level %d, want %d", got.Level, int64(1)<<62)
 	}
@@ -225,17 +225,17 @@ func TestGiveNearMaximumCapacity(t *testing.T) {
 // Last. Nothing is refilled, Last is kept, and RetryAfter and Reset are
 // counted from Last.
 func TestClockSteps(t *testing.T) {
-	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
 	token := creditsPerToken(b)
 	second := int64(time.Second)
 	last := 10 * second
-	half := limiter.State{Level: token / 2, Last: last}
+	half := limiter.BucketState{Level: token / 2, Last: last}
 	// Half a token at Last: a token in 500ms, full in 2.5s.
 	asOfLast := rejected(0, 500*time.Millisecond, 2500*time.Millisecond)
 	tests := []struct {
 		name      string
 		now       int64
-		wantState limiter.State // after Take(n=1)
+		wantState limiter.BucketState // after Take(n=1)
 		want      limiter.Decision
 	}{
 		{"same instant", last, half, asOfLast},
@@ -246,7 +246,7 @@ func TestClockSteps(t *testing.T) {
 		{"1h behind", last - hour, half, asOfLast},
 		{"a year behind", last - year, half, asOfLast},
 		{"at MinInt64", math.MinInt64, half, asOfLast},
-		{"forward: refilled", last + 100*ms, limiter.State{Level: token/2 + token/10, Last: last + 100*ms},
+		{"forward: refilled", last + 100*ms, limiter.BucketState{Level: token/2 + token/10, Last: last + 100*ms},
 			rejected(0, 400*time.Millisecond, 2400*time.Millisecond)},
 	}
 	for _, tt := range tests {
@@ -258,12 +258,12 @@ func TestClockSteps(t *testing.T) {
 
 	// A request the level covers is admitted as of Last, and a refund is
 	// given as of Last, whatever the distance behind.
-	two := limiter.State{Level: 2 * token, Last: last}
+	two := limiter.BucketState{Level: 2 * token, Last: last}
 	for _, behind := range []int64{1, second, hour, year} {
-		if got, d := b.Take(two, last-behind, 1); got != (limiter.State{Level: token, Last: last}) || d != allowed(1, 2*time.Second) {
+		if got, d := b.Take(two, last-behind, 1); got != (limiter.BucketState{Level: token, Last: last}) || d != allowed(1, 2*time.Second) {
 			t.Errorf("%v behind: Take(%+v, 1) = %+v, %+v; want one token left at Last", time.Duration(behind), two, got, d)
 		}
-		if got := b.Give(half, last-behind, 1); got != (limiter.State{Level: token + token/2, Last: last}) {
+		if got := b.Give(half, last-behind, 1); got != (limiter.BucketState{Level: token + token/2, Last: last}) {
 			t.Errorf("%v behind: Give(%+v, 1) = %+v; want 1.5 tokens at Last", time.Duration(behind), half, got)
 		}
 	}
@@ -273,7 +273,7 @@ func TestClockSteps(t *testing.T) {
 	for _, behind := range []int64{600 * ms, hour, year} {
 		s, _ := b.Take(half, last-behind, 1)
 		s, d := b.Take(s, last+500*ms, 1)
-		if !d.Allowed || s != (limiter.State{Level: 0, Last: last + 500*ms}) {
+		if !d.Allowed || s != (limiter.BucketState{Level: 0, Last: last + 500*ms}) {
 			t.Errorf("%v behind, then at Last+500ms: %+v, %+v; want allowed with level 0", time.Duration(behind), s, d)
 		}
 	}
@@ -289,12 +289,12 @@ func TestClockSteps(t *testing.T) {
 // Read as of Last, A's take is made at t0+1.5s, and the 10ms refill only a
 // tenth of a token.
 func TestStalledWorkerCannotOverAdmit(t *testing.T) {
-	l := limiter.Limit{Capacity: 10, RefillTokens: 10, RefillInterval: time.Second}
+	l := limiter.BucketLimit{Capacity: 10, RefillTokens: 10, RefillInterval: time.Second}
 	b := mustBucket(t, l)
 	token := creditsPerToken(b) // 100ms of refill
 	t0 := 5 * int64(time.Second)
 	u := t0 + 1500*ms
-	shared := b.Full(t0)
+	shared := b.Initial(t0)
 	// A's first attempt, on the full bucket it read. Its store fails:
 	// nothing of it is kept.
 	if _, d := b.Take(shared, t0, 1); d != allowed(9, 100*time.Millisecond) {
@@ -305,21 +305,21 @@ func TestStalledWorkerCannotOverAdmit(t *testing.T) {
 		now       int64 // the worker's clock read
 		n         int64
 		want      limiter.Decision
-		wantState limiter.State
+		wantState limiter.BucketState
 	}{
-		{"B", u, 5, allowed(5, 500*time.Millisecond), limiter.State{Level: 5 * token, Last: u}},
+		{"B", u, 5, allowed(5, 500*time.Millisecond), limiter.BucketState{Level: 5 * token, Last: u}},
 		// A, 1.5s behind: decided as of Last.
-		{"A", t0, 1, allowed(4, 600*time.Millisecond), limiter.State{Level: 4 * token, Last: u}},
+		{"A", t0, 1, allowed(4, 600*time.Millisecond), limiter.BucketState{Level: 4 * token, Last: u}},
 		// 10ms refill a tenth of a token: 4.1 tokens, not 10.
 		{"B", u + 10*ms, 10, rejected(4, 590*time.Millisecond, 590*time.Millisecond),
-			limiter.State{Level: 4*token + token/10, Last: u + 10*ms}},
-		{"B", u + 10*ms, 4, allowed(0, 990*time.Millisecond), limiter.State{Level: token / 10, Last: u + 10*ms}},
+			limiter.BucketState{Level: 4*token + token/10, Last: u + 10*ms}},
+		{"B", u + 10*ms, 4, allowed(0, 990*time.Millisecond), limiter.BucketState{Level: token / 10, Last: u + 10*ms}},
 		// Workers further behind, by 1.5s, an hour or a year, are all
 		// decided as of Last, with waits counted from it.
-		{"A", t0, 1, rejected(0, 90*time.Millisecond, 990*time.Millisecond), limiter.State{Level: token / 10, Last: u + 10*ms}},
-		{"C", u - hour, 1, rejected(0, 90*time.Millisecond, 990*time.Millisecond), limiter.State{Level: token / 10, Last: u + 10*ms}},
-		{"D", u - year, 10, rejected(0, 990*time.Millisecond, 990*time.Millisecond), limiter.State{Level: token / 10, Last: u + 10*ms}},
-		{"B", u + 100*ms, 1, allowed(0, time.Second), limiter.State{Level: 0, Last: u + 100*ms}},
+		{"A", t0, 1, rejected(0, 90*time.Millisecond, 990*time.Millisecond), limiter.BucketState{Level: token / 10, Last: u + 10*ms}},
+		{"C", u - hour, 1, rejected(0, 90*time.Millisecond, 990*time.Millisecond), limiter.BucketState{Level: token / 10, Last: u + 10*ms}},
+		{"D", u - year, 10, rejected(0, 990*time.Millisecond, 990*time.Millisecond), limiter.BucketState{Level: token / 10, Last: u + 10*ms}},
+		{"B", u + 100*ms, 1, allowed(0, time.Second), limiter.BucketState{Level: 0, Last: u + 100*ms}},
 	}
 	var admitted []admission
 	for i, st := range steps {
@@ -346,7 +346,7 @@ func TestStalledWorkerCannotOverAdmit(t *testing.T) {
 
 func TestHugeElapsedFillsWithoutOverflow(t *testing.T) {
 	const year = 365 * 24 * time.Hour
-	limits := []limiter.Limit{
+	limits := []limiter.BucketLimit{
 		{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second},
 		{Capacity: 1 << 62, RefillTokens: 4, RefillInterval: 1}, // full after 36.5 years
 		{Capacity: 1, RefillTokens: math.MaxInt64, RefillInterval: 1},
@@ -361,9 +361,9 @@ func TestHugeElapsedFillsWithoutOverflow(t *testing.T) {
 	}
 	for _, l := range limits {
 		b := mustBucket(t, l)
-		full := b.Full(0).Level
+		full := b.Initial(0).Level
 		for _, tm := range times {
-			s, d := b.Take(limiter.State{Level: 0, Last: tm.last}, tm.now, 1)
+			s, d := b.Take(limiter.BucketState{Level: 0, Last: tm.last}, tm.now, 1)
 			if !d.Allowed || s.Level != full-creditsPerToken(b) || d.Remaining != l.Capacity-1 {
 				t.Errorf("%+v empty at %d, take at %d: %+v, %+v; want full minus one", l, tm.last, tm.now, s, d)
 			}
@@ -372,29 +372,29 @@ func TestHugeElapsedFillsWithoutOverflow(t *testing.T) {
 }
 
 func TestGarbageStateIsClamped(t *testing.T) {
-	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
-	full := b.Full(0).Level
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	full := b.Initial(0).Level
 	token := creditsPerToken(b)
 	never := time.Duration(math.MaxInt64)
 	tests := []struct {
 		name      string
-		s         limiter.State
+		s         limiter.BucketState
 		now       int64
-		wantState limiter.State
+		wantState limiter.BucketState
 		want      limiter.Decision
 	}{
-		{"negative level", limiter.State{Level: -1, Last: 0}, 0, limiter.State{Level: 0, Last: 0}, rejected(0, time.Second, 3*time.Second)},
-		{"MinInt64 level", limiter.State{Level: math.MinInt64, Last: 0}, 500 * ms, limiter.State{Level: token / 2, Last: 500 * ms}, rejected(0, 500*time.Millisecond, 2500*time.Millisecond)},
-		{"level above capacity", limiter.State{Level: full + 1, Last: 0}, 0, limiter.State{Level: full - token, Last: 0}, allowed(2, time.Second)},
-		{"MaxInt64 level", limiter.State{Level: math.MaxInt64, Last: 0}, 0, limiter.State{Level: full - token, Last: 0}, allowed(2, time.Second)},
+		{"negative level", limiter.BucketState{Level: -1, Last: 0}, 0, limiter.BucketState{Level: 0, Last: 0}, rejected(0, time.Second, 3*time.Second)},
+		{"MinInt64 level", limiter.BucketState{Level: math.MinInt64, Last: 0}, 500 * ms, limiter.BucketState{Level: token / 2, Last: 500 * ms}, rejected(0, 500*time.Millisecond, 2500*time.Millisecond)},
+		{"level above capacity", limiter.BucketState{Level: full + 1, Last: 0}, 0, limiter.BucketState{Level: full - token, Last: 0}, allowed(2, time.Second)},
+		{"MaxInt64 level", limiter.BucketState{Level: math.MaxInt64, Last: 0}, 0, limiter.BucketState{Level: full - token, Last: 0}, allowed(2, time.Second)},
 		// A Last far in the future, which only a corrupt value can hold,
 		// freezes the key until the clock reaches it: never admit more.
-		{"Last far in the future: frozen", limiter.State{Level: 0, Last: math.MaxInt64}, 0, limiter.State{Level: 0, Last: math.MaxInt64}, rejected(0, time.Second, 3*time.Second)},
-		{"Last MaxInt64, now MinInt64: frozen", limiter.State{Level: 0, Last: math.MaxInt64}, math.MinInt64, limiter.State{Level: 0, Last: math.MaxInt64}, rejected(0, time.Second, 3*time.Second)},
-		{"Last just ahead at MaxInt64", limiter.State{Level: 0, Last: math.MaxInt64}, math.MaxInt64 - 1, limiter.State{Level: 0, Last: math.MaxInt64}, rejected(0, time.Second, 3*time.Second)},
-		{"Last far in the past", limiter.State{Level: 0, Last: -int64(1000 * time.Hour)}, 0, limiter.State{Level: full - token, Last: 0}, allowed(2, time.Second)},
-		{"Last MinInt64", limiter.State{Level: 0, Last: math.MinInt64}, math.MaxInt64, limiter.State{Level: full - token, Last: math.MaxInt64}, allowed(2, time.Second)},
-		{"everything extreme, n too large", limiter.State{Level: math.MinInt64, Last: math.MaxInt64}, math.MinInt64, limiter.State{Level: 0, Last: math.MaxInt64}, rejected(0, never, 3*time.Second)},
+		{"Last far in the future: frozen", limiter.BucketState{Level: 0, Last: math.MaxInt64}, 0, limiter.BucketState{Level: 0, Last: math.MaxInt64}, rejected(0, time.Second, 3*time.Second)},
+		{"Last MaxInt64, now MinInt64: frozen", limiter.BucketState{Level: 0, Last: math.MaxInt64}, math.MinInt64, limiter.BucketState{Level: 0, Last: math.MaxInt64}, rejected(0, time.Second, 3*time.Second)},
+		{"Last just ahead at MaxInt64", limiter.BucketState{Level: 0, Last: math.MaxInt64}, math.MaxInt64 - 1, limiter.BucketState{Level: 0, Last: math.MaxInt64}, rejected(0, time.Second, 3*time.Second)},
+		{"Last far in the past", limiter.BucketState{Level: 0, Last: -int64(1000 * time.Hour)}, 0, limiter.BucketState{Level: full - token, Last: 0}, allowed(2, time.Second)},
+		{"Last MinInt64", limiter.BucketState{Level: 0, Last: math.MinInt64}, math.MaxInt64, limiter.BucketState{Level: full - token, Last: math.MaxInt64}, allowed(2, time.Second)},
+		{"everything extreme, n too large", limiter.BucketState{Level: math.MinInt64, Last: math.MaxInt64}, math.MinInt64, limiter.BucketState{Level: 0, Last: math.MaxInt64}, rejected(0, never, 3*time.Second)},
 	}
 	for _, tt := range tests {
 		n := int64(1)
@@ -409,13 +409,13 @@ func TestGarbageStateIsClamped(t *testing.T) {
 }
 
 func TestValid(t *testing.T) {
-	b := mustBucket(t, limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
-	full := b.Full(0).Level
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	full := b.Initial(0).Level
 	for _, tt := range []struct {
 		level int64
 		want  bool
 	}{{0, true}, {1, true}, {full, true}, {-1, false}, {full + 1, false}, {math.MinInt64, false}, {math.MaxInt64, false}} {
-		if got := b.Valid(limiter.State{Level: tt.level}); got != tt.want {
+		if got := b.Valid(limiter.BucketState{Level: tt.level}); got != tt.want {
 			t.Errorf("Valid(level %d) = %v, want %v", tt.level, got, tt.want)
 		}
 	}
@@ -423,7 +423,7 @@ func TestValid(t *testing.T) {
 
 func TestZeroBucketAdmitsNothing(t *testing.T) {
 	var b limiter.Bucket
-	s := limiter.State{Level: 5, Last: 7}
+	s := limiter.BucketState{Level: 5, Last: 7}
 	got, d := b.Take(s, 100, 1)
 	if d.Allowed || d.RetryAfter != time.Duration(math.MaxInt64) || got != s {
 		t.Errorf("zero Bucket Take = %+v, %+v; want rejected forever, state unchanged", got, d)
@@ -435,35 +435,35 @@ func TestZeroBucketAdmitsNothing(t *testing.T) {
 
 func TestNewBucketValidates(t *testing.T) {
 	tests := []struct {
-		l       limiter.Limit
+		l       limiter.BucketLimit
 		wantErr string // "" if accepted; else a word the error must name
 	}{
-		{limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second}, ""},
-		{limiter.Limit{Capacity: 1_000_000, RefillTokens: 1_000_000, RefillInterval: 24 * time.Hour}, ""},
-		{limiter.Limit{Capacity: 1_000_000_000, RefillTokens: 1_000_000_000, RefillInterval: time.Second}, ""},
-		{limiter.Limit{Capacity: 1_000_000_000, RefillTokens: 1, RefillInterval: time.Second}, ""},
-		{limiter.Limit{Capacity: 1, RefillTokens: math.MaxInt64, RefillInterval: 1}, ""},
-		{limiter.Limit{Capacity: 1 << 62, RefillTokens: 1, RefillInterval: 1}, ""},
-		{limiter.Limit{Capacity: 1 << 62, RefillTokens: 7, RefillInterval: 7}, ""},
-		{limiter.Limit{Capacity: 1, RefillTokens: 1, RefillInterval: 1 << 62}, ""},
-		{limiter.Limit{Capacity: 0, RefillTokens: 1, RefillInterval: time.Second}, "Capacity"},
-		{limiter.Limit{Capacity: -1, RefillTokens: 1, RefillInterval: time.Second}, "Capacity"},
-		{limiter.Limit{Capacity: math.MinInt64, RefillTokens: 1, RefillInterval: time.Second}, "Capacity"},
-		{limiter.Limit{Capacity: 3, RefillTokens: 0, RefillInterval: time.Second}, "RefillTokens"},
-		{limiter.Limit{Capacity: 3, RefillTokens: -1, RefillInterval: time.Second}, "RefillTokens"},
-		{limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: 0}, "RefillInterval"},
-		{limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: -time.Second}, "RefillInterval"},
-		{limiter.Limit{Capacity: 1<<62 + 1, RefillTokens: 1, RefillInterval: 1}, "2^62"},
-		{limiter.Limit{Capacity: math.MaxInt64, RefillTokens: 1, RefillInterval: 1}, "2^62"},
-		{limiter.Limit{Capacity: math.MaxInt64, RefillTokens: 1, RefillInterval: time.Second}, "2^62"},
-		{limiter.Limit{Capacity: 1, RefillTokens: 1, RefillInterval: 1<<62 + 1}, "2^62"},
-		{limiter.Limit{Capacity: 2, RefillTokens: 1, RefillInterval: math.MaxInt64}, "2^62"},
+		{limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second}, ""},
+		{limiter.BucketLimit{Capacity: 1_000_000, RefillTokens: 1_000_000, RefillInterval: 24 * time.Hour}, ""},
+		{limiter.BucketLimit{Capacity: 1_000_000_000, RefillTokens: 1_000_000_000, RefillInterval: time.Second}, ""},
+		{limiter.BucketLimit{Capacity: 1_000_000_000, RefillTokens: 1, RefillInterval: time.Second}, ""},
+		{limiter.BucketLimit{Capacity: 1, RefillTokens: math.MaxInt64, RefillInterval: 1}, ""},
+		{limiter.BucketLimit{Capacity: 1 << 62, RefillTokens: 1, RefillInterval: 1}, ""},
+		{limiter.BucketLimit{Capacity: 1 << 62, RefillTokens: 7, RefillInterval: 7}, ""},
+		{limiter.BucketLimit{Capacity: 1, RefillTokens: 1, RefillInterval: 1 << 62}, ""},
+		{limiter.BucketLimit{Capacity: 0, RefillTokens: 1, RefillInterval: time.Second}, "Capacity"},
+		{limiter.BucketLimit{Capacity: -1, RefillTokens: 1, RefillInterval: time.Second}, "Capacity"},
+		{limiter.BucketLimit{Capacity: math.MinInt64, RefillTokens: 1, RefillInterval: time.Second}, "Capacity"},
+		{limiter.BucketLimit{Capacity: 3, RefillTokens: 0, RefillInterval: time.Second}, "RefillTokens"},
+		{limiter.BucketLimit{Capacity: 3, RefillTokens: -1, RefillInterval: time.Second}, "RefillTokens"},
+		{limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: 0}, "RefillInterval"},
+		{limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: -time.Second}, "RefillInterval"},
+		{limiter.BucketLimit{Capacity: 1<<62 + 1, RefillTokens: 1, RefillInterval: 1}, "2^62"},
+		{limiter.BucketLimit{Capacity: math.MaxInt64, RefillTokens: 1, RefillInterval: 1}, "2^62"},
+		{limiter.BucketLimit{Capacity: math.MaxInt64, RefillTokens: 1, RefillInterval: time.Second}, "2^62"},
+		{limiter.BucketLimit{Capacity: 1, RefillTokens: 1, RefillInterval: 1<<62 + 1}, "2^62"},
+		{limiter.BucketLimit{Capacity: 2, RefillTokens: 1, RefillInterval: math.MaxInt64}, "2^62"},
 		// 4.7e9 tokens per 1s reduces to 1 token = 1e9 credits: too many.
-		{limiter.Limit{Capacity: 4_700_000_000, RefillTokens: 1, RefillInterval: time.Second}, "2^62"},
+		{limiter.BucketLimit{Capacity: 4_700_000_000, RefillTokens: 1, RefillInterval: time.Second}, "2^62"},
 		// The same capacity at 7 tokens per second: still 1e9 credits per token.
-		{limiter.Limit{Capacity: 4_700_000_000, RefillTokens: 7, RefillInterval: time.Second}, "2^62"},
+		{limiter.BucketLimit{Capacity: 4_700_000_000, RefillTokens: 7, RefillInterval: time.Second}, "2^62"},
 		// ...but at 1000 per second a token is only 1e6 credits.
-		{limiter.Limit{Capacity: 4_700_000_000, RefillTokens: 1000, RefillInterval: time.Second}, ""},
+		{limiter.BucketLimit{Capacity: 4_700_000_000, RefillTokens: 1000, RefillInterval: time.Second}, ""},
 	}
 	for _, tt := range tests {
 		b, err := limiter.NewBucket(tt.l)
@@ -481,7 +481,7 @@ func TestNewBucketValidates(t *testing.T) {
 }
 
 // fnvFingerprint is Fingerprint's documented hash, computed with hash/fnv.
-func fnvFingerprint(l limiter.Limit) uint32 {
+func fnvFingerprint(l limiter.BucketLimit) uint32 {
 	var buf [25]byte
 	buf[0] = 1 // format version
 	binary.LittleEndian.PutUint64(buf[1:], uint64(l.Capacity))
@@ -493,7 +493,7 @@ func fnvFingerprint(l limiter.Limit) uint32 {
 }
 
 func TestFingerprint(t *testing.T) {
-	limits := []limiter.Limit{
+	limits := []limiter.BucketLimit{
 		{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second},
 		{Capacity: 4, RefillTokens: 1, RefillInterval: time.Second},
 		{Capacity: 3, RefillTokens: 2, RefillInterval: time.Second},
@@ -503,7 +503,7 @@ func TestFingerprint(t *testing.T) {
 		{Capacity: 1, RefillTokens: 1, RefillInterval: 3 * time.Second},
 		{Capacity: 1_000_000, RefillTokens: 1_000_000, RefillInterval: 24 * time.Hour},
 	}
-	seen := map[uint32]limiter.Limit{}
+	seen := map[uint32]limiter.BucketLimit{}
 	for _, l := range limits {
 		fp := mustBucket(t, l).Fingerprint()
 		if other, dup := seen[fp]; dup {
@@ -518,15 +518,15 @@ func TestFingerprint(t *testing.T) {
 		}
 	}
 	// Pinned so a change to the hash, which would discard every stored
-	// State, cannot go unnoticed.
+	// BucketState, cannot go unnoticed.
 	if got := mustBucket(t, limits[0]).Fingerprint(); got != 0x4d43145f {
 		t.Errorf("Fingerprint of %+v = %#x, want %#x", limits[0], got, 0x4d43145f)
 	}
 }
 
 func TestTakeDoesNotAllocate(t *testing.T) {
-	b := mustBucket(t, limiter.Limit{Capacity: 100, RefillTokens: 10, RefillInterval: time.Second})
-	s := b.Full(0)
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 100, RefillTokens: 10, RefillInterval: time.Second})
+	s := b.Initial(0)
 	now := int64(0)
 	allocs := testing.AllocsPerRun(1000, func() {
 		now += ms
@@ -536,5 +536,24 @@ func TestTakeDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("Take/Give/Fingerprint allocate %v times per run, want 0", allocs)
+	}
+}
+
+// CreditsPerToken is the token unit the levels are counted in: RefillInterval
+// divided by gcd(RefillTokens, RefillInterval in ns), as the package
+// documentation states, and what a full bucket holds per token of capacity.
+func TestCreditsPerToken(t *testing.T) {
+	for _, c := range []struct {
+		limit limiter.BucketLimit
+		want  int64
+	}{
+		{limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second}, int64(time.Second)},
+		{limiter.BucketLimit{Capacity: 10, RefillTokens: 4, RefillInterval: 10 * time.Nanosecond}, 5},
+		{limiter.BucketLimit{Capacity: 1, RefillTokens: 1000, RefillInterval: time.Microsecond}, 1},
+	} {
+		b := mustBucket(t, c.limit)
+		if got := b.CreditsPerToken(); got != c.want || got != creditsPerToken(b) {
+			t.Errorf("%+v: CreditsPerToken() = %d, want %d (full level / capacity %d)", c.limit, got, c.want, creditsPerToken(b))
+		}
 	}
 }

@@ -14,12 +14,12 @@ import (
 // tokens, refilled at RefillTokens/RefillInterval per nanosecond, with no
 // unit tricks. Bucket must agree with it on every decision.
 type referenceBucket struct {
-	limit  limiter.Limit
+	limit  limiter.BucketLimit
 	tokens *big.Rat
 	last   int64
 }
 
-func newReferenceBucket(l limiter.Limit, start int64) *referenceBucket {
+func newReferenceBucket(l limiter.BucketLimit, start int64) *referenceBucket {
 	return &referenceBucket{limit: l, tokens: new(big.Rat).SetInt64(l.Capacity), last: start}
 }
 
@@ -91,7 +91,7 @@ func ratCeil(x *big.Rat) int64 {
 
 // randomBucket draws limits until NewBucket accepts one (a large capacity
 // with a slow refill can exceed 2^62 credits).
-func randomBucket(rng *rand.Rand) (limiter.Limit, limiter.Bucket) {
+func randomBucket(rng *rand.Rand) (limiter.BucketLimit, limiter.Bucket) {
 	for {
 		l := randomLimit(rng)
 		if b, err := limiter.NewBucket(l); err == nil {
@@ -102,10 +102,10 @@ func randomBucket(rng *rand.Rand) (limiter.Limit, limiter.Bucket) {
 
 // randomLimit mixes the shapes that matter: tiny and large capacities,
 // rates that do and do not divide their interval, nanosecond intervals.
-func randomLimit(rng *rand.Rand) limiter.Limit {
+func randomLimit(rng *rand.Rand) limiter.BucketLimit {
 	intervals := []time.Duration{1, 7, 333, time.Millisecond, 7 * time.Millisecond, 500 * time.Millisecond,
 		time.Second, 3 * time.Second, time.Minute, 24 * time.Hour}
-	l := limiter.Limit{
+	l := limiter.BucketLimit{
 		Capacity:       1 + rng.Int64N(10),
 		RefillTokens:   1 + rng.Int64N(5),
 		RefillInterval: intervals[rng.IntN(len(intervals))],
@@ -124,7 +124,7 @@ func randomLimit(rng *rand.Rand) limiter.Limit {
 // randomGap returns the time to the next request: bursts at the same
 // instant or nanoseconds apart, gaps around one token's refill, and long
 // idles that refill the bucket many times over.
-func randomGap(rng *rand.Rand, l limiter.Limit) int64 {
+func randomGap(rng *rand.Rand, l limiter.BucketLimit) int64 {
 	perToken := max(int64(l.RefillInterval)/l.RefillTokens, 1)
 	switch rng.IntN(10) {
 	case 0, 1:
@@ -142,7 +142,7 @@ func randomGap(rng *rand.Rand, l limiter.Limit) int64 {
 	}
 }
 
-func randomCount(rng *rand.Rand, l limiter.Limit) int64 {
+func randomCount(rng *rand.Rand, l limiter.BucketLimit) int64 {
 	switch rng.IntN(10) {
 	case 0:
 		return 1 + rng.Int64N(l.Capacity+2) // sometimes more than capacity
@@ -184,7 +184,7 @@ func TestMatchesReferenceModel(t *testing.T) {
 		perToken := creditsPerToken(b)
 		start := rng.Int64N(int64(time.Hour)) - int64(30*time.Minute)
 		ref := newReferenceBucket(l, start)
-		s := b.Full(start)
+		s := b.Initial(start)
 		now := start
 		var admitted []admission
 		for i := range 200 {
@@ -211,7 +211,7 @@ func TestMatchesReferenceModel(t *testing.T) {
 // exceed Capacity + RefillTokens×(t2-t1)/RefillInterval, compared exactly by
 // multiplying out the interval. Windows that start and end at admissions are
 // the tightest, so only those are checked.
-func rfc1363Violation(l limiter.Limit, admitted []admission) (first, last int, found bool) {
+func rfc1363Violation(l limiter.BucketLimit, admitted []admission) (first, last int, found bool) {
 	interval := big.NewInt(int64(l.RefillInterval))
 	var lhs, rhs, term big.Int
 	for i := range admitted {
@@ -231,7 +231,7 @@ func rfc1363Violation(l limiter.Limit, admitted []admission) (first, last int, f
 	return 0, 0, false
 }
 
-func checkRFC1363Bound(t *testing.T, seed uint64, l limiter.Limit, admitted []admission) {
+func checkRFC1363Bound(t *testing.T, seed uint64, l limiter.BucketLimit, admitted []admission) {
 	t.Helper()
 	if i, j, found := rfc1363Violation(l, admitted); found {
 		t.Fatalf("seed %#x, limit %+v: admissions %d..%d in [%d, %d] exceed the RFC 1363 bound",
@@ -241,7 +241,7 @@ func checkRFC1363Bound(t *testing.T, seed uint64, l limiter.Limit, admitted []ad
 
 // The bound check itself must notice an over-admitting trace.
 func TestRFC1363BoundCheck(t *testing.T) {
-	l := limiter.Limit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second}
+	l := limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second}
 	second := int64(time.Second)
 	exact := []admission{{0, 3}, {second, 1}, {2 * second, 1}, {2500 * ms, 0}}
 	if i, j, found := rfc1363Violation(l, exact); found {
@@ -254,7 +254,7 @@ func TestRFC1363BoundCheck(t *testing.T) {
 	// What the former rule, which moved a state far ahead of now back to
 	// now, admitted in TestStalledWorkerCannotOverAdmit: 16 tokens within
 	// 10ms, at the instants they were stored.
-	l = limiter.Limit{Capacity: 10, RefillTokens: 10, RefillInterval: time.Second}
+	l = limiter.BucketLimit{Capacity: 10, RefillTokens: 10, RefillInterval: time.Second}
 	formerRule := []admission{{6500 * ms, 5}, {6500 * ms, 1}, {6510 * ms, 10}}
 	if _, _, found := rfc1363Violation(l, formerRule); !found {
 		t.Errorf("the former rule's 16 tokens within 10ms not flagged")
@@ -292,7 +292,7 @@ func TestMatchesReferenceModelWithClockSteps(t *testing.T) {
 			l, b := randomBucket(rng)
 			perToken := creditsPerToken(b)
 			ref := newReferenceBucket(l, 0)
-			s := b.Full(0)
+			s := b.Initial(0)
 			clock := int64(0) // the latest clock read of any worker
 			var admitted []admission
 			for i := range 200 {

@@ -83,12 +83,12 @@ func NewSlidingWindow(l WindowLimit) (SlidingWindow, error) {
 	return SlidingWindow{limit: l}, nil
 }
 
-// Limit returns the WindowLimit the window was made from.
+// BucketLimit returns the WindowLimit the window was made from.
 func (w FixedWindow) Limit() WindowLimit { return w.limit }
 
-// Empty returns the state of a key never seen: the window containing now,
+// Initial returns the state of a key never seen: the window containing now,
 // nothing counted.
-func (w FixedWindow) Empty(now int64) WindowState { return w.limit.empty(now) }
+func (w FixedWindow) Initial(now int64) WindowState { return w.limit.empty(now) }
 
 // Valid reports whether s could have been stored by w: Start is a multiple
 // of Window, Count is within 0 and Capacity, and Previous is 0.
@@ -96,7 +96,7 @@ func (w FixedWindow) Valid(s WindowState) bool { return w.limit.valid(s, 0) }
 
 // Fingerprint is a stable hash of the algorithm, Capacity and Window. A
 // stored WindowState should only be reused by a limiter with the same
-// fingerprint; otherwise start from Empty.
+// fingerprint; otherwise start from Initial.
 func (w FixedWindow) Fingerprint() uint32 { return w.limit.fingerprint(fixedWindowTag) }
 
 // Take brings s to the window containing now and then tries to count n
@@ -143,12 +143,12 @@ func (w FixedWindow) Give(s WindowState, now int64, n int64) WindowState {
 	return w.limit.give(s, now, n, false)
 }
 
-// Limit returns the WindowLimit the window was made from.
+// BucketLimit returns the WindowLimit the window was made from.
 func (w SlidingWindow) Limit() WindowLimit { return w.limit }
 
-// Empty returns the state of a key never seen: the window containing now,
+// Initial returns the state of a key never seen: the window containing now,
 // nothing counted.
-func (w SlidingWindow) Empty(now int64) WindowState { return w.limit.empty(now) }
+func (w SlidingWindow) Initial(now int64) WindowState { return w.limit.empty(now) }
 
 // Valid reports whether s could have been stored by w: Start is a multiple
 // of Window, and Count and Previous are within 0 and Capacity.
@@ -156,7 +156,7 @@ func (w SlidingWindow) Valid(s WindowState) bool { return w.limit.valid(s, w.lim
 
 // Fingerprint is a stable hash of the algorithm, Capacity and Window. A
 // stored WindowState should only be reused by a limiter with the same
-// fingerprint; otherwise start from Empty.
+// fingerprint; otherwise start from Initial.
 func (w SlidingWindow) Fingerprint() uint32 { return w.limit.fingerprint(slidingWindowTag) }
 
 // Take brings s to the window containing now and then tries to count n

@@ -14,7 +14,7 @@ func BenchmarkWindowTake(b *testing.B) {
 	l := limiter.WindowLimit{Capacity: 100, Window: time.Second}
 	b.Run("fixed", func(b *testing.B) {
 		w := mustFixed(b, l)
-		s := w.Empty(0)
+		s := w.Initial(0)
 		now := int64(0)
 		var d limiter.Decision
 		b.ReportAllocs()
@@ -26,7 +26,7 @@ func BenchmarkWindowTake(b *testing.B) {
 	})
 	b.Run("sliding", func(b *testing.B) {
 		w := mustSliding(b, l)
-		s := w.Empty(0)
+		s := w.Initial(0)
 		now := int64(0)
 		var d limiter.Decision
 		b.ReportAllocs()

@@ -224,7 +224,7 @@ func TestWindowsMatchReferenceModel(t *testing.T) {
 		}
 		for _, alg := range windowLimiters(t, l) {
 			ref := newReferenceWindow(l, alg.sliding, start)
-			s := alg.w.Empty(start)
+			s := alg.w.Initial(start)
 			var admitted []admission
 			for i, st := range steps {
 				var got limiter.Decision
@@ -356,7 +356,7 @@ func TestWindowsMatchReferenceModelWithClockSteps(t *testing.T) {
 			for _, alg := range windowLimiters(t, l) {
 				rng := rand.New(rand.NewPCG(seed, 0xc10d))
 				ref := newReferenceWindow(l, alg.sliding, 0)
-				s := alg.w.Empty(0)
+				s := alg.w.Initial(0)
 				clock := int64(0) // the latest clock read of any worker
 				var admitted []admission
 				for i := range 200 {

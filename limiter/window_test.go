@@ -11,15 +11,11 @@ import (
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
-// windowLimiter is the method set FixedWindow and SlidingWindow share, so
-// that one test can run against both.
+// windowLimiter is FixedWindow or SlidingWindow, so that one test can run
+// against both.
 type windowLimiter interface {
+	limiter.Algorithm[limiter.WindowState]
 	Limit() limiter.WindowLimit
-	Empty(now int64) limiter.WindowState
-	Take(s limiter.WindowState, now int64, n int64) (limiter.WindowState, limiter.Decision)
-	Give(s limiter.WindowState, now int64, n int64) limiter.WindowState
-	Fingerprint() uint32
-	Valid(s limiter.WindowState) bool
 }
 
 var (
@@ -52,14 +48,14 @@ type windowStep struct {
 	want limiter.Decision
 }
 
-// runWindowTrace plays steps in order from Empty(start) and reports every
+// runWindowTrace plays steps in order from Initial(start) and reports every
 // step whose decision differs from its want, or whose state is invalid or
 // not in the window containing the step's instant. It returns the last
 // state.
 func runWindowTrace(t *testing.T, w windowLimiter, start int64, steps []windowStep) limiter.WindowState {
 	t.Helper()
 	window := int64(w.Limit().Window)
-	s := w.Empty(start)
+	s := w.Initial(start)
 	for i, st := range steps {
 		next, got := w.Take(s, st.at, st.n)
 		if got != st.want {
@@ -200,7 +196,7 @@ func TestWindowTakeMoreThanOne(t *testing.T) {
 func TestWindowTakeNonPositiveCountsAsOne(t *testing.T) {
 	l := limiter.WindowLimit{Capacity: 3, Window: time.Second}
 	for _, w := range []windowLimiter{mustFixed(t, l), mustSliding(t, l)} {
-		s := w.Empty(0)
+		s := w.Initial(0)
 		for i, n := range []int64{0, -5, math.MinInt64} {
 			var d limiter.Decision
 			s, d = w.Take(s, 0, n)
@@ -403,7 +399,7 @@ func TestStalledWorkerCannotOverAdmitWindows(t *testing.T) {
 		w := alg.w
 		// A's first attempt, on the empty window it read. Its store fails:
 		// nothing of it is kept.
-		shared := w.Empty(10500 * ms)
+		shared := w.Initial(10500 * ms)
 		if _, d := w.Take(shared, 10500*ms, 1); !d.Allowed {
 			t.Fatalf("%T: A's first attempt: %+v", w, d)
 		}
@@ -502,8 +498,8 @@ func TestWindowNegativeNow(t *testing.T) {
 		{0, 0}, {1, 0}, {-1500 * ms, -2000 * ms},
 	} {
 		for _, w := range []windowLimiter{mustFixed(t, l), mustSliding(t, l)} {
-			if got := w.Empty(tt.now); got != (limiter.WindowState{Start: tt.start}) {
-				t.Errorf("%T: Empty(%d) = %+v, want Start %d", w, tt.now, got, tt.start)
+			if got := w.Initial(tt.now); got != (limiter.WindowState{Start: tt.start}) {
+				t.Errorf("%T: Initial(%d) = %+v, want Start %d", w, tt.now, got, tt.start)
 			}
 		}
 	}
@@ -569,10 +565,10 @@ func TestWindowExtremeTimes(t *testing.T) {
 		l := limiter.WindowLimit{Capacity: 1, Window: tt.window}
 		fixed, sliding := mustFixed(t, l), mustSliding(t, l)
 		want := limiter.WindowState{Start: tt.wantStart, Count: 1}
-		if s, d := fixed.Take(fixed.Empty(tt.now), tt.now, 1); s != want || d != allowed(0, tt.wantReset) {
+		if s, d := fixed.Take(fixed.Initial(tt.now), tt.now, 1); s != want || d != allowed(0, tt.wantReset) {
 			t.Errorf("fixed %v at %d: %+v, %+v; want %+v, reset %v", tt.window, tt.now, s, d, want, tt.wantReset)
 		}
-		if s, d := sliding.Take(sliding.Empty(tt.now), tt.now, 1); s != want || d != allowed(0, tt.wantReset+tt.window) {
+		if s, d := sliding.Take(sliding.Initial(tt.now), tt.now, 1); s != want || d != allowed(0, tt.wantReset+tt.window) {
 			t.Errorf("sliding %v at %d: %+v, %+v; want %+v, reset %v", tt.window, tt.now, s, d, want, tt.wantReset+tt.window)
 		}
 		// A full previous window: the longest wait there is.
@@ -676,11 +672,11 @@ func TestZeroWindowsAdmitNothing(t *testing.T) {
 		if got := w.Give(s, 100, 1); got != s {
 			t.Errorf("zero %T Give = %+v, want state unchanged", w, got)
 		}
-		if w.Valid(limiter.WindowState{}) || w.Valid(w.Empty(100)) {
+		if w.Valid(limiter.WindowState{}) || w.Valid(w.Initial(100)) {
 			t.Errorf("zero %T finds a state valid", w)
 		}
 		if w.Limit() != (limiter.WindowLimit{}) {
-			t.Errorf("zero %T Limit = %+v", w, w.Limit())
+			t.Errorf("zero %T BucketLimit = %+v", w, w.Limit())
 		}
 	}
 }
@@ -771,9 +767,9 @@ func TestWindowFingerprint(t *testing.T) {
 		}
 		// Buckets of the same numbers: Capacity per Window, and (when
 		// different and valid) a burst of Capacity refilled by 1.
-		note(mustBucket(t, limiter.Limit{Capacity: l.Capacity, RefillTokens: l.Capacity, RefillInterval: l.Window}).Fingerprint(),
+		note(mustBucket(t, limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: l.Capacity, RefillInterval: l.Window}).Fingerprint(),
 			"bucket rate "+l.Window.String())
-		if b, err := limiter.NewBucket(limiter.Limit{Capacity: l.Capacity, RefillTokens: 1, RefillInterval: l.Window}); err == nil && l.Capacity > 1 {
+		if b, err := limiter.NewBucket(limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: 1, RefillInterval: l.Window}); err == nil && l.Capacity > 1 {
 			note(b.Fingerprint(), "bucket burst "+l.Window.String())
 		}
 	}
@@ -790,7 +786,7 @@ func TestWindowFingerprint(t *testing.T) {
 func TestWindowsDoNotAllocate(t *testing.T) {
 	l := limiter.WindowLimit{Capacity: 100, Window: time.Second}
 	fixed, sliding := mustFixed(t, l), mustSliding(t, l)
-	fs, ss := fixed.Empty(0), sliding.Empty(0)
+	fs, ss := fixed.Initial(0), sliding.Initial(0)
 	now := int64(0)
 	allocs := testing.AllocsPerRun(1000, func() {
 		now += 7 * ms
@@ -802,9 +798,9 @@ func TestWindowsDoNotAllocate(t *testing.T) {
 		ss, _ = sliding.Take(ss, now, 2)
 		_ = fixed.Valid(fs) && sliding.Valid(ss)
 		_ = fixed.Fingerprint() + sliding.Fingerprint()
-		_, _ = fixed.Empty(now), sliding.Empty(now)
+		_, _ = fixed.Initial(now), sliding.Initial(now)
 	})
 	if allocs != 0 {
-		t.Errorf("window Take/Give/Valid/Fingerprint/Empty allocate %v times per run, want 0", allocs)
+		t.Errorf("window Take/Give/Valid/Fingerprint/Initial allocate %v times per run, want 0", allocs)
 	}
 }

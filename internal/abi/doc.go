@@ -15,7 +15,8 @@
 //     the VM and fail every stream on that Envoy worker.
 //   - native.go: the twin for ordinary Go builds, forwarding to the SDK's proxywasm package so
 //     that its proxytest emulator can drive a plugin natively in unit tests.
-//   - pairs.go: the header-map serialization shared by both.
+//   - enums.go: the ABI's enums, and the mapping of host statuses (package wire) to the
+//     SDK's error values.
 //   - grpc.go, grpc_wasip1.go, grpc_native.go: unary gRPC callouts (proxy_grpc_call and the
 //     callbacks Envoy makes to the root context), resumed on the stream that made them, and
 //     cancelled when that stream is deleted.

@@ -4,6 +4,8 @@ package abi
 
 import (
 	"unsafe"
+
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // gRPC callouts (spec "gRPC calls"; Envoy: source/extensions/common/wasm/context.cc grpcCall,
@@ -23,27 +25,27 @@ import (
 //go:wasmimport env proxy_grpc_call
 func proxyGrpcCall(service unsafe.Pointer, serviceSize uint32, serviceName unsafe.Pointer, serviceNameSize uint32,
 	method unsafe.Pointer, methodSize uint32, metadata unsafe.Pointer, metadataSize uint32,
-	message unsafe.Pointer, messageSize uint32, timeoutMilliseconds uint32, tokenPtr unsafe.Pointer) Status
+	message unsafe.Pointer, messageSize uint32, timeoutMilliseconds uint32, tokenPtr unsafe.Pointer) wire.Status
 
 // Spec "gRPC calls": proxy_grpc_cancel.
 //
 //go:wasmimport env proxy_grpc_cancel
-func proxyGrpcCancel(token uint32) Status
+func proxyGrpcCancel(token uint32) wire.Status
 
 // Spec "Context": proxy_set_effective_context.
 //
 //go:wasmimport env proxy_set_effective_context
-func proxySetEffectiveContext(contextID uint32) Status
+func proxySetEffectiveContext(contextID uint32) wire.Status
 
 // Spec "HTTP streams": proxy_continue_stream (ABI 0.2.x).
 //
 //go:wasmimport env proxy_continue_stream
-func proxyContinueStream(streamType uint32) Status
+func proxyContinueStream(streamType uint32) wire.Status
 
 // Spec "Callouts": proxy_get_status, the status of the call being answered.
 //
 //go:wasmimport env proxy_get_status
-func proxyGetStatus(codePtr, messagePtr, messageSizePtr unsafe.Pointer) Status
+func proxyGetStatus(codePtr, messagePtr, messageSizePtr unsafe.Pointer) wire.Status
 
 // pendingCall is a gRPC call waiting for its answer.
 type pendingCall struct {
@@ -66,14 +68,14 @@ func DispatchGrpcCall(stream uint32, cluster, service, method string, metadata [
 	timeoutMilliseconds uint32, callback GrpcCallback) (uint32, error) {
 	var encoded []byte
 	if len(metadata) > 0 {
-		encoded = EncodePairs(metadata)
+		encoded = wire.EncodePairs(metadata)
 	}
 	var token uint32
 	st := proxyGrpcCall(stringData(cluster), uint32(len(cluster)), stringData(service), uint32(len(service)),
 		stringData(method), uint32(len(method)), bytesData(encoded), uint32(len(encoded)),
 		bytesData(message), uint32(len(message)), timeoutMilliseconds, unsafe.Pointer(&token))
-	if st != StatusOK {
-		return 0, st.Err()
+	if st != wire.StatusOK {
+		return 0, statusErr(st)
 	}
 	calls[token] = pendingCall{stream: stream, callback: callback}
 	return token, nil
@@ -82,10 +84,10 @@ func DispatchGrpcCall(stream uint32, cluster, service, method string, metadata [
 // CancelGrpcCall cancels a pending call; its callback will not run.
 func CancelGrpcCall(token uint32) error {
 	if _, ok := calls[token]; !ok {
-		return StatusNotFound.Err()
+		return statusErr(wire.StatusNotFound)
 	}
 	delete(calls, token)
-	return proxyGrpcCancel(token).Err()
+	return statusErr(proxyGrpcCancel(token))
 }
 
 // PendingGrpcCalls is the number of calls waiting for their answer.
@@ -93,7 +95,7 @@ func PendingGrpcCalls() int { return len(calls) }
 
 // ResumeHttpRequest lets a paused request go on upstream; Envoy does it once the current
 // callback returns.
-func ResumeHttpRequest() error { return proxyContinueStream(0).Err() }
+func ResumeHttpRequest() error { return statusErr(proxyContinueStream(0)) }
 
 // Spec "gRPC calls": proxy_on_grpc_receive, the response of a successful call.
 //
@@ -109,11 +111,11 @@ func proxyOnGrpcReceive(rootID, token, responseSize uint32) {
 	if responseSize > 0 {
 		beginResult()
 		st := proxyGetBufferBytes(BufferGrpcReceive, 0, responseSize, ptrAddr, ptrSize)
-		if st == StatusOK {
+		if st == wire.StatusOK {
 			response, st = hostResult()
 		}
-		if st != StatusOK {
-			call.callback(GrpcStatusInternal, "cannot read the response: "+st.Err().Error(), nil)
+		if st != wire.StatusOK {
+			call.callback(GrpcStatusInternal, "cannot read the response: "+statusErr(st).Error(), nil)
 			return
 		}
 	}
@@ -132,8 +134,8 @@ func proxyOnGrpcClose(rootID, token, status uint32) {
 	}
 	message := ""
 	beginResult()
-	if proxyGetStatus(ptrU32, ptrAddr, ptrSize) == StatusOK {
-		if b, st := hostResult(); st == StatusOK {
+	if proxyGetStatus(ptrU32, ptrAddr, ptrSize) == wire.StatusOK {
+		if b, st := hostResult(); st == wire.StatusOK {
 			message = string(b)
 		}
 	}
@@ -152,7 +154,7 @@ func takeCall(token uint32) (pendingCall, bool) {
 		return call, false
 	}
 	delete(calls, token)
-	if _, alive := vm.streams.get(call.stream); !alive || proxySetEffectiveContext(call.stream) != StatusOK {
+	if _, alive := vm.streams.get(call.stream); !alive || proxySetEffectiveContext(call.stream) != wire.StatusOK {
 		return call, false
 	}
 	return call, true

@@ -5,6 +5,8 @@ package abi
 import (
 	"math"
 	"unsafe"
+
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // Raw host functions of the proxy-wasm ABI v0.2.1 (spec: proxy-wasm/spec
@@ -15,67 +17,67 @@ import (
 // Spec "Logging": proxy_log.
 //
 //go:wasmimport env proxy_log
-func proxyLog(level LogLevel, msg unsafe.Pointer, msgSize uint32) Status
+func proxyLog(level LogLevel, msg unsafe.Pointer, msgSize uint32) wire.Status
 
 // Spec "Buffers": proxy_get_buffer_bytes.
 //
 //go:wasmimport env proxy_get_buffer_bytes
-func proxyGetBufferBytes(buffer BufferType, start, length uint32, dataPtr, sizePtr unsafe.Pointer) Status
+func proxyGetBufferBytes(buffer BufferType, start, length uint32, dataPtr, sizePtr unsafe.Pointer) wire.Status
 
 // Spec "Custom properties": proxy_get_property.
 //
 //go:wasmimport env proxy_get_property
-func proxyGetProperty(path unsafe.Pointer, pathSize uint32, dataPtr, sizePtr unsafe.Pointer) Status
+func proxyGetProperty(path unsafe.Pointer, pathSize uint32, dataPtr, sizePtr unsafe.Pointer) wire.Status
 
 // Spec "HTTP fields": proxy_get_header_map_value.
 //
 //go:wasmimport env proxy_get_header_map_value
-func proxyGetHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32, dataPtr, sizePtr unsafe.Pointer) Status
+func proxyGetHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32, dataPtr, sizePtr unsafe.Pointer) wire.Status
 
 // Spec "HTTP fields": proxy_add_header_map_value.
 //
 //go:wasmimport env proxy_add_header_map_value
-func proxyAddHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32, value unsafe.Pointer, valueSize uint32) Status
+func proxyAddHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32, value unsafe.Pointer, valueSize uint32) wire.Status
 
 // Spec "Logging": proxy_get_log_level (ABI 0.2.1 only).
 //
 //go:wasmimport env proxy_get_log_level
-func proxyGetLogLevel(levelPtr unsafe.Pointer) Status
+func proxyGetLogLevel(levelPtr unsafe.Pointer) wire.Status
 
 // Spec "HTTP fields": proxy_replace_header_map_value.
 //
 //go:wasmimport env proxy_replace_header_map_value
-func proxyReplaceHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32, value unsafe.Pointer, valueSize uint32) Status
+func proxyReplaceHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32, value unsafe.Pointer, valueSize uint32) wire.Status
 
 // Spec "HTTP fields": proxy_remove_header_map_value.
 //
 //go:wasmimport env proxy_remove_header_map_value
-func proxyRemoveHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32) Status
+func proxyRemoveHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32) wire.Status
 
 // Spec "HTTP streams": proxy_send_local_response.
 //
 //go:wasmimport env proxy_send_local_response
-func proxySendLocalResponse(status uint32, details unsafe.Pointer, detailsSize uint32, body unsafe.Pointer, bodySize uint32, headers unsafe.Pointer, headersSize uint32, grpcStatus int32) Status
+func proxySendLocalResponse(status uint32, details unsafe.Pointer, detailsSize uint32, body unsafe.Pointer, bodySize uint32, headers unsafe.Pointer, headersSize uint32, grpcStatus int32) wire.Status
 
 // Spec "Shared Key-Value Store": proxy_get_shared_data.
 //
 //go:wasmimport env proxy_get_shared_data
-func proxyGetSharedData(key unsafe.Pointer, keySize uint32, dataPtr, sizePtr, casPtr unsafe.Pointer) Status
+func proxyGetSharedData(key unsafe.Pointer, keySize uint32, dataPtr, sizePtr, casPtr unsafe.Pointer) wire.Status
 
 // Spec "Shared Key-Value Store": proxy_set_shared_data.
 //
 //go:wasmimport env proxy_set_shared_data
-func proxySetSharedData(key unsafe.Pointer, keySize uint32, value unsafe.Pointer, valueSize uint32, cas uint32) Status
+func proxySetSharedData(key unsafe.Pointer, keySize uint32, value unsafe.Pointer, valueSize uint32, cas uint32) wire.Status
 
 // Spec "Metrics": proxy_define_metric.
 //
 //go:wasmimport env proxy_define_metric
-func proxyDefineMetric(t MetricType, name unsafe.Pointer, nameSize uint32, idPtr unsafe.Pointer) Status
+func proxyDefineMetric(t MetricType, name unsafe.Pointer, nameSize uint32, idPtr unsafe.Pointer) wire.Status
 
 // Spec "Metrics": proxy_increment_metric.
 //
 //go:wasmimport env proxy_increment_metric
-func proxyIncrementMetric(id uint32, offset int64) Status
+func proxyIncrementMetric(id uint32, offset int64) wire.Status
 
 // WASI clock_time_get (wasi_snapshot_preview1). Envoy serves clock 1 from its process-wide
 // monotonic clock, the same for every worker VM; the spec deprecates
@@ -115,14 +117,14 @@ func beginResult() {
 // hostResult is the variable-size result of the last host call: (0, 0) is an empty result,
 // otherwise the memory the host obtained from the allocator during that call. The host writes the
 // address it was given; anything else is refused rather than trusted.
-func hostResult() ([]byte, Status) {
+func hostResult() ([]byte, wire.Status) {
 	if resultAddr == 0 && resultSize == 0 {
-		return nil, StatusOK
+		return nil, wire.StatusOK
 	}
 	if lastAlloc == nil || uint32(uintptr(lastAlloc)) != resultAddr || resultSize > lastAllocSize {
-		return nil, StatusInvalidMemoryAccess
+		return nil, wire.StatusInvalidMemoryAccess
 	}
-	return unsafe.Slice((*byte)(lastAlloc), resultSize), StatusOK
+	return unsafe.Slice((*byte)(lastAlloc), resultSize), wire.StatusOK
 }
 
 // Log writes msg to Envoy's log at level.
@@ -135,12 +137,12 @@ func Log(level LogLevel, msg string) {
 func GetPluginConfiguration() ([]byte, error) {
 	beginResult()
 	st := proxyGetBufferBytes(BufferPluginConfiguration, 0, math.MaxInt32, ptrAddr, ptrSize)
-	if st != StatusOK {
-		return nil, st.Err()
+	if st != wire.StatusOK {
+		return nil, statusErr(st)
 	}
 	data, st := hostResult()
-	if st != StatusOK {
-		return nil, st.Err()
+	if st != wire.StatusOK {
+		return nil, statusErr(st)
 	}
 	return append([]byte(nil), data...), nil
 }
@@ -152,14 +154,14 @@ var propertyPath []byte
 // scratch arena: valid until the current callback returns (see proxyOnMemoryAllocate); copy it
 // to keep it longer.
 func GetProperty(path ...string) ([]byte, error) {
-	propertyPath = AppendPropertyPath(propertyPath[:0], path)
+	propertyPath = wire.AppendPropertyPath(propertyPath[:0], path)
 	beginResult()
 	st := proxyGetProperty(bytesData(propertyPath), uint32(len(propertyPath)), ptrAddr, ptrSize)
-	if st != StatusOK {
-		return nil, st.Err()
+	if st != wire.StatusOK {
+		return nil, statusErr(st)
 	}
 	data, st := hostResult()
-	return data, st.Err()
+	return data, statusErr(st)
 }
 
 // GetHttpRequestHeader returns the first value of a request header; ErrorStatusNotFound when
@@ -168,26 +170,26 @@ func GetProperty(path ...string) ([]byte, error) {
 func GetHttpRequestHeader(name string) (string, error) {
 	beginResult()
 	st := proxyGetHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name)), ptrAddr, ptrSize)
-	if st != StatusOK {
-		return "", st.Err()
+	if st != wire.StatusOK {
+		return "", statusErr(st)
 	}
 	b, st := hostResult()
-	if st != StatusOK {
-		return "", st.Err()
+	if st != wire.StatusOK {
+		return "", statusErr(st)
 	}
 	return unsafe.String(unsafe.SliceData(b), len(b)), nil
 }
 
 // AddHttpRequestHeader appends a request header; only during the request-headers callback.
 func AddHttpRequestHeader(name, value string) error {
-	return proxyAddHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))).Err()
+	return statusErr(proxyAddHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))))
 }
 
 // GetLogLevel returns the host's current log level for the plugin: logging below it is dropped
 // by the host anyway, so the module can skip building those messages.
 func GetLogLevel() (LogLevel, error) {
-	if st := proxyGetLogLevel(ptrU32); st != StatusOK {
-		return LogLevelInfo, st.Err()
+	if st := proxyGetLogLevel(ptrU32); st != wire.StatusOK {
+		return LogLevelInfo, statusErr(st)
 	}
 	return LogLevel(resultU32), nil
 }
@@ -195,17 +197,17 @@ func GetLogLevel() (LogLevel, error) {
 // RemoveHttpRequestHeader removes every value of a request header; only during the
 // request-headers callback. Removing an absent header is not an error.
 func RemoveHttpRequestHeader(name string) error {
-	return proxyRemoveHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name))).Err()
+	return statusErr(proxyRemoveHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name))))
 }
 
 // ReplaceHttpResponseHeader sets a response header, replacing any values it had.
 func ReplaceHttpResponseHeader(name, value string) error {
-	return proxyReplaceHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))).Err()
+	return statusErr(proxyReplaceHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))))
 }
 
 // AddHttpResponseHeader appends a response header.
 func AddHttpResponseHeader(name, value string) error {
-	return proxyAddHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))).Err()
+	return statusErr(proxyAddHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))))
 }
 
 // encodedPairs is SendHttpResponse's reused buffer for the serialized headers; Envoy copies them
@@ -215,8 +217,8 @@ var encodedPairs []byte
 // SendHttpResponse asks Envoy for a local reply; Envoy sends it after the current callback
 // returns and stops the stream.
 func SendHttpResponse(status uint32, headers [][2]string, body []byte, grpcStatus int32) error {
-	encodedPairs = AppendPairs(encodedPairs[:0], headers)
-	return proxySendLocalResponse(status, nil, 0, bytesData(body), uint32(len(body)), bytesData(encodedPairs), uint32(len(encodedPairs)), grpcStatus).Err()
+	encodedPairs = wire.AppendPairs(encodedPairs[:0], headers)
+	return statusErr(proxySendLocalResponse(status, nil, 0, bytesData(body), uint32(len(body)), bytesData(encodedPairs), uint32(len(encodedPairs)), grpcStatus))
 }
 
 // GetSharedData returns the value and CAS of a shared-data key; ErrorStatusNotFound when absent.
@@ -226,12 +228,12 @@ func GetSharedData(key string) (value []byte, cas uint32, err error) {
 	beginResult()
 	resultU32 = 0
 	st := proxyGetSharedData(stringData(key), uint32(len(key)), ptrAddr, ptrSize, ptrU32)
-	if st != StatusOK {
-		return nil, 0, st.Err()
+	if st != wire.StatusOK {
+		return nil, 0, statusErr(st)
 	}
 	value, st = hostResult()
-	if st != StatusOK {
-		return nil, 0, st.Err()
+	if st != wire.StatusOK {
+		return nil, 0, statusErr(st)
 	}
 	return value, resultU32, nil
 }
@@ -239,14 +241,14 @@ func GetSharedData(key string) (value []byte, cas uint32, err error) {
 // SetSharedData stores value under key if the key's CAS still equals cas (0: unconditional);
 // ErrorStatusCasMismatch when another VM wrote first.
 func SetSharedData(key string, value []byte, cas uint32) error {
-	return proxySetSharedData(stringData(key), uint32(len(key)), bytesData(value), uint32(len(value)), cas).Err()
+	return statusErr(proxySetSharedData(stringData(key), uint32(len(key)), bytesData(value), uint32(len(value)), cas))
 }
 
 // DefineMetric defines (or looks up) a metric and returns its id.
 func DefineMetric(kind MetricType, name string) (uint32, error) {
 	st := proxyDefineMetric(kind, stringData(name), uint32(len(name)), ptrU32)
-	if st != StatusOK {
-		return 0, st.Err()
+	if st != wire.StatusOK {
+		return 0, statusErr(st)
 	}
 	return resultU32, nil
 }
@@ -259,7 +261,7 @@ func DefineCounter(name string) (Counter, error) {
 
 // Increment adds delta (> 0) to the counter.
 func (c Counter) Increment(delta uint64) error {
-	return proxyIncrementMetric(uint32(c), int64(delta)).Err()
+	return statusErr(proxyIncrementMetric(uint32(c), int64(delta)))
 }
 
 // MonotonicNanos reads the host's monotonic clock. Unlike Go's time package, whose monotonic
@@ -267,7 +269,7 @@ func (c Counter) Increment(delta uint64) error {
 // one Envoy process shares the time base.
 func MonotonicNanos() (int64, error) {
 	if errno := clockTimeGet(1, 0, ptrU64); errno != 0 {
-		return 0, StatusInternalFailure.Err()
+		return 0, statusErr(wire.StatusInternalFailure)
 	}
 	return int64(resultU64), nil
 }

@@ -9,13 +9,20 @@ import (
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
-// Store is Envoy shared data: Get fails with types.ErrorStatusNotFound for an absent key, Set
-// with types.ErrorStatusCasMismatch when the key's CAS is no longer cas. The key is only valid
-// during the call (the Gate builds it in a reused buffer); a Store that keeps it must copy it.
+// Store is Envoy shared data: Get fails with ErrNotFound for an absent key, Set with
+// ErrCasMismatch when the key's CAS is no longer cas. The key is only valid during the call (the
+// Gate builds it in a reused buffer); a Store that keeps it must copy it.
 type Store interface {
 	Get(key string) (value []byte, cas uint32, err error)
 	Set(key string, value []byte, cas uint32) error
 }
+
+// The errors a Store reports for the two outcomes the decision handles; any other error is a
+// failure of shared data.
+var (
+	ErrNotFound    = errors.New("no value under the key")
+	ErrCasMismatch = errors.New("the key was written since it was read (CAS mismatch)")
+)
 
 // Verdict is what the filter must do with the request.
 type Verdict uint8
@@ -54,8 +61,9 @@ type LimitStatus struct {
 	PartitionHash uint64
 }
 
-// Outcome is the decision for one request. Its slices belong to the Gate and are valid until the
-// next Admit.
+// Outcome is the decision for one request, with what the caller needs next. Its slices belong to
+// the Gate that made it and are valid until that Gate's next Admit; Charge makes a copy that
+// outlives it.
 type Outcome struct {
 	Verdict Verdict
 	// Rule is the index of the rule that limited the request, whose key was missing, or whose
@@ -82,43 +90,39 @@ type Outcome struct {
 	// MissingKeys lists the rules whose key was missing and which let the request through or
 	// fell back to their fallback key.
 	MissingKeys []int
-	// Limits describes every limit applied, when status collection is on (Gate.CollectStatus).
+	// Limits describes every limit applied, when rate-limit headers are configured.
 	Limits []LimitStatus
 	// Err is why shared data failed (Failed).
 	Err error
+	// Global lists the global checks the request still needs (Allow only): one per enforced rule
+	// with a global limit, in rule order.
+	Global []GlobalCheck
+
+	// charged is what the enforced limits took (Allow only), at decidedAt.
+	charged   []charged
+	decidedAt int64
 }
 
 // RetryAfterSeconds is the Retry-After header value: whole seconds, rounded up, at least 1.
 func (o *Outcome) RetryAfterSeconds() int64 { return max(ceilSeconds(o.RetryAfter), 1) }
 
-// Gate holds the compiled rules of one plugin configuration. It keeps per-decision buffers, so
-// one Gate serves one VM (VMs are single-threaded).
-type Gate struct {
+// Policy is one plugin configuration compiled for deciding: its rules and limits, the key table's
+// shape and the names of its shared-data keys. Compile builds it and LoadSecret completes it,
+// once per configuration and outside the request path; after that nothing writes it, so any
+// number of Gates may decide by it.
+type Policy struct {
 	rules    []rule
 	exempt   config.Exemptions
 	clientIP config.ClientIP
 	shadow   bool
 	table    config.KeyTable
-	// CollectStatus fills Outcome.Limits, for rate-limit headers.
-	CollectStatus bool
+	// collectStatus fills Outcome.Limits: rate-limit headers are configured.
+	collectStatus bool
 
 	secret     [2]uint64
 	secretKey  string
 	slotPrefix string
 	choices    int // candidate slots per bucket
-
-	out     Outcome
-	applied []applied
-	buf     [SlotSize]byte
-	hashBuf []byte
-	keyBuf  []byte
-	slotBuf []byte
-	starts  []int // where each shadow rule's limits start in applied
-
-	// enforcedEnd is where the enforced limits end in applied (the shadow rules' follow), and
-	// decidedAt the time of the last decision.
-	enforcedEnd int
-	decidedAt   int64
 }
 
 type rule struct {
@@ -140,6 +144,64 @@ type limit struct {
 	overflowOwner        uint64
 	quota, windowSeconds int64
 }
+
+// Compile compiles a validated configuration. namespace separates the keys of different
+// plugins: Istio gives every WasmPlugin of a proxy one shared-data namespace.
+func Compile(cfg *config.Config, namespace string) (*Policy, error) {
+	p := &Policy{exempt: cfg.Exempt, clientIP: cfg.ClientIP, shadow: cfg.Shadow, table: cfg.KeyTable,
+		collectStatus: cfg.RateLimitHeaders != config.HeadersOff,
+		secretKey:     "tollgate/v2/" + namespace + "/secret", slotPrefix: "tollgate/v2/" + namespace + "/slot/",
+		choices: defaultChoices}
+	if p.table.MaxKeys < 1 {
+		p.table.MaxKeys = config.DefaultMaxKeys
+	}
+	if p.table.MaxKeyBytes < 1 {
+		p.table.MaxKeyBytes = config.DefaultMaxKeyBytes
+	}
+	for i := range cfg.Rules {
+		r := &cfg.Rules[i]
+		compiled := rule{index: i, config: r}
+		for j, l := range r.Limits {
+			algo, err := newAlgorithm(l)
+			if err != nil {
+				return nil, errors.New("rules[" + strconv.Itoa(i) + "].limits[" + strconv.Itoa(j) + "]: " + err.Error())
+			}
+			quota, window := algo.policy()
+			prefix := r.Name + "\x00" + strconv.Itoa(j) + "\x00"
+			compiled.limits = append(compiled.limits, limit{
+				index:         j,
+				algo:          algo,
+				tag:           uint8(l.Algorithm),
+				fingerprint:   algo.fingerprint(),
+				ownerPrefix:   prefix,
+				overflowKey:   "tollgate/v2/" + namespace + "/overflow/" + strconv.Itoa(j) + "/" + r.Name,
+				overflowOwner: sipHash24(0, 0, []byte("overflow\x00"+prefix)),
+				quota:         quota,
+				windowSeconds: window,
+			})
+		}
+		p.rules = append(p.rules, compiled)
+	}
+	return p, nil
+}
+
+// Gate decides requests by a Policy, in buffers it reuses from one request to the next so that
+// deciding allocates nothing. It holds the scratch of one decision at a time: one Gate per VM
+// (VMs are single-threaded).
+type Gate struct {
+	*Policy // shared, never written by the Gate
+
+	out     Outcome
+	applied []applied
+	buf     [SlotSize]byte
+	hashBuf []byte
+	keyBuf  []byte
+	slotBuf []byte
+	starts  []int // where each shadow rule's limits start in applied
+}
+
+// NewGate returns a Gate that decides by p.
+func NewGate(p *Policy) *Gate { return &Gate{Policy: p} }
 
 // applied is one limit about to be charged for this request.
 type applied struct {
@@ -166,45 +228,6 @@ type applied struct {
 	decision   limiter.Decision
 }
 
-// New compiles a validated configuration. namespace separates the keys of different plugins:
-// Istio gives every WasmPlugin of a proxy one shared-data namespace.
-func New(cfg *config.Config, namespace string) (*Gate, error) {
-	g := &Gate{exempt: cfg.Exempt, clientIP: cfg.ClientIP, shadow: cfg.Shadow, table: cfg.KeyTable,
-		secretKey: "tollgate/v2/" + namespace + "/secret", slotPrefix: "tollgate/v2/" + namespace + "/slot/",
-		choices: defaultChoices}
-	if g.table.MaxKeys < 1 {
-		g.table.MaxKeys = config.DefaultMaxKeys
-	}
-	if g.table.MaxKeyBytes < 1 {
-		g.table.MaxKeyBytes = config.DefaultMaxKeyBytes
-	}
-	for i := range cfg.Rules {
-		r := &cfg.Rules[i]
-		compiled := rule{index: i, config: r}
-		for j, l := range r.Limits {
-			algo, err := newAlgorithm(l)
-			if err != nil {
-				return nil, errors.New("rules[" + strconv.Itoa(i) + "].limits[" + strconv.Itoa(j) + "]: " + err.Error())
-			}
-			quota, window := algo.policy()
-			prefix := r.Name + "\x00" + strconv.Itoa(j) + "\x00"
-			compiled.limits = append(compiled.limits, limit{
-				index:         j,
-				algo:          algo,
-				tag:           uint8(l.Algorithm),
-				fingerprint:   algo.fingerprint(),
-				ownerPrefix:   prefix,
-				overflowKey:   "tollgate/v2/" + namespace + "/overflow/" + strconv.Itoa(j) + "/" + r.Name,
-				overflowOwner: sipHash24(0, 0, []byte("overflow\x00"+prefix)),
-				quota:         quota,
-				windowSeconds: window,
-			})
-		}
-		g.rules = append(g.rules, compiled)
-	}
-	return g, nil
-}
-
 // Admit decides req at now (monotonic nanoseconds).
 //
 // Every matching rule applies. The enforced limits (those of rules that are not shadow rules)
@@ -212,10 +235,15 @@ func New(cfg *config.Config, namespace string) (*Gate, error) {
 // charged; if one rejects, none is charged, and Retry-After is the time until all would admit.
 // Each shadow rule is then decided on its own: if it would reject, the request goes through
 // uncharged by it and the rule is reported in ShadowLimited.
+//
+// The Outcome carries what the caller needs next, for this request alone: the global checks
+// still to make (Global) and what was charged (Charge), to give back if the request is rejected
+// after all.
 func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	out := &g.out
 	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
-		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0]}
+		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
+		Global: out.Global[:0], charged: out.charged[:0]}
 	view := requestView{req: req, clientIP: g.clientIP}
 	if view.exempt(&g.exempt) {
 		out.Verdict = Exempt
@@ -223,7 +251,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	}
 
 	// Gather the limits of the matching rules: enforced ones first, then each shadow rule's.
-	g.applied, g.enforcedEnd, g.decidedAt = g.applied[:0], 0, now
+	g.applied = g.applied[:0]
 	shadowStart := g.starts[:0] // indexes in g.applied where each shadow rule's limits start
 	for pass := 0; pass < 2; pass++ {
 		for i := range g.rules {
@@ -253,7 +281,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 				shadowStart = append(shadowStart, len(g.applied))
 			}
 			var pkHash uint64
-			if g.CollectStatus && !shadow {
+			if g.collectStatus && !shadow {
 				pkHash = g.partitionHash(r.config.Name, key)
 			}
 			var global string
@@ -274,19 +302,21 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	if len(shadowStart) > 0 {
 		enforcedEnd = shadowStart[0]
 	}
-	g.enforcedEnd = enforcedEnd
-	verdict, worst, err := g.decide(store, g.applied[:enforcedEnd], now)
+	enforced := g.applied[:enforcedEnd]
+	verdict, worst, err := g.decide(store, enforced, now)
 	switch {
 	case err != nil:
 		out.Verdict, out.Err = Failed, err
 		return out
 	case verdict == Limited:
 		out.Verdict, out.Rule, out.RetryAfter = Limited, worst.rule.index, worst.decision.RetryAfter
-		g.collect(g.applied[:enforcedEnd], worst, now)
+		g.collect(enforced, worst, now)
 		return out
 	}
-	g.collect(g.applied[:enforcedEnd], nil, now)
-	g.admitted(g.applied[:enforcedEnd])
+	g.collect(enforced, nil, now)
+	g.admitted(enforced)
+	out.Global = appendGlobalChecks(out.Global, enforced)
+	out.charged, out.decidedAt = appendCharged(out.charged, enforced), now
 	for s, start := range shadowStart {
 		end := len(g.applied)
 		if s+1 < len(shadowStart) {
@@ -392,7 +422,7 @@ func (g *Gate) admitted(group []applied) {
 
 // collect records the status of a group's limits for rate-limit headers.
 func (g *Gate) collect(group []applied, rejecting *applied, now int64) {
-	if !g.CollectStatus {
+	if !g.collectStatus {
 		return
 	}
 	for i := range group {

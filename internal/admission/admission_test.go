@@ -1,11 +1,10 @@
 package admission
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/tollgate-proxy/tollgate/config"
 )
@@ -28,7 +27,7 @@ func (m *memStore) Get(key string) ([]byte, uint32, error) {
 	}
 	v, ok := m.values[key]
 	if !ok {
-		return nil, 0, types.ErrorStatusNotFound
+		return nil, 0, ErrNotFound
 	}
 	return append([]byte(nil), v...), m.cas[key], nil
 }
@@ -40,7 +39,7 @@ func (m *memStore) Set(key string, value []byte, cas uint32) error {
 		}
 	}
 	if old, ok := m.cas[key]; ok && cas != 0 && cas != old {
-		return types.ErrorStatusCasMismatch
+		return ErrCasMismatch
 	}
 	m.lastCAS++
 	key = strings.Clone(key) // the Gate reuses the key's buffer
@@ -76,12 +75,12 @@ func mustGate(t testing.TB, doc string) *Gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := New(cfg, "test")
+	p, err := Compile(cfg, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.CollectStatus = true
-	return g
+	p.collectStatus = true
+	return NewGate(p)
 }
 
 const sec = int64(time.Second)
@@ -223,7 +222,7 @@ func TestStoreFailures(t *testing.T) {
 	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
 
 	store := newMemStore()
-	store.getErr = types.ErrorInternalFailure
+	store.getErr = errors.New("internal failure")
 	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Failed || out.Err == nil {
 		t.Fatalf("get failure: %+v", out)
 	}
@@ -231,7 +230,7 @@ func TestStoreFailures(t *testing.T) {
 	// Another worker wins every race: the loop gives up after MaxAttempts.
 	store = newMemStore()
 	sets := 0
-	store.beforeSet = func(string) error { sets++; return types.ErrorStatusCasMismatch }
+	store.beforeSet = func(string) error { sets++; return ErrCasMismatch }
 	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Failed || sets != MaxAttempts {
 		t.Fatalf("contention: %+v after %d sets", out, sets)
 	}
@@ -331,7 +330,7 @@ func TestLostRaceUndoesEarlierWrites(t *testing.T) {
 	store.beforeSet = func(key string) error {
 		if key == second && !lost {
 			lost = true
-			return types.ErrorStatusCasMismatch
+			return ErrCasMismatch
 		}
 		return nil
 	}

@@ -12,8 +12,9 @@ import (
 // cells is a limit's state as stored: three integers whose meaning depends on the algorithm.
 type cells [3]int64
 
-// algorithm is one limit's counting rule over its stored cells, adapting the types of package
-// limiter to one shape.
+// algorithm is one limit's counting rule over its stored cells: the limiter.Algorithm of its
+// kind run on the state the cells hold, plus what the key table needs beyond deciding (when a
+// slot is idle, carrying a state over to changed numbers) and what rate-limit headers say.
 type algorithm interface {
 	initial(now int64) cells
 	take(c cells, now, n int64) (cells, limiter.Decision)
@@ -38,13 +39,15 @@ type algorithm interface {
 func newAlgorithm(l config.Limit) (algorithm, error) {
 	switch l.Algorithm {
 	case config.FixedWindow:
-		w, err := limiter.NewFixedWindow(limiter.WindowLimit{Capacity: l.Capacity, Window: l.Window})
-		return fixedWindow{w}, err
+		limit := limiter.WindowLimit{Capacity: l.Capacity, Window: l.Window}
+		w, err := limiter.NewFixedWindow(limit)
+		return window{algo: w, limit: limit}, err
 	case config.SlidingWindow:
-		w, err := limiter.NewSlidingWindow(limiter.WindowLimit{Capacity: l.Capacity, Window: l.Window})
-		return slidingWindow{w}, err
+		limit := limiter.WindowLimit{Capacity: l.Capacity, Window: l.Window}
+		w, err := limiter.NewSlidingWindow(limit)
+		return window{algo: w, limit: limit, sliding: true}, err
 	default:
-		b, err := limiter.NewBucket(limiter.Limit{Capacity: l.Capacity, RefillTokens: l.RefillTokens, RefillInterval: l.RefillInterval})
+		b, err := limiter.NewBucket(limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: l.RefillTokens, RefillInterval: l.RefillInterval})
 		g := gcd(uint64(l.RefillInterval), uint64(l.RefillTokens))
 		return tokenBucket{b: b, creditsPerNano: int64(uint64(l.RefillTokens) / max(g, 1))}, err
 	}
@@ -72,12 +75,12 @@ type tokenBucket struct {
 	creditsPerNano int64
 }
 
-func bucketState(c cells) limiter.State { return limiter.State{Level: c[0], Last: c[1]} }
-func (t tokenBucket) cells(s limiter.State) cells {
+func bucketState(c cells) limiter.BucketState { return limiter.BucketState{Level: c[0], Last: c[1]} }
+func (t tokenBucket) cells(s limiter.BucketState) cells {
 	return cells{s.Level, s.Last, t.b.CreditsPerToken()}
 }
 
-func (t tokenBucket) initial(now int64) cells { return t.cells(t.b.Full(now)) }
+func (t tokenBucket) initial(now int64) cells { return t.cells(t.b.Initial(now)) }
 func (t tokenBucket) take(c cells, now, n int64) (cells, limiter.Decision) {
 	s, d := t.b.Take(bucketState(c), now, n)
 	return t.cells(s), d
@@ -96,7 +99,7 @@ func (t tokenBucket) undo(c, written cells, now, n int64) cells {
 	if end >= idle || t.creditsPerNano <= 0 {
 		return c // the bucket may have been full since: nothing is owed
 	}
-	capacity := t.b.Full(0).Level
+	capacity := t.b.Initial(0).Level
 	peak := min(max(written[0], 0), capacity)
 	if end > written[1] {
 		peak += (end - written[1]) * t.creditsPerNano // below capacity: end is before idle
@@ -115,7 +118,7 @@ func (t tokenBucket) fingerprint() uint32 { return t.b.Fingerprint() }
 
 // idleAt: full again at last + ceil(missing credits / credits per nanosecond).
 func (t tokenBucket) idleAt(c cells) int64 {
-	capacity := t.b.Full(0).Level
+	capacity := t.b.Initial(0).Level
 	missing := capacity - min(max(c[0], 0), capacity)
 	if missing == 0 || t.creditsPerNano <= 0 {
 		return c[1]
@@ -139,7 +142,7 @@ func (t tokenBucket) convert(c cells, now int64) (cells, bool) {
 		return t.initial(now), true // more than any capacity: full
 	}
 	level, _ := bits.Div64(hi, lo, uint64(oldPerToken))
-	capacity := t.b.Full(0).Level
+	capacity := t.b.Initial(0).Level
 	return cells{min(int64(min(level, uint64(capacity))), capacity), c[1], newPerToken}, true
 }
 
@@ -151,58 +154,41 @@ func (t tokenBucket) policy() (int64, int64) {
 	return l.Capacity, max(ceilSeconds(refill), 1)
 }
 
-type fixedWindow struct{ w limiter.FixedWindow }
+// window is a fixed or a sliding window; it stores (window start, count, previous window's
+// count), the WindowState of package limiter.
+type window struct {
+	algo    limiter.Algorithm[limiter.WindowState] // a FixedWindow or a SlidingWindow
+	limit   limiter.WindowLimit
+	sliding bool
+}
 
 func windowState(c cells) limiter.WindowState {
 	return limiter.WindowState{Start: c[0], Count: c[1], Previous: c[2]}
 }
 func windowCells(s limiter.WindowState) cells { return cells{s.Start, s.Count, s.Previous} }
 
-func (f fixedWindow) initial(now int64) cells { return windowCells(f.w.Empty(now)) }
-func (f fixedWindow) take(c cells, now, n int64) (cells, limiter.Decision) {
-	s, d := f.w.Take(windowState(c), now, n)
+func (w window) initial(now int64) cells { return windowCells(w.algo.Initial(now)) }
+func (w window) take(c cells, now, n int64) (cells, limiter.Decision) {
+	s, d := w.algo.Take(windowState(c), now, n)
 	return windowCells(s), d
 }
-func (f fixedWindow) give(c cells, now, n int64) cells {
-	return windowCells(f.w.Give(windowState(c), now, n))
+func (w window) give(c cells, now, n int64) cells {
+	return windowCells(w.algo.Give(windowState(c), now, n))
 }
 
 // undo: a window only counts up, so the units are still counted wherever the window has not
 // moved on; give drops them once it has.
-func (f fixedWindow) undo(c, _ cells, now, n int64) cells { return f.give(c, now, n) }
-func (f fixedWindow) valid(c cells) bool                  { return f.w.Valid(windowState(c)) }
-func (f fixedWindow) fingerprint() uint32                 { return f.w.Fingerprint() }
-func (f fixedWindow) idleAt(c cells) int64 {
-	return windowIdleAt(c, int64(f.w.Limit().Window), false)
+func (w window) undo(c, _ cells, now, n int64) cells { return w.give(c, now, n) }
+func (w window) valid(c cells) bool                  { return w.algo.Valid(windowState(c)) }
+func (w window) fingerprint() uint32                 { return w.algo.Fingerprint() }
+func (w window) idleAt(c cells) int64 {
+	return windowIdleAt(c, int64(w.limit.Window), w.sliding)
 }
-func (f fixedWindow) convert(c cells, now int64) (cells, bool) {
-	l := f.w.Limit()
-	return convertWindow(c, f.w.Empty(now).Start, int64(l.Window), l.Capacity, false), true
+func (w window) convert(c cells, now int64) (cells, bool) {
+	return convertWindow(c, w.algo.Initial(now).Start, int64(w.limit.Window), w.limit.Capacity, w.sliding), true
 }
-func (f fixedWindow) policy() (int64, int64) {
-	l := f.w.Limit()
-	return l.Capacity, max(ceilSeconds(l.Window), 1)
-}
-
-type slidingWindow struct{ w limiter.SlidingWindow }
-
-func (s slidingWindow) initial(now int64) cells { return windowCells(s.w.Empty(now)) }
-func (s slidingWindow) take(c cells, now, n int64) (cells, limiter.Decision) {
-	st, d := s.w.Take(windowState(c), now, n)
-	return windowCells(st), d
-}
-func (s slidingWindow) give(c cells, now, n int64) cells {
-	return windowCells(s.w.Give(windowState(c), now, n))
-}
-func (s slidingWindow) undo(c, _ cells, now, n int64) cells { return s.give(c, now, n) }
-func (s slidingWindow) valid(c cells) bool                  { return s.w.Valid(windowState(c)) }
-func (s slidingWindow) fingerprint() uint32                 { return s.w.Fingerprint() }
-func (s slidingWindow) idleAt(c cells) int64 {
-	return windowIdleAt(c, int64(s.w.Limit().Window), true)
-}
-func (s slidingWindow) convert(c cells, now int64) (cells, bool) {
-	l := s.w.Limit()
-	return convertWindow(c, s.w.Empty(now).Start, int64(l.Window), l.Capacity, true), true
+func (w window) policy() (int64, int64) {
+	return w.limit.Capacity, max(ceilSeconds(w.limit.Window), 1)
 }
 
 // windowIdleAt: nothing counted in the window is felt once the window (and, sliding, the one
@@ -238,8 +224,4 @@ func convertWindow(c cells, currentStart, window, capacity int64, sliding bool) 
 		start = c[0]
 	}
 	return cells{start, count, previous}
-}
-func (s slidingWindow) policy() (int64, int64) {
-	l := s.w.Limit()
-	return l.Capacity, max(ceilSeconds(l.Window), 1)
 }

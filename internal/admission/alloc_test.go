@@ -2,8 +2,6 @@ package admission
 
 import (
 	"testing"
-
-	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 )
 
 // steadyStore is shared data that allocates nothing once a key exists, so that the Gate's own
@@ -16,7 +14,7 @@ type steadyStore struct {
 func (s *steadyStore) Get(key string) ([]byte, uint32, error) {
 	v, ok := s.values[key]
 	if !ok {
-		return nil, 0, types.ErrorStatusNotFound
+		return nil, 0, ErrNotFound
 	}
 	return v, s.cas[key], nil
 }
@@ -44,7 +42,7 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 		  {"algorithm": "sliding_window", "capacity": 1000000000, "window": "1m"}]}]}`,
 	} {
 		g := mustGate(t, doc)
-		g.CollectStatus = false
+		g.collectStatus = false
 		store := &steadyStore{values: map[string][]byte{}, cas: map[string]uint32{}}
 		var r Request = req("192.0.2.1:1", "k", "alice") // boxed once: the test's own allocation
 		g.Admit(r, store, sec)                           // the first request creates the slots

@@ -16,15 +16,12 @@ type GlobalCheck struct {
 	Cost int64
 }
 
-// GlobalChecks appends to dst the global checks the request Admit last admitted needs: one per
-// enforced rule with a global limit, in rule order. It is empty unless the verdict was Allow.
-func (g *Gate) GlobalChecks(dst []GlobalCheck) []GlobalCheck {
-	if g.out.Verdict != Allow {
-		return dst
-	}
-	for i := 0; i < g.enforcedEnd; i++ {
-		a := &g.applied[i]
-		if i > 0 && g.applied[i-1].rule == a.rule {
+// appendGlobalChecks appends the global checks of an admitted request's enforced limits: one per
+// rule with a global limit, for a request that costs something.
+func appendGlobalChecks(dst []GlobalCheck, enforced []applied) []GlobalCheck {
+	for i := range enforced {
+		a := &enforced[i]
+		if i > 0 && enforced[i-1].rule == a.rule {
 			continue // one check per rule, not per limit
 		}
 		if a.rule.config.Global == nil || a.cost == 0 {
@@ -53,21 +50,25 @@ type charged struct {
 // Empty reports whether the charge took nothing.
 func (c Charge) Empty() bool { return len(c.entries) == 0 }
 
-// Charged returns what the request Admit last admitted was charged. It is a copy: it stays valid
-// across later calls of Admit on the same Gate.
-func (g *Gate) Charged() Charge {
-	if g.out.Verdict != Allow {
-		return Charge{}
-	}
-	c := Charge{at: g.decidedAt}
-	for i := 0; i < g.enforcedEnd; i++ {
-		a := &g.applied[i]
+// appendCharged appends what an admitted request's enforced limits were charged.
+func appendCharged(dst []charged, enforced []applied) []charged {
+	for i := range enforced {
+		a := &enforced[i]
 		if a.skip || a.cost == 0 {
 			continue
 		}
-		c.entries = append(c.entries, charged{limit: a.limit, slot: a.slot, owner: a.writeOwner, cost: a.cost})
+		dst = append(dst, charged{limit: a.limit, slot: a.slot, owner: a.writeOwner, cost: a.cost})
 	}
-	return c
+	return dst
+}
+
+// Charge returns what the request was charged (nothing unless the verdict is Allow). It is a
+// copy: it stays valid across later decisions of the Gate, for as long as the request is held.
+func (o *Outcome) Charge() Charge {
+	if o.Verdict != Allow || len(o.charged) == 0 {
+		return Charge{}
+	}
+	return Charge{entries: append([]charged(nil), o.charged...), at: o.decidedAt}
 }
 
 // GiveBack returns a charge to the limits it was taken from, at now (monotonic nanoseconds).
@@ -91,11 +92,8 @@ func (g *Gate) GiveBack(store Store, c Charge, now int64) {
 
 // windowLength is the window of a window algorithm in nanoseconds, 0 for a token bucket.
 func windowLength(a algorithm) int64 {
-	switch w := a.(type) {
-	case fixedWindow:
-		return int64(w.w.Limit().Window)
-	case slidingWindow:
-		return int64(w.w.Limit().Window)
+	if w, ok := a.(window); ok {
+		return int64(w.limit.Window)
 	}
 	return 0
 }

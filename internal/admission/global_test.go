@@ -26,7 +26,7 @@ func TestGlobalChecks(t *testing.T) {
 	if out.Verdict != Allow {
 		t.Fatalf("%+v", out)
 	}
-	checks := g.GlobalChecks(nil)
+	checks := out.Global
 	if len(checks) != 1 {
 		t.Fatalf("checks %+v, want one for rule g (rule local has no global limit, rule free costs nothing)", checks)
 	}
@@ -37,18 +37,16 @@ func TestGlobalChecks(t *testing.T) {
 	if strings.Contains(c.Key, "alice") || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(c.Key) {
 		t.Fatalf("key %q: want 32 hex digits that do not show the key", c.Key)
 	}
-	// Appends to what it is given, and reports nothing for a request that was not admitted.
-	if got := g.GlobalChecks([]GlobalCheck{{Rule: 9}}); len(got) != 2 || got[0].Rule != 9 {
-		t.Fatalf("GlobalChecks did not append: %+v", got)
-	}
+	// A request that was not admitted needs no check and was charged nothing.
 	g.Admit(fakeRequest{headers: map[string]string{"k": "bob", "x-cost": "3"}}, store, sec)
-	if out := g.Admit(fakeRequest{headers: map[string]string{"k": "bob", "x-cost": "3"}}, store, sec); out.Verdict != Limited {
+	out = g.Admit(fakeRequest{headers: map[string]string{"k": "bob", "x-cost": "3"}}, store, sec)
+	if out.Verdict != Limited {
 		t.Fatalf("%+v, want limited", out)
 	}
-	if got := g.GlobalChecks(nil); len(got) != 0 {
-		t.Fatalf("a limited request has checks %+v", got)
+	if len(out.Global) != 0 {
+		t.Fatalf("a limited request has checks %+v", out.Global)
 	}
-	if !g.Charged().Empty() {
+	if !out.Charge().Empty() {
 		t.Fatal("a limited request has a charge")
 	}
 }
@@ -58,10 +56,8 @@ func TestGlobalChecks(t *testing.T) {
 func TestGlobalKeyIsTheSameEverywhere(t *testing.T) {
 	a, b := mustGate(t, globalRules), mustGate(t, globalRules)
 	a.secret, b.secret = [2]uint64{1, 2}, [2]uint64{3, 4}
-	for _, g := range []*Gate{a, b} {
-		g.Admit(header("k", "alice"), newMemStore(), sec)
-	}
-	ka, kb := a.GlobalChecks(nil), b.GlobalChecks(nil)
+	ka := a.Admit(header("k", "alice"), newMemStore(), sec).Global
+	kb := b.Admit(header("k", "alice"), newMemStore(), sec).Global
 	if len(ka) != 1 || len(kb) != 1 || ka[0].Key != kb[0].Key {
 		t.Fatalf("replicas disagree: %+v and %+v", ka, kb)
 	}
@@ -79,8 +75,7 @@ func TestGiveBack(t *testing.T) {
 	g := mustGate(t, globalRules)
 	store := newMemStore()
 	alice := fakeRequest{headers: map[string]string{"k": "alice", "x-cost": "2"}}
-	g.Admit(alice, store, sec)
-	charge := g.Charged()
+	charge := g.Admit(alice, store, sec).Charge()
 	if len(charge.entries) != 3 {
 		t.Fatalf("charge %+v: want the two limits of g and the one of local", charge.entries)
 	}
@@ -112,11 +107,9 @@ func TestGiveBackAfterTheWindowIsDropped(t *testing.T) {
 	  "limits": [{"algorithm": "fixed_window", "capacity": 2, "window": "1s"}],
 	  "global": {"cluster": "ratelimit", "domain": "d"}}]}`)
 	store := newMemStore()
-	g.Admit(header("k", "x"), store, 10*sec)
-	old := g.Charged()
-	g.Admit(header("k", "x"), store, 11*sec) // next window: 1 counted
-	g.Admit(header("k", "x"), store, 11*sec) // 2 counted: full
-	recent := g.Charged()
+	old := g.Admit(header("k", "x"), store, 10*sec).Charge()
+	g.Admit(header("k", "x"), store, 11*sec)                    // next window: 1 counted
+	recent := g.Admit(header("k", "x"), store, 11*sec).Charge() // 2 counted: full
 	g.GiveBack(store, old, 11*sec)
 	if out := g.Admit(header("k", "x"), store, 11*sec); out.Verdict != Limited {
 		t.Fatalf("%+v: a refund from the previous window was applied to this one", out)
@@ -132,5 +125,27 @@ func TestFloorDiv(t *testing.T) {
 		if got := floorDiv(c[0], c[1]); got != c[2] {
 			t.Errorf("floorDiv(%d, %d) = %d, want %d", c[0], c[1], got, c[2])
 		}
+	}
+}
+
+// Gates deciding by one Policy share its buckets through the store, and each Outcome keeps what
+// its own request needs: deciding another request, on this Gate or another, changes neither its
+// global checks nor its charge.
+func TestGatesShareAPolicy(t *testing.T) {
+	a := mustGate(t, globalRules)
+	b := NewGate(a.Policy)
+	store := newMemStore()
+	alice := fakeRequest{headers: map[string]string{"k": "alice", "x-cost": "2"}}
+	first := a.Admit(alice, store, sec)
+	checks, charge := append([]GlobalCheck(nil), first.Global...), first.Charge()
+	if out := b.Admit(alice, store, sec); out.Verdict != Limited {
+		t.Fatalf("%+v: the second Gate does not see the first one's charge (3 tokens, 2 taken, 2 wanted)", out)
+	}
+	if len(first.Global) != 1 || first.Global[0] != checks[0] || len(first.Charge().entries) != len(charge.entries) {
+		t.Fatalf("another Gate's decision changed this outcome: %+v", first)
+	}
+	b.GiveBack(store, charge, sec)
+	if out := b.Admit(alice, store, sec); out.Verdict != Allow {
+		t.Fatalf("%+v: a charge taken through one Gate is given back through another", out)
 	}
 }

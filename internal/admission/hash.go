@@ -6,7 +6,7 @@ import (
 	"math/bits"
 )
 
-// secretValue is the stored form of the hash secret: "TGk1" and two 64-bit words.
+// secretSize is the length of the stored hash secret: "TGk1" and two 64-bit words.
 const secretSize = 20
 
 // LoadSecret reads the hash secret every VM of the plugin shares, or stores a new one drawn
@@ -14,15 +14,15 @@ const secretSize = 20
 // (Envoy allows shared data from proxy_on_configure on). A value under the secret's key that is
 // not a secret is an error, never overwritten: running VMs may still hash with the old secret,
 // and a second one would give every key a second bucket.
-func (g *Gate) LoadSecret(store Store, random func() uint64) error {
+func (p *Policy) LoadSecret(store Store, random func() uint64) error {
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
-		value, _, err := store.Get(g.secretKey)
+		value, _, err := store.Get(p.secretKey)
 		switch {
 		case err == nil && len(value) == secretSize && string(value[:4]) == "TGk1":
-			g.secret = [2]uint64{binary.LittleEndian.Uint64(value[4:]), binary.LittleEndian.Uint64(value[12:])}
+			p.secret = [2]uint64{binary.LittleEndian.Uint64(value[4:]), binary.LittleEndian.Uint64(value[12:])}
 			return nil
 		case err == nil:
-			return errors.New("the shared-data key " + g.secretKey + " holds a value Tollgate did not write " +
+			return errors.New("the shared-data key " + p.secretKey + " holds a value Tollgate did not write " +
 				"(another plugin with the same name and vm_id?): give this plugin another name")
 		case !isNotFound(err):
 			return err
@@ -33,7 +33,7 @@ func (g *Gate) LoadSecret(store Store, random func() uint64) error {
 		copy(fresh[:], "TGk1")
 		binary.LittleEndian.PutUint64(fresh[4:], random())
 		binary.LittleEndian.PutUint64(fresh[12:], random())
-		if err := store.Set(g.secretKey, fresh[:], casCreate); err != nil && !isCasMismatch(err) {
+		if err := store.Set(p.secretKey, fresh[:], casCreate); err != nil && !isCasMismatch(err) {
 			return err
 		}
 	}

@@ -1,12 +1,9 @@
 package admission
 
 import (
-	"encoding/base64"
-	"encoding/binary"
+	"slices"
 	"testing"
 	"time"
-
-	"github.com/tollgate-proxy/tollgate/config"
 )
 
 func req(source string, headers ...string) fakeRequest {
@@ -289,7 +286,10 @@ func TestShadowRules(t *testing.T) {
 	}
 }
 
-func TestRateLimitHeaders(t *testing.T) {
+// Every applied limit is described for rate-limit headers: its quota and window, what is left,
+// when more is available, and a keyed hash of the partition key; on a rejection, the limit that
+// rejected is marked and its wait is Retry-After.
+func TestLimitStatus(t *testing.T) {
 	g := mustGate(t, `{"rules": [
 	  {"name": "burst", "key": [{"header": "k"}], "limits": [{"capacity": 10, "refill_tokens": 10, "refill_interval": "1m"}]},
 	  {"name": "daily", "key": [{"header": "k"}], "limits": [
@@ -299,33 +299,29 @@ func TestRateLimitHeaders(t *testing.T) {
 	if err := g.LoadSecret(store, func() uint64 { return 7 }); err != nil {
 		t.Fatal(err)
 	}
-	pk := func(rule string) string {
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], g.partitionHash(rule, []byte("10:secret-key")))
-		return ":" + base64.StdEncoding.EncodeToString(b[:]) + ":"
+	burst, daily := g.partitionHash("burst", []byte("10:secret-key")), g.partitionHash("daily", []byte("10:secret-key"))
+	if burst == daily {
+		t.Fatal("two rules identify one key by the same hash")
 	}
 	out := g.Admit(req("192.0.2.1:1", "k", "secret-key"), store, 0)
-	draft := g.RateLimitHeaders(config.HeadersDraft, out)
-	wantPolicy := `"burst";q=10;w=60, "daily/0";q=1000;w=86400, "daily/1";q=2;w=2`
-	// t is the time until more quota: a token every 6 s, the window's end, a token every second.
-	wantState := `"burst";r=9;t=6;pk=` + pk("burst") + `, "daily/0";r=999;t=86400;pk=` + pk("daily") + `, "daily/1";r=1;t=1;pk=` + pk("daily")
-	if len(draft) != 2 || draft[0] != [2]string{"ratelimit-policy", wantPolicy} || draft[1] != [2]string{"ratelimit", wantState} {
-		t.Fatalf("draft headers:\n got  %q\n want %q / %q", draft, wantPolicy, wantState)
+	// Next is the time until more quota: a token every 6 s, the window's end, a token every second.
+	want := []LimitStatus{
+		{Rule: 0, Limit: 0, Quota: 10, WindowSeconds: 60, Remaining: 9, Reset: 6 * time.Second, Next: 6 * time.Second, PartitionHash: burst},
+		{Rule: 1, Limit: 0, Quota: 1000, WindowSeconds: 86400, Remaining: 999, Reset: 24 * time.Hour, Next: 24 * time.Hour, PartitionHash: daily},
+		{Rule: 1, Limit: 1, Quota: 2, WindowSeconds: 2, Remaining: 1, Reset: time.Second, Next: time.Second, PartitionHash: daily},
 	}
-	x := g.RateLimitHeaders(config.HeadersXRateLimit, out)
-	if len(x) != 3 || x[0] != [2]string{"x-ratelimit-limit", "2"} || x[1] != [2]string{"x-ratelimit-remaining", "1"} || x[2] != [2]string{"x-ratelimit-reset", "1"} {
-		t.Fatalf("x-ratelimit: %q", x)
+	if out.Verdict != Allow || !slices.Equal(out.Limits, want) {
+		t.Fatalf("admitted: %+v\n got  %+v\n want %+v", out, out.Limits, want)
 	}
 	g.Admit(req("192.0.2.1:1", "k", "secret-key"), store, 0)
 	out = g.Admit(req("192.0.2.1:1", "k", "secret-key"), store, 0)
-	x = g.RateLimitHeaders(config.HeadersXRateLimit, out)
-	if out.Verdict != Limited || x[0][1] != "2" || x[1][1] != "0" || x[2][1] != "1" {
-		t.Fatalf("rejected: %+v %q", out, x)
+	rejecting := LimitStatus{Rule: 1, Limit: 1, Quota: 2, WindowSeconds: 2, Remaining: 0, Reset: time.Second, Next: time.Second,
+		Rejecting: true, PartitionHash: daily}
+	if out.Verdict != Limited || out.RetryAfter != time.Second || len(out.Limits) != 3 || out.Limits[2] != rejecting {
+		t.Fatalf("rejected: %+v, limits %+v", out, out.Limits)
 	}
-	// On a rejection RateLimit carries the rejecting limit only, its t equal to Retry-After.
-	draft = g.RateLimitHeaders(config.HeadersDraft, out)
-	if draft[0][1] != wantPolicy || draft[1][1] != `"daily/1";r=0;t=1;pk=`+pk("daily") {
-		t.Fatalf("rejected draft headers: %q", draft)
+	if out.Limits[0].Remaining != 8 || out.Limits[0].Rejecting || out.Limits[1].Remaining != 998 {
+		t.Fatalf("rejected: the other limits read %+v", out.Limits[:2])
 	}
 }
 

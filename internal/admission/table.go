@@ -8,8 +8,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
-
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
@@ -514,5 +512,5 @@ func (g *Gate) refund(store Store, charged []applied, now int64, undo bool) {
 	}
 }
 
-func isNotFound(err error) bool    { return errors.Is(err, types.ErrorStatusNotFound) }
-func isCasMismatch(err error) bool { return errors.Is(err, types.ErrorStatusCasMismatch) }
+func isNotFound(err error) bool    { return errors.Is(err, ErrNotFound) }
+func isCasMismatch(err error) bool { return errors.Is(err, ErrCasMismatch) }

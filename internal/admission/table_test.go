@@ -409,10 +409,11 @@ func TestGiveBackFollowsTheCharge(t *testing.T) {
 	g := tableGate(t, "overflow")
 	store := newMemStore()
 	fillTable(t, g, store, 0)
-	if out := g.Admit(header("k", "late"), store, 0); out.Verdict != Allow || out.TableFull != 1 {
+	out := g.Admit(header("k", "late"), store, 0)
+	if out.Verdict != Allow || out.TableFull != 1 {
 		t.Fatalf("late key: %+v", out)
 	}
-	charge := g.Charged()
+	charge := out.Charge()
 	if out := g.Admit(header("k", "late-2"), store, 0); out.Verdict != Allow || out.Limits[0].Remaining != 0 {
 		t.Fatalf("second late key, the overflow bucket's last token: %+v", out)
 	}
@@ -424,10 +425,10 @@ func TestGiveBackFollowsTheCharge(t *testing.T) {
 	// A charge whose slot another key took over (idle) once the charge's key went quiet.
 	g = tableGate(t, "reject")
 	store = newMemStore()
-	if out := g.Admit(header("k", "gone"), store, 0); out.Verdict != Allow {
+	if out = g.Admit(header("k", "gone"), store, 0); out.Verdict != Allow {
 		t.Fatal(out)
 	}
-	charge = g.Charged()
+	charge = out.Charge()
 	l := &g.rules[0].limits[0]
 	gone := g.owner(l, []byte(partKey("gone")))
 	index := candidateSlots(gone, g.table.MaxKeys, g.choices)[0]

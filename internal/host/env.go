@@ -7,13 +7,13 @@ import (
 
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // envFuncs are the env imports cpp-host registers for ABI 0.2.x (include/proxy-wasm/exports.h)
 // plus Envoy's own. Each returns a proxy_status_t in stack[0].
 func envFuncs() []hostFunc {
-	unimplemented := func(vm *VM, stack []uint64) { stack[0] = uint64(StatusUnimplemented) }
+	unimplemented := func(vm *VM, stack []uint64) { stack[0] = uint64(wire.StatusUnimplemented) }
 	f := func(name string, params []api.ValueType, fn func(vm *VM, stack []uint64)) hostFunc {
 		return hostFunc{module: "env", name: name, params: params, results: errno, fn: fn}
 	}
@@ -39,7 +39,7 @@ func envFuncs() []hostFunc {
 		f("proxy_get_header_map_size", sig(i32, i32), proxyGetHeaderMapSize),
 		f("proxy_get_buffer_status", sig(i32, i32, i32), proxyGetBufferStatus),
 		f("proxy_get_buffer_bytes", sig(i32, i32, i32, i32, i32), proxyGetBufferBytes),
-		f("proxy_set_buffer_bytes", sig(i32, i32, i32, i32, i32), func(vm *VM, stack []uint64) { stack[0] = uint64(StatusBadArgument) }),
+		f("proxy_set_buffer_bytes", sig(i32, i32, i32, i32, i32), func(vm *VM, stack []uint64) { stack[0] = uint64(wire.StatusBadArgument) }),
 		f("proxy_http_call", sig(i32, i32, i32, i32, i32, i32, i32, i32, i32, i32), unimplemented),
 		f("proxy_grpc_call", sig(i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32), proxyGrpcCall),
 		f("proxy_grpc_stream", sig(i32, i32, i32, i32, i32, i32, i32, i32, i32), unimplemented),
@@ -53,7 +53,7 @@ func envFuncs() []hostFunc {
 		f("proxy_record_metric", sig(i32, i64), proxyRecordMetric),
 		f("proxy_get_metric", sig(i32, i32), proxyGetMetric),
 		f("proxy_set_effective_context", sig(i32), proxySetEffectiveContext),
-		f("proxy_done", sig(), func(vm *VM, stack []uint64) { stack[0] = uint64(StatusNotFound) }),
+		f("proxy_done", sig(), func(vm *VM, stack []uint64) { stack[0] = uint64(wire.StatusNotFound) }),
 		f("proxy_call_foreign_function", sig(i32, i32, i32, i32, i32, i32), unimplemented),
 		f("proxy_continue_stream", sig(i32), proxyContinueStream),
 		f("proxy_close_stream", sig(i32), unimplemented),
@@ -65,30 +65,30 @@ func envFuncs() []hostFunc {
 
 func (f hostFunc) onlyABI(v string) hostFunc { f.abi = v; return f }
 
-func ret(stack []uint64, st Status) { stack[0] = uint64(st) }
+func ret(stack []uint64, st wire.Status) { stack[0] = uint64(st) }
 
 // proxy_log(level, msg_ptr, msg_size); levels above critical are BadArgument.
 func proxyLog(vm *VM, stack []uint64) {
 	level, ptr, size := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
 	if level > 5 {
-		ret(stack, StatusBadArgument)
+		ret(stack, wire.StatusBadArgument)
 		return
 	}
 	msg, ok := vm.readString(ptr, size)
 	if !ok {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
 	vm.host.log(vm.id, level, msg)
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 func proxyGetLogLevel(vm *VM, stack []uint64) {
 	if !vm.writeU32(uint32(stack[0]), vm.host.opts.LogLevel) {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 // proxy_get_property(path_ptr, path_size, value_ptr_ptr, value_size_ptr): path segments joined by
@@ -97,19 +97,19 @@ func proxyGetProperty(vm *VM, stack []uint64) {
 	ptr, size, valuePtrPtr, valueSizePtr := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
 	path, ok := vm.readString(ptr, size)
 	if !ok {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
 	segments := strings.Split(strings.TrimSuffix(path, "\x00"), "\x00")
 	if fault := vm.host.propertyFault.Load(); fault != nil {
-		if st := (*fault)(segments); st != StatusOK {
+		if st := (*fault)(segments); st != wire.StatusOK {
 			ret(stack, st)
 			return
 		}
 	}
 	value, found := vm.property(segments)
 	if !found {
-		ret(stack, StatusNotFound)
+		ret(stack, wire.StatusNotFound)
 		return
 	}
 	ret(stack, vm.copyOut(value, valuePtrPtr, valueSizePtr))
@@ -203,12 +203,12 @@ func proxySendLocalResponse(vm *VM, stack []uint64) {
 	body, ok2 := vm.read(uint32(stack[3]), uint32(stack[4]))
 	rawHeaders, ok3 := vm.read(uint32(stack[5]), uint32(stack[6]))
 	if !ok1 || !ok2 || !ok3 {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
 	s := vm.current
 	if s == nil {
-		ret(stack, StatusNotFound)
+		ret(stack, wire.StatusNotFound)
 		return
 	}
 	headers, ok := decodeHostPairs(rawHeaders)
@@ -222,30 +222,30 @@ func proxySendLocalResponse(vm *VM, stack []uint64) {
 		LocalReply: true,
 		Details:    strings.Join(strings.Fields(details), "_"),
 	}
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 // proxy_get_shared_data(key, key_size, value_ptr_ptr, value_size_ptr, cas_ptr).
 func proxyGetSharedData(vm *VM, stack []uint64) {
 	key, ok := vm.readString(uint32(stack[0]), uint32(stack[1]))
 	if !ok {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
 	value, cas, st := vm.host.opts.SharedData.Get(vm.host.opts.VMID, key)
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
-	if st := vm.copyOut(value, uint32(stack[2]), uint32(stack[3])); st != StatusOK {
+	if st := vm.copyOut(value, uint32(stack[2]), uint32(stack[3])); st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
 	if !vm.writeU32(uint32(stack[4]), cas) {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 // proxy_set_shared_data(key, key_size, value, value_size, cas).
@@ -253,68 +253,68 @@ func proxySetSharedData(vm *VM, stack []uint64) {
 	key, ok1 := vm.readString(uint32(stack[0]), uint32(stack[1]))
 	value, ok2 := vm.read(uint32(stack[2]), uint32(stack[3]))
 	if !ok1 || !ok2 {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
 	ret(stack, vm.host.opts.SharedData.Set(vm.host.opts.VMID, key, value, uint32(stack[4])))
 }
 
 // headerMap returns the map a call addresses, if the current callback may use it.
-func (vm *VM) headerMap(mapType uint32, write bool) (*[][2]string, Status) {
+func (vm *VM) headerMap(mapType uint32, write bool) (*[][2]string, wire.Status) {
 	if mapType > 7 {
-		return nil, StatusBadArgument
+		return nil, wire.StatusBadArgument
 	}
 	s := vm.current
 	if s == nil || (write && s.access.readOnly) {
-		return nil, StatusBadArgument
+		return nil, wire.StatusBadArgument
 	}
 	switch {
 	case mapType == 0 && s.access.request:
-		return &s.requestHeaders, StatusOK
+		return &s.requestHeaders, wire.StatusOK
 	case mapType == 2 && s.access.response:
-		return &s.responseHeaders, StatusOK
+		return &s.responseHeaders, wire.StatusOK
 	}
-	return nil, StatusBadArgument
+	return nil, wire.StatusBadArgument
 }
 
 // proxy_get_header_map_value(map, key, key_size, value_ptr_ptr, value_size_ptr): the first value;
 // NotFound when absent.
 func proxyGetHeaderMapValue(vm *VM, stack []uint64) {
 	m, st := vm.headerMap(uint32(stack[0]), false)
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
 	key, ok := vm.readString(uint32(stack[1]), uint32(stack[2]))
 	if !ok {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
 	v, found := headerValue(*m, lower(key))
 	if !found {
-		ret(stack, StatusNotFound)
+		ret(stack, wire.StatusNotFound)
 		return
 	}
 	ret(stack, vm.copyOut([]byte(v), uint32(stack[3]), uint32(stack[4])))
 }
 
-func (vm *VM) readKeyValue(stack []uint64) (key, value string, st Status) {
+func (vm *VM) readKeyValue(stack []uint64) (key, value string, st wire.Status) {
 	key, ok1 := vm.readString(uint32(stack[1]), uint32(stack[2]))
 	value, ok2 := vm.readString(uint32(stack[3]), uint32(stack[4]))
 	if !ok1 || !ok2 {
-		return "", "", StatusInvalidMemoryAccess
+		return "", "", wire.StatusInvalidMemoryAccess
 	}
-	return lower(key), value, StatusOK
+	return lower(key), value, wire.StatusOK
 }
 
 func proxyAddHeaderMapValue(vm *VM, stack []uint64) {
 	m, st := vm.headerMap(uint32(stack[0]), true)
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
 	key, value, st := vm.readKeyValue(stack)
-	if st == StatusOK {
+	if st == wire.StatusOK {
 		*m = append(*m, [2]string{key, value})
 	}
 	ret(stack, st)
@@ -322,12 +322,12 @@ func proxyAddHeaderMapValue(vm *VM, stack []uint64) {
 
 func proxyReplaceHeaderMapValue(vm *VM, stack []uint64) {
 	m, st := vm.headerMap(uint32(stack[0]), true)
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
 	key, value, st := vm.readKeyValue(stack)
-	if st == StatusOK {
+	if st == wire.StatusOK {
 		*m = append(removeHeader(*m, key), [2]string{key, value})
 	}
 	ret(stack, st)
@@ -335,17 +335,17 @@ func proxyReplaceHeaderMapValue(vm *VM, stack []uint64) {
 
 func proxyRemoveHeaderMapValue(vm *VM, stack []uint64) {
 	m, st := vm.headerMap(uint32(stack[0]), true)
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
 	key, ok := vm.readString(uint32(stack[1]), uint32(stack[2]))
 	if !ok {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
 	*m = removeHeader(*m, lower(key))
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 // Limits of cpp-host's pairs parser (include/proxy-wasm/limits.h): anything larger is treated as
@@ -359,7 +359,7 @@ func decodeHostPairs(raw []byte) ([][2]string, bool) {
 	if len(raw) > maxPairsBytes {
 		return nil, false
 	}
-	pairs, ok := abi.DecodePairs(raw)
+	pairs, ok := wire.DecodePairs(raw)
 	if !ok || len(pairs) > maxPairsCount {
 		return nil, false
 	}
@@ -379,7 +379,7 @@ func removeHeader(headers [][2]string, key string) [][2]string {
 // proxy_get_header_map_pairs(map, ptr_ptr, size_ptr): an unavailable map is an empty result.
 func proxyGetHeaderMapPairs(vm *VM, stack []uint64) {
 	m, st := vm.headerMap(uint32(stack[0]), false)
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		if uint32(stack[0]) > 7 {
 			ret(stack, st)
 			return
@@ -387,30 +387,30 @@ func proxyGetHeaderMapPairs(vm *VM, stack []uint64) {
 		ret(stack, vm.copyOut(nil, uint32(stack[1]), uint32(stack[2])))
 		return
 	}
-	ret(stack, vm.copyOut(abi.EncodePairs(*m), uint32(stack[1]), uint32(stack[2])))
+	ret(stack, vm.copyOut(wire.EncodePairs(*m), uint32(stack[1]), uint32(stack[2])))
 }
 
 func proxySetHeaderMapPairs(vm *VM, stack []uint64) {
 	m, st := vm.headerMap(uint32(stack[0]), true)
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
 	raw, ok := vm.read(uint32(stack[1]), uint32(stack[2]))
 	if !ok {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
 	// cpp-host treats malformed pairs as an empty map, which then replaces the headers.
 	pairs, _ := decodeHostPairs(raw)
 	*m = lowerKeys(pairs)
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 // proxy_get_header_map_size(map, size_ptr): Envoy reports the map's byte size.
 func proxyGetHeaderMapSize(vm *VM, stack []uint64) {
 	m, st := vm.headerMap(uint32(stack[0]), false)
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
@@ -419,46 +419,46 @@ func proxyGetHeaderMapSize(vm *VM, stack []uint64) {
 		size += len(h[0]) + len(h[1])
 	}
 	if !vm.writeU32(uint32(stack[1]), uint32(size)) {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 // buffer returns the bytes of a buffer type available now: the VM configuration always, the
 // plugin configuration only during proxy_on_configure. No bodies are emulated.
-func (vm *VM) buffer(bufferType uint32) ([]byte, Status) {
+func (vm *VM) buffer(bufferType uint32) ([]byte, wire.Status) {
 	switch {
 	case bufferType > 8:
-		return nil, StatusBadArgument
+		return nil, wire.StatusBadArgument
 	case bufferType == 6:
-		return vm.host.opts.VMConfig, StatusOK
+		return vm.host.opts.VMConfig, wire.StatusOK
 	case bufferType == 7 && vm.configuring:
-		return vm.pluginConfig, StatusOK
+		return vm.pluginConfig, wire.StatusOK
 	case bufferType == 5 && vm.grpc.hasMessage:
-		return vm.grpc.message, StatusOK
+		return vm.grpc.message, wire.StatusOK
 	}
-	return nil, StatusNotFound
+	return nil, wire.StatusNotFound
 }
 
 func proxyGetBufferStatus(vm *VM, stack []uint64) {
 	buf, st := vm.buffer(uint32(stack[0]))
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
 	if !vm.writeU32(uint32(stack[1]), uint32(len(buf))) || !vm.writeU32(uint32(stack[2]), 0) {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 // proxy_get_buffer_bytes(type, start, length, ptr_ptr, size_ptr): clamped to the buffer; a start
 // past the end gives an empty result.
 func proxyGetBufferBytes(vm *VM, stack []uint64) {
 	buf, st := vm.buffer(uint32(stack[0]))
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
@@ -473,10 +473,10 @@ func proxyGetBufferBytes(vm *VM, stack []uint64) {
 
 func proxyGetCurrentTimeNanoseconds(vm *VM, stack []uint64) {
 	if !vm.writeU64(uint32(stack[0]), uint64(vm.host.opts.Clock.Wall())) {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 // proxy_define_metric(type, name, name_size, id_ptr): ids are per VM, the type in the low two
@@ -484,22 +484,22 @@ func proxyGetCurrentTimeNanoseconds(vm *VM, stack []uint64) {
 func proxyDefineMetric(vm *VM, stack []uint64) {
 	kind := uint32(stack[0])
 	if kind > 2 {
-		ret(stack, StatusBadArgument)
+		ret(stack, wire.StatusBadArgument)
 		return
 	}
 	name, ok := vm.readString(uint32(stack[1]), uint32(stack[2]))
 	if !ok {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
 	vm.nextMetric[kind]++
 	id := vm.nextMetric[kind]*4 + kind
 	vm.metricIDs[id] = vm.host.metrics.define(MetricType(kind), name)
 	if !vm.writeU32(uint32(stack[3]), id) {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 func proxyIncrementMetric(vm *VM, stack []uint64) {
@@ -507,19 +507,19 @@ func proxyIncrementMetric(vm *VM, stack []uint64) {
 	delta := int64(stack[1])
 	switch {
 	case !ok:
-		ret(stack, StatusNotFound)
+		ret(stack, wire.StatusNotFound)
 	case m.kind == Histogram, m.kind == Counter && delta <= 0:
-		ret(stack, StatusBadArgument)
+		ret(stack, wire.StatusBadArgument)
 	default:
 		vm.host.metrics.add(m, delta)
-		ret(stack, StatusOK)
+		ret(stack, wire.StatusOK)
 	}
 }
 
 func proxyRecordMetric(vm *VM, stack []uint64) {
 	m, ok := vm.metricIDs[uint32(stack[0])]
 	if !ok {
-		ret(stack, StatusNotFound)
+		ret(stack, wire.StatusNotFound)
 		return
 	}
 	switch m.kind {
@@ -530,20 +530,20 @@ func proxyRecordMetric(vm *VM, stack []uint64) {
 	default:
 		vm.host.metrics.observe(m, stack[1])
 	}
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 func proxyGetMetric(vm *VM, stack []uint64) {
 	m, ok := vm.metricIDs[uint32(stack[0])]
 	switch {
 	case !ok:
-		ret(stack, StatusNotFound)
+		ret(stack, wire.StatusNotFound)
 	case m.kind == Histogram:
-		ret(stack, StatusBadArgument)
+		ret(stack, wire.StatusBadArgument)
 	case !vm.writeU64(uint32(stack[1]), uint64(vm.host.metrics.get(m))):
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 	default:
-		ret(stack, StatusOK)
+		ret(stack, wire.StatusOK)
 	}
 }
 
@@ -551,7 +551,7 @@ func proxySetEffectiveContext(vm *VM, stack []uint64) {
 	id := uint32(stack[0])
 	if _, retiring := vm.retiring[id]; id == vm.rootID || retiring {
 		vm.current = nil // a root context has no stream
-		ret(stack, StatusOK)
+		ret(stack, wire.StatusOK)
 		return
 	}
 	if s, ok := vm.streams[id]; ok {
@@ -560,10 +560,10 @@ func proxySetEffectiveContext(vm *VM, stack []uint64) {
 			// Envoy keeps a stopped request's headers until it continues.
 			s.access = mapAccess{request: true}
 		}
-		ret(stack, StatusOK)
+		ret(stack, wire.StatusOK)
 		return
 	}
-	ret(stack, StatusBadArgument)
+	ret(stack, wire.StatusBadArgument)
 }
 
 // proxy_continue_stream(type): 0 request, 1 response, 2 downstream; 3 upstream is unimplemented
@@ -571,13 +571,13 @@ func proxySetEffectiveContext(vm *VM, stack []uint64) {
 func proxyContinueStream(vm *VM, stack []uint64) {
 	switch t := uint32(stack[0]); {
 	case t > 3:
-		ret(stack, StatusBadArgument)
+		ret(stack, wire.StatusBadArgument)
 	case t == 3:
-		ret(stack, StatusUnimplemented)
+		ret(stack, wire.StatusUnimplemented)
 	default:
 		if vm.current != nil {
 			vm.current.continued = true
 		}
-		ret(stack, StatusOK)
+		ret(stack, wire.StatusOK)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // gRPC callouts with Envoy's semantics (envoy source/extensions/common/wasm/context.cc grpcCall,
@@ -125,7 +127,7 @@ func (h *Host) GrpcClusters() []string {
 }
 
 // grpcTarget resolves proxy_grpc_call's service argument to an address.
-func (h *Host) grpcTarget(service []byte) (string, Status) {
+func (h *Host) grpcTarget(service []byte) (string, wire.Status) {
 	var parsed corev3.GrpcService
 	if err := proto.Unmarshal(service, &parsed); err == nil {
 		switch {
@@ -133,19 +135,19 @@ func (h *Host) grpcTarget(service []byte) (string, Status) {
 			address, ok := h.opts.GrpcClusters[parsed.GetEnvoyGrpc().GetClusterName()]
 			if !ok {
 				// Envoy creates the client without checking the cluster and fails the send.
-				return "", StatusInternalFailure
+				return "", wire.StatusInternalFailure
 			}
-			return address, StatusOK
+			return address, wire.StatusOK
 		case parsed.GetGoogleGrpc().GetTargetUri() != "":
-			return parsed.GetGoogleGrpc().GetTargetUri(), StatusOK
+			return parsed.GetGoogleGrpc().GetTargetUri(), wire.StatusOK
 		}
-		return "", StatusBadArgument // no target: the client cannot be created
+		return "", wire.StatusBadArgument // no target: the client cannot be created
 	}
 	address, ok := h.opts.GrpcClusters[string(service)]
 	if !ok {
-		return "", StatusParseFailure
+		return "", wire.StatusParseFailure
 	}
-	return address, StatusOK
+	return address, wire.StatusOK
 }
 
 // proxy_grpc_call(service, service_size, service_name, service_name_size, method, method_size,
@@ -158,18 +160,18 @@ func proxyGrpcCall(vm *VM, stack []uint64) {
 	rawMetadata, ok4 := arg(6)
 	message, ok5 := arg(8)
 	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
 	timeout, tokenPtr := time.Duration(uint32(stack[10]))*time.Millisecond, uint32(stack[11])
 	address, st := vm.host.grpcTarget(service)
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
 	conn, err := vm.host.grpc.get(address)
 	if err != nil {
-		ret(stack, StatusBadArgument)
+		ret(stack, wire.StatusBadArgument)
 		return
 	}
 	pairs, _ := decodeHostPairs(rawMetadata) // malformed pairs are no metadata, as in cpp-host
@@ -190,10 +192,10 @@ func proxyGrpcCall(vm *VM, stack []uint64) {
 	go vm.runGrpcCall(metadata.NewOutgoingContext(ctx, md), token, conn, "/"+string(serviceName)+"/"+string(method), message)
 	// cpp-host writes the token after the call has started.
 	if !vm.writeU32(tokenPtr, token) {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 // callContext bounds a call by its timeout; 0 is none.
@@ -346,27 +348,27 @@ func proxyGrpcCancel(vm *VM, stack []uint64) {
 	switch token & 3 {
 	case 1:
 	case 2:
-		ret(stack, StatusNotFound)
+		ret(stack, wire.StatusNotFound)
 		return
 	default:
-		ret(stack, StatusBadArgument)
+		ret(stack, wire.StatusBadArgument)
 		return
 	}
 	c, ok := vm.grpc.calls[token]
 	if !ok {
-		ret(stack, StatusNotFound)
+		ret(stack, wire.StatusNotFound)
 		return
 	}
 	delete(vm.grpc.calls, token)
 	c.cancel()
-	ret(stack, StatusOK)
+	ret(stack, wire.StatusOK)
 }
 
 // proxy_get_status(code_ptr, message_ptr_ptr, message_size_ptr): the last call's status; its
 // message only during proxy_on_grpc_close.
 func proxyGetStatus(vm *VM, stack []uint64) {
 	if !vm.writeU32(uint32(stack[0]), vm.grpc.status) {
-		ret(stack, StatusInvalidMemoryAccess)
+		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
 	ret(stack, vm.copyOut([]byte(vm.grpc.statusMessage), uint32(stack[1]), uint32(stack[2])))

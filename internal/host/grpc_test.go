@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // echoServer is a gRPC server for any method: Call echoes the message, Fail fails with
@@ -251,13 +253,13 @@ func TestGrpcTarget(t *testing.T) {
 	for _, tt := range []struct {
 		service []byte
 		address string
-		status  Status
+		status  wire.Status
 	}{
-		{[]byte("rls"), "127.0.0.1:8081", StatusOK},
-		{envoyGrpc, "127.0.0.1:8081", StatusOK},
-		{[]byte("ratelimit"), "", StatusParseFailure},
-		{nil, "", StatusBadArgument}, // empty bytes are an empty GrpcService
-		{[]byte{0x0a, 0x06, 0x0a, 0x04, 'n', 'o', 'n', 'e'}, "", StatusInternalFailure},
+		{[]byte("rls"), "127.0.0.1:8081", wire.StatusOK},
+		{envoyGrpc, "127.0.0.1:8081", wire.StatusOK},
+		{[]byte("ratelimit"), "", wire.StatusParseFailure},
+		{nil, "", wire.StatusBadArgument}, // empty bytes are an empty GrpcService
+		{[]byte{0x0a, 0x06, 0x0a, 0x04, 'n', 'o', 'n', 'e'}, "", wire.StatusInternalFailure},
 	} {
 		address, st := h.grpcTarget(tt.service)
 		if address != tt.address || st != tt.status {

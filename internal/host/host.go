@@ -11,22 +11,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-)
 
-// Status is proxy_status_t.
-type Status uint32
-
-const (
-	StatusOK                  Status = 0
-	StatusNotFound            Status = 1
-	StatusBadArgument         Status = 2
-	StatusSerializationFailed Status = 3
-	StatusParseFailure        Status = 4
-	StatusInvalidMemoryAccess Status = 6
-	StatusEmpty               Status = 7
-	StatusCasMismatch         Status = 8
-	StatusInternalFailure     Status = 10
-	StatusUnimplemented       Status = 12
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // Profile selects the Envoy generation to emulate; they differ in the WASI functions provided,
@@ -115,14 +101,14 @@ type Host struct {
 	vms      []*VM
 	grpc     grpcConns
 	// propertyFault, when set, answers proxy_get_property before the host looks the path up.
-	propertyFault atomic.Pointer[func(path []string) Status]
+	propertyFault atomic.Pointer[func(path []string) wire.Status]
 }
 
 // SetPropertyFault installs f, called with the path of every proxy_get_property; a status other
-// than StatusOK is returned to the module instead of the value (fault injection: Envoy answers
+// than wire.StatusOK is returned to the module instead of the value (fault injection: Envoy answers
 // SerializationFailure when a value cannot be serialized, InternalFailure when a capability is
 // restricted). nil removes it. Safe to call while VMs run.
-func (h *Host) SetPropertyFault(f func(path []string) Status) {
+func (h *Host) SetPropertyFault(f func(path []string) wire.Status) {
 	if f == nil {
 		h.propertyFault.Store(nil)
 		return

@@ -13,6 +13,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 var (
@@ -253,22 +255,22 @@ func TestSharedDataCASRules(t *testing.T) {
 		op      string
 		key     string
 		cas     uint32
-		want    Status
+		want    wire.Status
 		wantCAS uint32
 	}{
-		{"get", "k", 0, StatusNotFound, 0},
-		{"set", "k", 77, StatusOK, 0}, // absent: stored whatever the cas
-		{"get", "k", 0, StatusOK, 1},  // the counter starts at 1
-		{"set", "k", 5, StatusCasMismatch, 0},
-		{"set", "k", 1, StatusOK, 0},
-		{"get", "k", 0, StatusOK, 2},
-		{"set", "k", 0, StatusOK, 0}, // cas 0 overwrites
-		{"set", "other", 0, StatusOK, 0},
-		{"get", "other", 0, StatusOK, 4}, // one counter for all keys
-		{"get", "k", 0, StatusOK, 3},
+		{"get", "k", 0, wire.StatusNotFound, 0},
+		{"set", "k", 77, wire.StatusOK, 0}, // absent: stored whatever the cas
+		{"get", "k", 0, wire.StatusOK, 1},  // the counter starts at 1
+		{"set", "k", 5, wire.StatusCasMismatch, 0},
+		{"set", "k", 1, wire.StatusOK, 0},
+		{"get", "k", 0, wire.StatusOK, 2},
+		{"set", "k", 0, wire.StatusOK, 0}, // cas 0 overwrites
+		{"set", "other", 0, wire.StatusOK, 0},
+		{"get", "other", 0, wire.StatusOK, 4}, // one counter for all keys
+		{"get", "k", 0, wire.StatusOK, 3},
 	}
 	for i, st := range steps {
-		var got Status
+		var got wire.Status
 		var cas uint32
 		if st.op == "get" {
 			_, cas, got = s.Get("vm", st.key)
@@ -279,7 +281,7 @@ func TestSharedDataCASRules(t *testing.T) {
 			t.Fatalf("step %d %s(%q, cas %d) = status %d cas %d; want %d cas %d", i, st.op, st.key, st.cas, got, cas, st.want, st.wantCAS)
 		}
 	}
-	if _, _, st := s.Get("other-vm-id", "k"); st != StatusNotFound {
+	if _, _, st := s.Get("other-vm-id", "k"); st != wire.StatusNotFound {
 		t.Fatalf("namespaces must be separate by vm_id, got %d", st)
 	}
 }
@@ -326,13 +328,13 @@ func TestManualClockStepsWallOnly(t *testing.T) {
 // CAS contention.
 func TestSharedDataStats(t *testing.T) {
 	s := NewSharedData()
-	s.Set("vm", "k", []byte("a"), 0)                                       // set 1
-	_, cas, _ := s.Get("vm", "k")                                          // get 1
-	s.Set("vm", "k", []byte("b"), cas)                                     // set 2
-	if st := s.Set("vm", "k", []byte("c"), cas); st != StatusCasMismatch { // stale cas
+	s.Set("vm", "k", []byte("a"), 0)                                            // set 1
+	_, cas, _ := s.Get("vm", "k")                                               // get 1
+	s.Set("vm", "k", []byte("b"), cas)                                          // set 2
+	if st := s.Set("vm", "k", []byte("c"), cas); st != wire.StatusCasMismatch { // stale cas
 		t.Fatalf("stale cas: %d", st)
 	}
-	s.SetFault(func(op, key string) Status { return StatusInternalFailure })
+	s.SetFault(func(op, key string) wire.Status { return wire.StatusInternalFailure })
 	s.Get("vm", "k")
 	s.Set("vm", "k", nil, 0)
 	s.SetFault(nil)
@@ -363,9 +365,9 @@ func TestPropertyFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	var paths []string
-	vm.host.SetPropertyFault(func(path []string) Status {
+	vm.host.SetPropertyFault(func(path []string) wire.Status {
 		paths = append(paths, strings.Join(path, "."))
-		return StatusSerializationFailed
+		return wire.StatusSerializationFailed
 	})
 	calls := 0
 	resp, err := vm.Do(getRoot, upstream200(&calls))

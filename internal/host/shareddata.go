@@ -2,6 +2,8 @@ package host
 
 import (
 	"sync"
+
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // SharedData is Envoy's shared key-value store: process-wide, one namespace per vm_id, one mutex
@@ -12,7 +14,7 @@ type SharedData struct {
 	lastCAS uint32
 	byVMID  map[string]map[string]sharedValue
 	// fault, when set, is consulted before every operation (fault injection in tests).
-	fault func(op, key string) Status
+	fault func(op, key string) wire.Status
 	stats SharedDataStats
 }
 
@@ -37,31 +39,31 @@ func NewSharedData() *SharedData {
 	return &SharedData{byVMID: map[string]map[string]sharedValue{}}
 }
 
-// Get returns a copy of the value and its CAS; StatusNotFound when absent.
-func (s *SharedData) Get(vmID, key string) ([]byte, uint32, Status) {
+// Get returns a copy of the value and its CAS; wire.StatusNotFound when absent.
+func (s *SharedData) Get(vmID, key string) ([]byte, uint32, wire.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Gets++
 	if s.fault != nil {
-		if st := s.fault("get", key); st != StatusOK {
+		if st := s.fault("get", key); st != wire.StatusOK {
 			s.stats.Faults++
 			return nil, 0, st
 		}
 	}
 	v, ok := s.byVMID[vmID][key]
 	if !ok {
-		return nil, 0, StatusNotFound
+		return nil, 0, wire.StatusNotFound
 	}
-	return append([]byte(nil), v.value...), v.cas, StatusOK
+	return append([]byte(nil), v.value...), v.cas, wire.StatusOK
 }
 
 // Set stores value under Envoy's CAS rules: an absent key is stored whatever cas is; cas 0
-// overwrites; a cas other than the stored one is StatusCasMismatch.
-func (s *SharedData) Set(vmID, key string, value []byte, cas uint32) Status {
+// overwrites; a cas other than the stored one is wire.StatusCasMismatch.
+func (s *SharedData) Set(vmID, key string, value []byte, cas uint32) wire.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fault != nil {
-		if st := s.fault("set", key); st != StatusOK {
+		if st := s.fault("set", key); st != wire.StatusOK {
 			s.stats.Faults++
 			return st
 		}
@@ -73,7 +75,7 @@ func (s *SharedData) Set(vmID, key string, value []byte, cas uint32) Status {
 	}
 	if old, ok := ns[key]; ok && cas != 0 && cas != old.cas {
 		s.stats.Mismatches++
-		return StatusCasMismatch
+		return wire.StatusCasMismatch
 	}
 	s.stats.Sets++
 	s.lastCAS++
@@ -81,7 +83,7 @@ func (s *SharedData) Set(vmID, key string, value []byte, cas uint32) Status {
 		s.lastCAS = 1
 	}
 	ns[key] = sharedValue{value: append([]byte(nil), value...), cas: s.lastCAS}
-	return StatusOK
+	return wire.StatusOK
 }
 
 // Keys counts the keys of a vm_id namespace.
@@ -111,8 +113,8 @@ func (s *SharedData) Entries(vmID string) map[string][]byte {
 }
 
 // SetFault installs f, called with "get" or "set" and the key before every operation; a status
-// other than StatusOK is returned instead of doing the operation. nil removes it.
-func (s *SharedData) SetFault(f func(op, key string) Status) {
+// other than wire.StatusOK is returned instead of doing the operation. nil removes it.
+func (s *SharedData) SetFault(f func(op, key string) wire.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fault = f

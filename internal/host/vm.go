@@ -10,6 +10,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 type phase int
@@ -430,7 +432,7 @@ func (vm *VM) traceEnd(event int, result uint32) {
 func (vm *VM) trap(reason string) { panic(trapError{reason: reason}) }
 
 // allocate calls the module's allocator, with the allocation allowlist in force.
-func (vm *VM) allocate(size uint32) (uint32, Status) {
+func (vm *VM) allocate(size uint32) (uint32, wire.Status) {
 	prev := vm.phase
 	vm.phase = phaseAllocate
 	vm.counters.allocations++
@@ -449,28 +451,28 @@ func (vm *VM) allocate(size uint32) (uint32, Status) {
 		panic(trapError{reason: "allocator: " + err.Error()})
 	}
 	if len(res) == 0 || uint32(res[0]) == 0 {
-		return 0, StatusInvalidMemoryAccess
+		return 0, wire.StatusInvalidMemoryAccess
 	}
-	return uint32(res[0]), StatusOK
+	return uint32(res[0]), wire.StatusOK
 }
 
 // copyOut places data in module memory through the allocator and writes its address and size,
 // as cpp-host's copyToPointerSize does: nothing is allocated for empty data, (0, 0) is written.
-func (vm *VM) copyOut(data []byte, ptrPtr, sizePtr uint32) Status {
+func (vm *VM) copyOut(data []byte, ptrPtr, sizePtr uint32) wire.Status {
 	if len(data) == 0 {
 		if !vm.writeU32(ptrPtr, 0) || !vm.writeU32(sizePtr, 0) {
-			return StatusInvalidMemoryAccess
+			return wire.StatusInvalidMemoryAccess
 		}
-		return StatusOK
+		return wire.StatusOK
 	}
 	addr, st := vm.allocate(uint32(len(data)))
-	if st != StatusOK {
+	if st != wire.StatusOK {
 		return st
 	}
 	if !vm.write(addr, data) || !vm.writeU32(ptrPtr, addr) || !vm.writeU32(sizePtr, uint32(len(data))) {
-		return StatusInvalidMemoryAccess
+		return wire.StatusInvalidMemoryAccess
 	}
-	return StatusOK
+	return wire.StatusOK
 }
 
 func (vm *VM) read(ptr, size uint32) ([]byte, bool) {

@@ -1,4 +1,4 @@
-package abi
+package wire
 
 import (
 	"reflect"

@@ -1,37 +1,26 @@
 package abi
 
-import "github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+import (
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
-// Status is proxy_status_t, the result of every env.proxy_* host function (spec "Status codes").
-type Status uint32
-
-const (
-	StatusOK                  Status = 0
-	StatusNotFound            Status = 1
-	StatusBadArgument         Status = 2
-	StatusSerializationFailed Status = 3
-	StatusParseFailure        Status = 4
-	StatusInvalidMemoryAccess Status = 6
-	StatusEmpty               Status = 7
-	StatusCasMismatch         Status = 8
-	StatusInternalFailure     Status = 10
-	StatusUnimplemented       Status = 12
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
-// Err maps a status to the SDK's error values, so callers can compare with errors.Is.
-func (s Status) Err() error {
+// statusErr maps a host function's status to the SDK's error values, so callers can compare
+// with errors.Is.
+func statusErr(s wire.Status) error {
 	switch s {
-	case StatusOK:
+	case wire.StatusOK:
 		return nil
-	case StatusNotFound:
+	case wire.StatusNotFound:
 		return types.ErrorStatusNotFound
-	case StatusBadArgument:
+	case wire.StatusBadArgument:
 		return types.ErrorStatusBadArgument
-	case StatusEmpty:
+	case wire.StatusEmpty:
 		return types.ErrorStatusEmpty
-	case StatusCasMismatch:
+	case wire.StatusCasMismatch:
 		return types.ErrorStatusCasMismatch
-	case StatusUnimplemented:
+	case wire.StatusUnimplemented:
 		return types.ErrorUnimplemented
 	default:
 		return types.ErrorInternalFailure

@@ -1,16 +1,19 @@
-package admission
+package main
 
 import (
 	"encoding/base64"
 	"encoding/binary"
 	"strconv"
+	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/admission"
 )
 
-// RateLimitHeaders renders the rate-limit headers of a style for an outcome's limits
-// (Gate.CollectStatus must be on). Policies are named after their rule, with "/<limit index>"
-// when the rule has several limits ('/' cannot occur in a rule name, so names never collide).
+// rateLimitHeaders renders the rate-limit headers of the configured style for an outcome's limits
+// (which admission collects when a style is configured). Policies are named after their rule,
+// with "/<limit index>" when the rule has several limits ('/' cannot occur in a rule name, so
+// names never collide).
 //
 // HeadersDraft follows draft-ietf-httpapi-ratelimit-headers: RateLimit-Policy lists each limit
 // with its quota q and window w (seconds to restore the whole quota; a token bucket admits a
@@ -22,19 +25,19 @@ import (
 // HeadersXRateLimit reports the most restrictive limit (the one that rejected, else the one with
 // the fewest units left) as X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
 // (seconds until it is whole again, or until the request would be admitted).
-func (g *Gate) RateLimitHeaders(style config.HeaderStyle, out *Outcome) [][2]string {
+func rateLimitHeaders(cfg *config.Config, out *admission.Outcome) [][2]string {
 	if len(out.Limits) == 0 {
 		return nil
 	}
-	switch style {
+	switch cfg.RateLimitHeaders {
 	case config.HeadersDraft:
-		rejected := out.Verdict == Limited
+		rejected := out.Verdict == admission.Limited
 		var policy, state []byte
 		for i, l := range out.Limits {
 			if i > 0 {
 				policy = append(policy, ", "...)
 			}
-			name := g.policyName(l)
+			name := policyName(cfg.Rules, l)
 			policy = append(policy, '"')
 			policy = append(policy, name...)
 			policy = append(policy, `";q=`...)
@@ -53,7 +56,7 @@ func (g *Gate) RateLimitHeaders(style config.HeaderStyle, out *Outcome) [][2]str
 			state = append(state, `";r=`...)
 			state = strconv.AppendInt(state, l.Remaining, 10)
 			state = append(state, ";t="...)
-			state = strconv.AppendInt(state, ceilSeconds(l.Next), 10)
+			state = strconv.AppendInt(state, secondsUp(l.Next), 10)
 			state = append(state, ";pk=:"...)
 			var hash [8]byte
 			binary.BigEndian.PutUint64(hash[:], l.PartitionHash)
@@ -73,22 +76,26 @@ func (g *Gate) RateLimitHeaders(style config.HeaderStyle, out *Outcome) [][2]str
 		return [][2]string{
 			{"x-ratelimit-limit", strconv.FormatInt(tightest.Quota, 10)},
 			{"x-ratelimit-remaining", strconv.FormatInt(tightest.Remaining, 10)},
-			{"x-ratelimit-reset", strconv.FormatInt(ceilSeconds(tightest.Reset), 10)},
+			{"x-ratelimit-reset", strconv.FormatInt(secondsUp(tightest.Reset), 10)},
 		}
 	}
 	return nil
 }
 
-func (g *Gate) policyName(l LimitStatus) string {
-	r := &g.rules[l.Rule]
-	if len(r.limits) == 1 {
-		return r.config.Name
+func policyName(rules []config.Rule, l admission.LimitStatus) string {
+	r := &rules[l.Rule]
+	if len(r.Limits) == 1 {
+		return r.Name
 	}
-	return r.config.Name + "/" + strconv.Itoa(l.Limit)
+	return r.Name + "/" + strconv.Itoa(l.Limit)
 }
 
-// RuleName returns the name of the rule with the given index.
-func (g *Gate) RuleName(index int) string { return g.rules[index].config.Name }
-
-// Rules is the number of rules.
-func (g *Gate) Rules() int { return len(g.rules) }
+// secondsUp is d in whole seconds, rounded up; it cannot overflow, as d may be close to the
+// largest duration.
+func secondsUp(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/admission"
+)
+
+// memStore is shared data in a map, enough for one VM deciding alone.
+type memStore struct {
+	values map[string][]byte
+	cas    map[string]uint32
+}
+
+func (m *memStore) Get(key string) ([]byte, uint32, error) {
+	v, ok := m.values[key]
+	if !ok {
+		return nil, 0, admission.ErrNotFound
+	}
+	return v, m.cas[key], nil
+}
+
+func (m *memStore) Set(key string, value []byte, cas uint32) error {
+	if old, ok := m.cas[key]; ok && cas != old {
+		return admission.ErrCasMismatch
+	}
+	key = strings.Clone(key)
+	m.values[key], m.cas[key] = append([]byte(nil), value...), m.cas[key]+1
+	return nil
+}
+
+// headerRequest is a request with the given headers and a fixed client address.
+type headerRequest map[string]string
+
+func (r headerRequest) Header(name string) (string, bool)       { v, ok := r[name]; return v, ok }
+func (r headerRequest) HeaderValues(name string) (string, bool) { v, ok := r[name]; return v, ok }
+func (headerRequest) SourceAddress() (string, bool)             { return "192.0.2.1:1", true }
+func (headerRequest) Property([]string) (string, bool)          { return "", false }
+
+func TestRateLimitHeaders(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"rate_limit_headers": "draft", "rules": [
+	  {"name": "burst", "key": [{"header": "k"}], "limits": [{"capacity": 10, "refill_tokens": 10, "refill_interval": "1m"}]},
+	  {"name": "daily", "key": [{"header": "k"}], "limits": [
+	    {"algorithm": "fixed_window", "capacity": 1000, "window": "24h"},
+	    {"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := admission.Compile(cfg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &memStore{values: map[string][]byte{}, cas: map[string]uint32{}}
+	if err := policy.LoadSecret(store, func() uint64 { return 7 }); err != nil {
+		t.Fatal(err)
+	}
+	gate := admission.NewGate(policy)
+	request := headerRequest{"k": "secret-key"}
+	xRateLimit := *cfg
+	xRateLimit.RateLimitHeaders = config.HeadersXRateLimit
+
+	out := gate.Admit(request, store, 0)
+	if out.Verdict != admission.Allow || len(out.Limits) != 3 {
+		t.Fatalf("first request: %+v", out)
+	}
+	// pk is the partition key's keyed hash, which admission computes; never the key.
+	pk := func(l admission.LimitStatus) string {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], l.PartitionHash)
+		return ":" + base64.StdEncoding.EncodeToString(b[:]) + ":"
+	}
+	burstPK, dailyPK := pk(out.Limits[0]), pk(out.Limits[1])
+	draft := rateLimitHeaders(cfg, out)
+	wantPolicy := `"burst";q=10;w=60, "daily/0";q=1000;w=86400, "daily/1";q=2;w=2`
+	// t is the time until more quota: a token every 6 s, the window's end, a token every second.
+	wantState := `"burst";r=9;t=6;pk=` + burstPK + `, "daily/0";r=999;t=86400;pk=` + dailyPK + `, "daily/1";r=1;t=1;pk=` + dailyPK
+	if len(draft) != 2 || draft[0] != [2]string{"ratelimit-policy", wantPolicy} || draft[1] != [2]string{"ratelimit", wantState} {
+		t.Fatalf("draft headers:\n got  %q\n want %q / %q", draft, wantPolicy, wantState)
+	}
+	if strings.Contains(draft[1][1], "secret-key") {
+		t.Fatalf("the partition key shows: %q", draft[1][1])
+	}
+	x := rateLimitHeaders(&xRateLimit, out)
+	if len(x) != 3 || x[0] != [2]string{"x-ratelimit-limit", "2"} || x[1] != [2]string{"x-ratelimit-remaining", "1"} || x[2] != [2]string{"x-ratelimit-reset", "1"} {
+		t.Fatalf("x-ratelimit: %q", x)
+	}
+
+	gate.Admit(request, store, 0)
+	out = gate.Admit(request, store, 0)
+	x = rateLimitHeaders(&xRateLimit, out)
+	if out.Verdict != admission.Limited || x[0][1] != "2" || x[1][1] != "0" || x[2][1] != "1" {
+		t.Fatalf("rejected: %+v %q", out, x)
+	}
+	// On a rejection RateLimit carries the rejecting limit only, its t equal to Retry-After.
+	draft = rateLimitHeaders(cfg, out)
+	if draft[0][1] != wantPolicy || draft[1][1] != `"daily/1";r=0;t=1;pk=`+dailyPK {
+		t.Fatalf("rejected draft headers: %q", draft)
+	}
+
+	off := *cfg
+	off.RateLimitHeaders = config.HeadersOff
+	if got := rateLimitHeaders(&off, out); got != nil {
+		t.Fatalf("headers off: %q", got)
+	}
+}

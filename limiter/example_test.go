@@ -1,0 +1,122 @@
+package limiter_test
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/limiter"
+)
+
+// A bucket of 3 tokens refilled with one token per second: a burst of 3,
+// then one request per second. Times are nanoseconds on the caller's
+// monotonic clock; here, milliseconds since the first request.
+func ExampleBucket() {
+	bucket, err := limiter.NewBucket(limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
+	if err != nil {
+		panic(err)
+	}
+	state := bucket.Initial(0)
+	for _, ms := range []int64{0, 100, 200, 300, 500, 1300, 1400, 3500} {
+		var d limiter.Decision
+		state, d = bucket.Take(state, ms*int64(time.Millisecond), 1)
+		if d.Allowed {
+			fmt.Printf("%4d ms: allowed, %d left\n", ms, d.Remaining)
+		} else {
+			fmt.Printf("%4d ms: rejected, retry after %v\n", ms, d.RetryAfter)
+		}
+	}
+	// Output:
+	//    0 ms: allowed, 2 left
+	//  100 ms: allowed, 1 left
+	//  200 ms: allowed, 0 left
+	//  300 ms: rejected, retry after 700ms
+	//  500 ms: rejected, retry after 500ms
+	// 1300 ms: allowed, 0 left
+	// 1400 ms: rejected, retry after 600ms
+	// 3500 ms: allowed, 1 left
+}
+
+// Give undoes a Take that another limit overruled: a request admitted by
+// this bucket but rejected by a second limit gets its token back.
+func ExampleBucket_Give() {
+	bucket, err := limiter.NewBucket(limiter.BucketLimit{Capacity: 2, RefillTokens: 1, RefillInterval: time.Minute})
+	if err != nil {
+		panic(err)
+	}
+	taken, d := bucket.Take(bucket.Initial(0), 0, 1)
+	fmt.Println("after the take:", d.Remaining, "left")
+	given := bucket.Give(taken, 0, 1)
+	_, d = bucket.Take(given, 0, 2)
+	fmt.Println("after the refund, two at once:", d.Allowed)
+	// Output:
+	// after the take: 1 left
+	// after the refund, two at once: true
+}
+
+// A sliding window of 4 requests a second weighs the previous second's count
+// by the share of it still inside the last second: at 1100 ms the 4 requests
+// of the first second still weigh 3.6, and at 1300 ms they weigh 2.8 beside
+// the one admitted at 1250 ms.
+func ExampleSlidingWindow() {
+	window, err := limiter.NewSlidingWindow(limiter.WindowLimit{Capacity: 4, Window: time.Second})
+	if err != nil {
+		panic(err)
+	}
+	state := window.Initial(0)
+	for _, ms := range []int64{0, 100, 200, 300, 1100, 1250, 1300} {
+		var d limiter.Decision
+		state, d = window.Take(state, ms*int64(time.Millisecond), 1)
+		if d.Allowed {
+			fmt.Printf("%4d ms: allowed, %d left\n", ms, d.Remaining)
+		} else {
+			fmt.Printf("%4d ms: rejected, retry after %v\n", ms, d.RetryAfter)
+		}
+	}
+	// Output:
+	//    0 ms: allowed, 3 left
+	//  100 ms: allowed, 2 left
+	//  200 ms: allowed, 1 left
+	//  300 ms: allowed, 0 left
+	// 1100 ms: rejected, retry after 150ms
+	// 1250 ms: allowed, 0 left
+	// 1300 ms: rejected, retry after 200ms
+}
+
+// Algorithm lets one piece of code run any of the three limiters: here a
+// fixed window of 2 requests a second and a token bucket of 2 tokens refilled
+// one every 500 ms meet the same requests, and differ at the window's
+// boundary.
+func ExampleAlgorithm() {
+	fixed, err := limiter.NewFixedWindow(limiter.WindowLimit{Capacity: 2, Window: time.Second})
+	if err != nil {
+		panic(err)
+	}
+	bucket, err := limiter.NewBucket(limiter.BucketLimit{Capacity: 2, RefillTokens: 1, RefillInterval: 500 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	at := []int64{900, 950, 1000, 1050, 1400}
+	fmt.Println("fixed window:", run(fixed, at))
+	fmt.Println("token bucket:", run(bucket, at))
+	// Output:
+	// fixed window: 900 ok, 950 ok, 1000 ok, 1050 ok, 1400 wait 600ms
+	// token bucket: 900 ok, 950 ok, 1000 wait 400ms, 1050 wait 350ms, 1400 ok
+}
+
+// run takes one unit at each instant (milliseconds) and describes the
+// decisions.
+func run[S any](algo limiter.Algorithm[S], at []int64) string {
+	state := algo.Initial(0)
+	var out []string
+	for _, ms := range at {
+		var d limiter.Decision
+		state, d = algo.Take(state, ms*int64(time.Millisecond), 1)
+		if d.Allowed {
+			out = append(out, fmt.Sprintf("%d ok", ms))
+		} else {
+			out = append(out, fmt.Sprintf("%d wait %v", ms, d.RetryAfter))
+		}
+	}
+	return strings.Join(out, ", ")
+}
