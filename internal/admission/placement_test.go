@@ -40,20 +40,55 @@ func (st schedStore) Get(key string) ([]byte, uint32, error) {
 
 func (st schedStore) Set(key string, value []byte, cas uint32) error {
 	st.s.park(st.w, "set "+key)
-	return st.s.mem.Set(key, value, cas)
+	old, hadOld := decodeSlot(st.s.mem.values[key])
+	err := st.s.mem.Set(key, value, cas)
+	if now, ok := decodeSlot(value); err == nil && ok && hadOld {
+		st.s.events.count(old, now)
+	}
+	return err
+}
+
+// placementEvents counts the transitions of slots the property is about, to show that the runs
+// reach them.
+type placementEvents struct {
+	idleTakeovers  int // another key's live bucket replaced by a claim
+	claimTakeovers int // another key's claim replaced by a claim: abandoned after the timeout
+	commits        int // a claim turned into its key's bucket
+	released       int // a claim given up
+}
+
+func (e *placementEvents) count(old, now slot) {
+	switch {
+	case now.kind == kindPending && old.kind == kindLive && old.owner != now.owner:
+		e.idleTakeovers++
+	case now.kind == kindPending && old.kind == kindPending && old.owner != now.owner:
+		e.claimTakeovers++
+	case now.kind == kindLive && old.kind == kindPending:
+		e.commits++
+	case now.kind == kindReleased && old.kind == kindPending:
+		e.released++
+	}
+}
+
+func (e *placementEvents) add(o placementEvents) {
+	e.idleTakeovers += o.idleTakeovers
+	e.claimTakeovers += o.claimTakeovers
+	e.commits += o.commits
+	e.released += o.released
 }
 
 type scheduler struct {
 	mem    *memStore
 	now    int64
-	events chan int        // a worker parked at a call or finished its request
+	events placementEvents
+	parked chan int        // a worker parked at a call
 	grant  []chan struct{} // per worker
 	trace  []string        // the steps of the run, for a failure message
 	record func(string)    // appends to trace
 }
 
 func (s *scheduler) park(w int, what string) {
-	s.events <- w
+	s.parked <- w
 	<-s.grant[w]
 	s.record(fmt.Sprintf("t=%d w%d %s", s.now, w, what))
 }
@@ -109,8 +144,10 @@ func TestPlacementUnderAdversarialInterleavings(t *testing.T) {
 		seeds = []int{n}
 	}
 	var steps, admitted, requests, failed int
+	var events placementEvents
 	for _, seed := range seeds {
 		r := runPlacement(t, uint64(seed))
+		events.add(r.events)
 		steps += r.steps
 		admitted += r.admitted
 		requests += r.requests
@@ -119,11 +156,17 @@ func TestPlacementUnderAdversarialInterleavings(t *testing.T) {
 			return
 		}
 	}
-	t.Logf("%d runs, %d steps, %d requests, %d admitted, %d failed (contended for %d attempts)",
-		len(seeds), steps, requests, admitted, failed, MaxAttempts)
+	t.Logf("%d runs, %d steps, %d requests, %d admitted, %d failed (contended for %d attempts); %+v",
+		len(seeds), steps, requests, admitted, failed, MaxAttempts, events)
+	if len(seeds) > 1 && (events.idleTakeovers == 0 || events.claimTakeovers == 0 || events.released == 0) {
+		t.Errorf("the runs never reached a kind of transition: %+v", events)
+	}
 }
 
-type placementResult struct{ steps, requests, admitted, failed int }
+type placementResult struct {
+	steps, requests, admitted, failed int
+	events                            placementEvents
+}
 
 func runPlacement(t *testing.T, seed uint64) placementResult {
 	rng := rand.New(rand.NewPCG(seed, 0x91ace))
@@ -133,7 +176,7 @@ func runPlacement(t *testing.T, seed uint64) placementResult {
 	whenFull := []string{"reject", "overflow", "allow"}[rng.IntN(3)]
 	doc := `{"key_table": {"max_keys": 16, "when_full": "` + whenFull + `"},
 	  "rules": [{"name": "r", "key": [{"header": "k"}], "limits": ` + shape.config + `}]}`
-	s := &scheduler{mem: newMemStore(), now: int64(time.Hour), events: make(chan int)}
+	s := &scheduler{mem: newMemStore(), now: int64(time.Hour), parked: make(chan int)}
 	var trace []string
 	s.record = func(line string) { trace = append(trace, line) }
 	where := func() string {
@@ -158,7 +201,7 @@ func runPlacement(t *testing.T, seed uint64) placementResult {
 	// wait lets one worker run until it parks at a call or finishes its request.
 	wait := func(w int) {
 		select {
-		case got := <-s.events:
+		case got := <-s.parked:
 			if got != w {
 				panic("another worker ran")
 			}
@@ -223,6 +266,7 @@ func runPlacement(t *testing.T, seed uint64) placementResult {
 			return result
 		}
 	}
+	result.events = s.events
 	for _, req := range requests {
 		result.requests++
 		switch req.verdict {
