@@ -6,7 +6,8 @@
 #   make bench   benchmarks
 #   make fuzz    every fuzz target for FUZZTIME each (an execution count: 300000x)
 #   make soak    the long runs: a million requests in the Envoy 1.33 profile (poll_oneoff), the
-#                exactness property over many more seeds, CAS retry rates over more requests
+#                exactness property over many more seeds, CAS retry rates over more requests,
+#                the key table's placement property over 20,000 interleavings
 #   make check   gofmt, go vet (native and wasip1), go mod tidy
 #   make ratelimit  envoyproxy/ratelimit for the global-limit tests (needs the Go module proxy)
 #   make image   the Wasm OCI image Istio pulls, tagged IMAGE (needs Docker or Podman)
@@ -91,6 +92,7 @@ fuzz:
 soak:
 	TOLLGATE_SOAK=1 $(GO) test -count=1 -v -timeout 60m \
 		-run '^(TestSoakPollOneoff|TestExactUnderConcurrency|TestHotKeyCASRetryRate)$$' ./e2e
+	TOLLGATE_SOAK=1 $(GO) test -count=1 -v -timeout 60m -run '^TestPlacementUnderAdversarialInterleavings$$' ./internal/admission
 
 check lint:
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
