@@ -109,10 +109,21 @@ func (h *httpContext) checkGlobal(out *admission.Outcome, now int64) (action typ
 		h.denyGlobal(deny)
 		return types.ActionPause, true
 	case len(w.pending) == 0:
-		h.admitGlobal()
+		// Nothing was sent, so the request is decided here: the callback's Continue lets it
+		// go on. Continuing the stream as well would continue it twice: Envoy runs a
+		// proxy_continue_stream after the callback, on a filter chain that already went on.
+		w.decided = true
+		p.countAdmitted(w.admitted)
 		return types.ActionContinue, true
 	}
 	return types.ActionPause, true
+}
+
+// countAdmitted counts a request that goes on as admitted by each of its rules.
+func (p *pluginContext) countAdmitted(rules []int) {
+	for _, i := range rules {
+		_ = p.rules[i].admitted.Increment(1)
+	}
 }
 
 // onGlobalAnswer handles one call's outcome, with the request's stream as the effective context.
@@ -199,9 +210,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 func (h *httpContext) admitGlobal() {
 	p, w := h.plugin, h.global
 	w.decided = true
-	for _, i := range w.admitted {
-		_ = p.rules[i].admitted.Increment(1)
-	}
+	p.countAdmitted(w.admitted)
 	if err := abi.ResumeHttpRequest(); err != nil {
 		p.failed("cannot continue a request after the rate limit service's answer: " + err.Error())
 	}
