@@ -250,7 +250,9 @@ func (h *httpContext) rejectGlobal(rule int, resp rls.Response, now int64) {
 		abi.Log(abi.LogLevelDebug, "tollgate: decision limited rule "+p.ruleName(rule)+" by the global limit, retry_after "+seconds+"s")
 	}
 	body := strings.ReplaceAll(cfg.Body, "{retry_after}", seconds)
-	if err := abi.SendHttpResponse(uint32(cfg.Status), headers, []byte(body), -1); err != nil {
+	grpc := isGrpcRequest()
+	if err := abi.SendLocalReply(uint32(cfg.Status), detailsGlobalRateLimited, headers, grpcBody(grpc, []byte(body)),
+		replyGrpcStatus(grpc, int32(cfg.RejectionGrpcStatus()))); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())
 	}
 }
@@ -262,7 +264,8 @@ func (h *httpContext) denyGlobal(rule int) {
 		now = h.global.sent
 	}
 	h.finish(now)
-	h.reply(503, "the global rate limit service failed (rate limit rule "+h.plugin.ruleName(rule)+")\n")
+	h.reply(503, detailsGlobalFailureDenied, grpcNone,
+		"the global rate limit service failed (rate limit rule "+h.plugin.ruleName(rule)+")\n")
 }
 
 // globalRateLimitHeaders describe the global limit that rejected a request, when the service
