@@ -133,6 +133,9 @@ type TraceEvent struct {
 	Name string
 	// Result is what a host call returned (a proxy_status_t or WASI errno); 0 for callbacks.
 	Result uint32
+	// Args are a callback's arguments (for proxy_on_grpc_close: root context, token, status);
+	// nil for host calls.
+	Args []uint64
 }
 
 // Host is one compiled module with its emulated Envoy: the store, the metrics and the VMs.

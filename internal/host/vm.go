@@ -486,7 +486,7 @@ func (vm *VM) call(name string, def uint64, args ...uint64) (uint64, error) {
 	vm.phase = phaseCallback
 	trace := vm.host.opts.Trace != nil
 	if trace {
-		vm.traceBegin(true, name)
+		vm.traceBegin(true, name, args...)
 	}
 	err := f.CallWithStack(vm.ctx, vm.stack)
 	vm.phase = phaseIdle
@@ -513,8 +513,9 @@ func (vm *VM) call(name string, def uint64, args ...uint64) (uint64, error) {
 	return result, nil
 }
 
-func (vm *VM) traceBegin(callback bool, name string) int {
-	vm.traceEvents = append(vm.traceEvents, TraceEvent{VM: vm.id, Depth: vm.depth, Callback: callback, Name: name})
+func (vm *VM) traceBegin(callback bool, name string, args ...uint64) int {
+	vm.traceEvents = append(vm.traceEvents, TraceEvent{VM: vm.id, Depth: vm.depth, Callback: callback, Name: name,
+		Args: append([]uint64(nil), args...)})
 	vm.depth++
 	return len(vm.traceEvents) - 1
 }
