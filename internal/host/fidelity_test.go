@@ -225,48 +225,57 @@ func TestLocalReplyShapes(t *testing.T) {
 	}
 }
 
-// A cluster without a healthy host: envoy source/common/grpc/async_client_impl.cc sendRaw
-// returns nullptr once the stream was reset while it started, so context.cc grpcCall answers
-// InternalFailure without writing the token, and onGrpcCloseWrapper, deferred until the callback
-// returns, still calls the root context's proxy_on_grpc_close(root, token, 14).
-func TestGrpcCallToAnUnhealthyClusterFailsAtOnceAndClosesLater(t *testing.T) {
-	var mu sync.Mutex
-	var events []TraceEvent
-	vm, _, _ := startProbe(t, "grpc:Call:1000:sick", func(o *Options) {
-		o.GrpcClusters = map[string]string{"sick": "127.0.0.1:1"}
-		o.GrpcUnhealthyClusters = []string{"sick"}
-		o.Trace = func(e TraceEvent) {
+// A cluster without a healthy host, or a GrpcService naming a cluster Envoy does not know: envoy
+// source/common/grpc/async_client_impl.cc sendRaw returns nullptr once the stream was reset while
+// it started, so context.cc grpcCall answers InternalFailure without writing the token, and
+// onGrpcCloseWrapper, deferred until the callback returns, still calls the root context's
+// proxy_on_grpc_close(root, token, 14).
+func TestGrpcCallThatCannotStartFailsAtOnceAndClosesLater(t *testing.T) {
+	for _, c := range []struct{ name, cluster string }{
+		{"no healthy host", "sick"},
+		// envoy_grpc {cluster_name: "zz"}, serialized: Envoy reads it as a GrpcService.
+		{"unknown cluster in a GrpcService", "\x0a\x04\x0a\x02zz"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var events []TraceEvent
+			vm, _, _ := startProbe(t, "grpc:Call:1000:"+c.cluster, func(o *Options) {
+				o.GrpcClusters = map[string]string{"sick": "127.0.0.1:1"}
+				o.GrpcUnhealthyClusters = []string{"sick"}
+				o.Trace = func(e TraceEvent) {
+					mu.Lock()
+					defer mu.Unlock()
+					if e.Name == "env.proxy_grpc_call" || (e.Callback && e.Depth == 0) {
+						events = append(events, e)
+					}
+				}
+			})
+			root := vm.RootID()
+			mu.Lock()
+			events = nil
+			mu.Unlock()
+			calls := 0
+			resp, err := vm.Do(getRoot, upstream200(&calls))
+			if err != nil || resp.Status != 500 || !strings.Contains(resp.Header("x-error"), "internal failure") {
+				t.Fatalf("got %+v %v, want the probe's 500 for a failed call", resp, err)
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			if e.Name == "env.proxy_grpc_call" || (e.Callback && e.Depth == 0) {
-				events = append(events, e)
+			var names []string
+			for _, e := range events {
+				names = append(names, e.Name)
 			}
-		}
-	})
-	root := vm.RootID()
-	mu.Lock()
-	events = nil
-	mu.Unlock()
-	calls := 0
-	resp, err := vm.Do(getRoot, upstream200(&calls))
-	if err != nil || resp.Status != 500 || !strings.Contains(resp.Header("x-error"), "internal failure") {
-		t.Fatalf("got %+v %v, want the probe's 500 for a failed call", resp, err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	var names []string
-	for _, e := range events {
-		names = append(names, e.Name)
-	}
-	want := "proxy_on_context_create proxy_on_request_headers env.proxy_grpc_call proxy_on_grpc_close proxy_on_response_headers proxy_on_delete"
-	if got := strings.Join(names, " "); got != want {
-		t.Fatalf("crossings %s\nwant      %s", got, want)
-	}
-	if call := events[2]; call.Result != uint32(wire.StatusInternalFailure) {
-		t.Fatalf("proxy_grpc_call returned %d, want InternalFailure", call.Result)
-	}
-	if close := events[3]; len(close.Args) != 3 || close.Args[0] != uint64(root) || close.Args[1] != 5 || close.Args[2] != 14 {
-		t.Fatalf("proxy_on_grpc_close%v, want (root %d, token 5, status 14)", close.Args, root)
+			want := "proxy_on_context_create proxy_on_request_headers env.proxy_grpc_call proxy_on_grpc_close proxy_on_response_headers proxy_on_delete"
+			if got := strings.Join(names, " "); got != want {
+				t.Fatalf("crossings %s\nwant      %s", got, want)
+			}
+			if call := events[2]; call.Result != uint32(wire.StatusInternalFailure) {
+				t.Fatalf("proxy_grpc_call returned %d, want InternalFailure", call.Result)
+			}
+			if close := events[3]; len(close.Args) != 3 || close.Args[0] != uint64(root) || close.Args[1] != 5 || close.Args[2] != 14 {
+				t.Fatalf("proxy_on_grpc_close%v, want (root %d, token 5, status 14)", close.Args, root)
+			}
+		})
 	}
 }
 

@@ -181,17 +181,22 @@ func proxyGrpcCall(vm *VM, stack []uint64) {
 	}
 	timeout, tokenPtr := time.Duration(uint32(stack[10]))*time.Millisecond, uint32(stack[11])
 	address, st := vm.host.grpcTarget(service)
-	if st != wire.StatusOK {
-		ret(stack, st)
+	root := vm.contextRoot()
+	if st == wire.StatusInternalFailure || (st == wire.StatusOK && vm.host.unhealthy(service)) {
+		// The call fails inside sendRaw (a GrpcService naming an unknown cluster, or a cluster
+		// without a healthy host): the token is spent but never written, and the close arrives
+		// once the current callback has returned.
+		message := "no healthy upstream"
+		if st == wire.StatusInternalFailure {
+			message = "Cluster not available"
+		}
+		token := vm.nextGrpcToken()
+		vm.afterCallback(func() { vm.closeUnsentCall(root, token, message) })
+		ret(stack, wire.StatusInternalFailure)
 		return
 	}
-	root := vm.contextRoot()
-	if vm.host.unhealthy(service) {
-		// The call fails inside sendRaw: the token is spent but never written, and the close
-		// arrives once the current callback has returned.
-		token := vm.nextGrpcToken()
-		vm.afterCallback(func() { vm.closeUnsentCall(root, token) })
-		ret(stack, wire.StatusInternalFailure)
+	if st != wire.StatusOK {
+		ret(stack, st)
 		return
 	}
 	conn, err := vm.host.grpc.get(address)
@@ -243,14 +248,14 @@ func (h *Host) unhealthy(service []byte) bool {
 	return false
 }
 
-// closeUnsentCall delivers the close of a call that failed while proxy_grpc_call ran, as
-// Envoy's router answers a gRPC request to a cluster without a healthy host: UNAVAILABLE,
-// "no healthy upstream".
-func (vm *VM) closeUnsentCall(root, token uint32) {
+// closeUnsentCall delivers the close of a call that failed while proxy_grpc_call ran: UNAVAILABLE,
+// with "no healthy upstream" (the router's answer for a cluster without a healthy host) or
+// "Cluster not available" (source/common/grpc/async_client_impl.cc initialize).
+func (vm *VM) closeUnsentCall(root, token uint32, message string) {
 	current := vm.current
 	vm.current = nil
 	defer func() { vm.current = current }()
-	vm.grpc.status, vm.grpc.statusMessage = 14, "no healthy upstream"
+	vm.grpc.status, vm.grpc.statusMessage = 14, message
 	err := vm.callAs(root, "proxy_on_grpc_close", 0, uint64(root), uint64(token), 14)
 	vm.grpc.statusMessage = ""
 	vm.current = nil
