@@ -318,6 +318,9 @@ type Response struct {
 	Body        string // "{retry_after}" is replaced with the Retry-After seconds
 	ContentType string // default "text/plain; charset=utf-8"
 	Headers     [][2]string
+	// GrpcStatus is the gRPC status (1 to 16) of a rejected gRPC request; 0 when not set, which
+	// means DefaultGrpcStatus (see RejectionGrpcStatus).
+	GrpcStatus int
 }
 
 // Problem is one thing wrong with a configuration document.

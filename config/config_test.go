@@ -622,7 +622,12 @@ func TestParse(t *testing.T) {
 		{name: "response empty body", input: withResponse(`{"body": ""}`), want: baseConfig(func(c *config.Config) { c.Response.Body = "" })},
 		{name: "response body of 4096 bytes", input: withResponse(`{"body": "` + strings.Repeat("b", 4096) + `"}`), want: baseConfig(func(c *config.Config) { c.Response.Body = strings.Repeat("b", 4096) })},
 		{name: "response headers empty object", input: withResponse(`{"headers": {}}`), want: baseConfig(func(*config.Config) {})},
-		{name: "response not an object", input: withResponse(`429`), problems: []problem{{"response", `got the number 429, want an object: response is an object with any of "status", "body", "content_type" and "headers"`}}},
+		{name: "response grpc_status 1", input: withResponse(`{"grpc_status": 1}`), want: baseConfig(func(c *config.Config) { c.Response.GrpcStatus = 1 })},
+		{name: "response grpc_status 16", input: withResponse(`{"grpc_status": 16}`), want: baseConfig(func(c *config.Config) { c.Response.GrpcStatus = 16 })},
+		{name: "response grpc_status 0", input: withResponse(`{"grpc_status": 0}`), problems: []problem{{"response.grpc_status", "grpc_status is the gRPC status a rejected gRPC request gets, a whole number from 1 to 16"}}},
+		{name: "response grpc_status 17", input: withResponse(`{"grpc_status": 17}`), problems: []problem{{"response.grpc_status", "from 1 to 16 (default 8, RESOURCE_EXHAUSTED"}}},
+		{name: "response grpc_status string", input: withResponse(`{"grpc_status": "8"}`), problems: []problem{{"response.grpc_status", "written without quotes"}}},
+		{name: "response not an object", input: withResponse(`429`), problems: []problem{{"response", `got the number 429, want an object: response is an object with any of "status", "body", "content_type", "headers" and "grpc_status"`}}},
 		{name: "response unknown field", input: withResponse(`{"code": 503}`), problems: []problem{{"response", `unknown field "code": known fields are status, body, content_type, headers`}}},
 		{name: "response camelCase field", input: withResponse(`{"contentType": "text/html"}`), problems: []problem{{"response", `(did you mean "content_type"?)`}}},
 		{name: "response status 399", input: withResponse(`{"status": 399}`), problems: []problem{{"response.status", "399 is not allowed: status is the HTTP status of a rejected request, a whole number from 400 to 599 (default 429)"}}},
@@ -1395,5 +1400,17 @@ func TestMoreMisconfigurations(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want %q", doc, err, want)
 		}
+	}
+}
+
+func TestRejectionGrpcStatus(t *testing.T) {
+	for _, c := range []struct{ set, want int }{{0, config.DefaultGrpcStatus}, {14, 14}, {3, 3}} {
+		r := config.Response{GrpcStatus: c.set}
+		if got := r.RejectionGrpcStatus(); got != c.want {
+			t.Errorf("GrpcStatus %d: RejectionGrpcStatus %d, want %d", c.set, got, c.want)
+		}
+	}
+	if config.DefaultGrpcStatus != 8 {
+		t.Errorf("DefaultGrpcStatus = %d, want 8 (RESOURCE_EXHAUSTED)", config.DefaultGrpcStatus)
 	}
 }

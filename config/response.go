@@ -7,7 +7,7 @@ import (
 
 // Explanations of the response fields, appended to problems.
 const (
-	responseShape = `response is an object with any of "status", "body", "content_type" and "headers", ` +
+	responseShape = `response is an object with any of "status", "body", "content_type", "headers" and "grpc_status", ` +
 		`e.g. {"status": 503, "body": "busy, retry in {retry_after} s"}`
 	responseStatusRule = "status is the HTTP status of a rejected request, a whole number from 400 to 599 (default 429)"
 	bodyRule           = "body is the text sent to a rejected request, at most 4096 bytes, " +
@@ -19,6 +19,8 @@ const (
 		`|~ (an RFC 9110 token), e.g. "x-served-by"`
 	responseHeaderValueRule = `a response header value is a string of at most 1024 bytes without CR, LF or NUL, ` +
 		`e.g. "tollgate"`
+	grpcStatusRule = "grpc_status is the gRPC status a rejected gRPC request gets, a whole number from 1 to 16 " +
+		"(default 8, RESOURCE_EXHAUSTED; 14, UNAVAILABLE, makes many gRPC clients retry at once)"
 	rateLimitHeadersRule = `rate_limit_headers is "off" (the default), "draft" (RateLimit and RateLimit-Policy) ` +
 		`or "x-ratelimit" (X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset)`
 )
@@ -68,6 +70,23 @@ func (v *validator) response(path string, value *jsonValue, r *Response) {
 	if headers := value.member("headers"); headers != nil {
 		r.Headers = v.responseHeaders(fieldPath(path, "headers"), headers)
 	}
+	if grpcStatus := value.member("grpc_status"); grpcStatus != nil {
+		if code, ok := v.wholeNumber(fieldPath(path, "grpc_status"), grpcStatus, 1, 16, grpcStatusRule); ok {
+			r.GrpcStatus = int(code)
+		}
+	}
+}
+
+// DefaultGrpcStatus is the gRPC status of a rejected gRPC request when response.grpc_status is
+// not set: RESOURCE_EXHAUSTED, which gRPC clients do not retry by default.
+const DefaultGrpcStatus = 8
+
+// RejectionGrpcStatus is the gRPC status a rejected gRPC request gets.
+func (r *Response) RejectionGrpcStatus() int {
+	if r.GrpcStatus == 0 {
+		return DefaultGrpcStatus
+	}
+	return r.GrpcStatus
 }
 
 func (v *validator) contentType(path string, value *jsonValue) (string, bool) {

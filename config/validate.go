@@ -71,7 +71,7 @@ var (
 	headerMatchFields = []string{"name", "exact", "present"}
 	missingKeyFields  = []string{"action", "status", "key"}
 	costFields        = []string{"header", "max", "default"}
-	responseFields    = []string{"status", "body", "content_type", "headers"}
+	responseFields    = []string{"status", "body", "content_type", "headers", "grpc_status"}
 )
 
 // Spellings of the enumerations, indexed by value.

@@ -25,6 +25,8 @@ type rigOptions struct {
 	// starts, so that which keys share a slot is the same on every run.
 	secret [2]uint64
 	shared *host.SharedData
+	// adjust, when set, changes the host's options before it loads the module.
+	adjust func(*host.Options)
 }
 
 // newRigWith is newRig with a module, a store and a secret of the test's choosing.
@@ -44,7 +46,7 @@ func newRigWith(t testing.TB, profile host.Profile, config string, workers int, 
 		o.shared.Set("tollgate", secretKey, value, 0)
 	}
 	g := &rig{t: t, clock: host.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), monotonicStart), start: monotonicStart}
-	h, err := host.New(context.Background(), o.wasm, host.Options{
+	opts := host.Options{
 		Profile:          profile,
 		PluginName:       "tollgate",
 		RootID:           "tollgate",
@@ -58,7 +60,11 @@ func newRigWith(t testing.TB, profile host.Profile, config string, workers int, 
 			g.logs = append(g.logs, e)
 			g.mu.Unlock()
 		},
-	})
+	}
+	if o.adjust != nil {
+		o.adjust(&opts)
+	}
+	h, err := host.New(context.Background(), o.wasm, opts)
 	if err != nil {
 		t.Fatalf("load module: %v", err)
 	}

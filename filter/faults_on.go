@@ -12,10 +12,13 @@ package main
 //	context   arms a panic in NewHttpContext of the next stream (headers cannot be read there)
 //	gcstats   logs the number of garbage collections so far ("tollgate_faults: gc N"), for the
 //	          soak test; nothing panics
+//	trap      a fatal error of Go's runtime, which no recover catches: the VM traps, and
+//	          Envoy's failure_policy decides what happens next
 
 import (
 	"runtime/debug"
 	"strconv"
+	"sync"
 
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 )
@@ -56,6 +59,9 @@ func faultPoint(where string) {
 		pendingResponsePanic = true
 	case "context":
 		contextArmed = true
+	case "trap":
+		var mu sync.Mutex
+		mu.Unlock()
 	case "gcstats":
 		var stats debug.GCStats
 		debug.ReadGCStats(&stats)

@@ -109,10 +109,21 @@ func (h *httpContext) checkGlobal(out *admission.Outcome, now int64) (action typ
 		h.denyGlobal(deny)
 		return types.ActionPause, true
 	case len(w.pending) == 0:
-		h.admitGlobal()
+		// Nothing was sent, so the request is decided here: the callback's Continue lets it
+		// go on. Continuing the stream as well would continue it twice: Envoy runs a
+		// proxy_continue_stream after the callback, on a filter chain that already went on.
+		w.decided = true
+		p.countAdmitted(w.admitted)
 		return types.ActionContinue, true
 	}
 	return types.ActionPause, true
+}
+
+// countAdmitted counts a request that goes on as admitted by each of its rules.
+func (p *pluginContext) countAdmitted(rules []int) {
+	for _, i := range rules {
+		_ = p.rules[i].admitted.Increment(1)
+	}
 }
 
 // onGlobalAnswer handles one call's outcome, with the request's stream as the effective context.
@@ -199,9 +210,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 func (h *httpContext) admitGlobal() {
 	p, w := h.plugin, h.global
 	w.decided = true
-	for _, i := range w.admitted {
-		_ = p.rules[i].admitted.Increment(1)
-	}
+	p.countAdmitted(w.admitted)
 	if err := abi.ResumeHttpRequest(); err != nil {
 		p.failed("cannot continue a request after the rate limit service's answer: " + err.Error())
 	}
@@ -241,7 +250,9 @@ func (h *httpContext) rejectGlobal(rule int, resp rls.Response, now int64) {
 		abi.Log(abi.LogLevelDebug, "tollgate: decision limited rule "+p.ruleName(rule)+" by the global limit, retry_after "+seconds+"s")
 	}
 	body := strings.ReplaceAll(cfg.Body, "{retry_after}", seconds)
-	if err := abi.SendHttpResponse(uint32(cfg.Status), headers, []byte(body), -1); err != nil {
+	grpc := isGrpcRequest()
+	if err := abi.SendLocalReply(uint32(cfg.Status), detailsGlobalRateLimited, headers, grpcBody(grpc, []byte(body)),
+		replyGrpcStatus(grpc, int32(cfg.RejectionGrpcStatus()))); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())
 	}
 }
@@ -253,7 +264,8 @@ func (h *httpContext) denyGlobal(rule int) {
 		now = h.global.sent
 	}
 	h.finish(now)
-	h.reply(503, "the global rate limit service failed (rate limit rule "+h.plugin.ruleName(rule)+")\n")
+	h.reply(503, detailsGlobalFailureDenied, grpcNone,
+		"the global rate limit service failed (rate limit rule "+h.plugin.ruleName(rule)+")\n")
 }
 
 // globalRateLimitHeaders describe the global limit that rejected a request, when the service

@@ -86,15 +86,11 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		}
 		return types.OnPluginStartStatusFailed
 	}
-	// The plugin name (Envoy's config.name, Istio's namespace.name) keeps two plugins sharing one
-	// vm_id, as all WasmPlugins of an Istio proxy do, from sharing buckets.
-	name, err := abi.GetProperty("plugin_name")
-	if err != nil {
-		// Without it the keys would share another namespace, and every limit could double.
-		abi.Log(abi.LogLevelCritical, "tollgate: cannot read the plugin_name property, which namespaces the shared-data keys: "+err.Error())
+	namespace, found := keyNamespace()
+	if !found {
 		return types.OnPluginStartStatusFailed
 	}
-	policy, err := admission.Compile(cfg, string(name))
+	policy, err := admission.Compile(cfg, namespace)
 	if err != nil {
 		abi.Log(abi.LogLevelCritical, "tollgate: invalid configuration: "+err.Error())
 		return types.OnPluginStartStatusFailed
@@ -135,6 +131,33 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	p.debug = level <= abi.LogLevelDebug
 	abi.Log(abi.LogLevelInfo, "tollgate: started with "+strconv.Itoa(len(cfg.Rules))+" rule(s), failure_mode "+cfg.FailureMode.String())
 	return types.OnPluginStartStatusOK
+}
+
+// defaultKeyNamespace namespaces the shared-data keys on a host that names the plugin neither by
+// plugin_name nor by plugin_root_id.
+const defaultKeyNamespace = "tollgate"
+
+// keyNamespace is the name that keeps the shared-data keys of two plugins sharing one vm_id (as
+// all WasmPlugins of an Istio proxy do) apart: Envoy's plugin_name (config.name, Istio's
+// namespace.name). A host without that property (a proxy-wasm host other than Envoy) gets
+// plugin_root_id, else a fixed name, with one warning. Any other failure to read it refuses
+// the start: the keys would land in another namespace, and every limit could double.
+func keyNamespace() (string, bool) {
+	name, err := abi.GetProperty("plugin_name")
+	if err == nil {
+		return string(name), true
+	}
+	if !errors.Is(err, types.ErrorStatusNotFound) {
+		abi.Log(abi.LogLevelCritical, "tollgate: cannot read the plugin_name property, which namespaces the shared-data keys: "+err.Error())
+		return "", false
+	}
+	namespace, source := defaultKeyNamespace, "the fixed name "+strconv.Quote(defaultKeyNamespace)
+	if root, err := abi.GetProperty("plugin_root_id"); err == nil && len(root) > 0 {
+		namespace, source = string(root), "plugin_root_id "+strconv.Quote(string(root))
+	}
+	abi.Log(abi.LogLevelWarn, "tollgate: the host has no plugin_name property; the shared-data keys are namespaced by "+
+		source+" (two plugins with the same namespace and vm_id would share their buckets)")
+	return namespace, true
 }
 
 func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
@@ -260,11 +283,13 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 			// RFC 9110 §15.5.2: a 401 carries a challenge. The scheme names what is missing.
 			challenge = append(challenge, [2]string{"www-authenticate", `Tollgate realm="` + p.ruleName(out.Rule) + `"`})
 		}
-		h.reply(uint32(out.Status), "the request has no "+out.MissingPart+" (rate limit rule "+p.ruleName(out.Rule)+")\n", challenge...)
+		h.reply(uint32(out.Status), detailsMissingKey, grpcUnauthenticated,
+			"the request has no "+out.MissingPart+" (rate limit rule "+p.ruleName(out.Rule)+")\n", challenge...)
 		return types.ActionPause
 	case admission.BadCost:
 		_ = p.rules[out.Rule].invalidCost.Increment(1)
-		h.reply(400, "header "+p.cfg.Rules[out.Rule].Cost.Header+" must be a whole number (rate limit rule "+p.ruleName(out.Rule)+")\n")
+		h.reply(400, detailsInvalidCost, grpcInvalidArgument,
+			"header "+p.cfg.Rules[out.Rule].Cost.Header+" must be a whole number (rate limit rule "+p.ruleName(out.Rule)+")\n")
 		return types.ActionPause
 	default:
 		p.failed(out.Err.Error())
@@ -308,7 +333,9 @@ func (h *httpContext) rejectLimited(out *admission.Outcome) {
 	headers = append(headers, resp.Headers...)
 	headers = append(headers, rateLimitHeaders(p.cfg, out)...)
 	buf.body = appendReplacing(buf.body[:0], resp.Body, "{retry_after}", retryAfter)
-	if err := abi.SendHttpResponse(uint32(resp.Status), headers, buf.body, -1); err != nil {
+	grpc := isGrpcRequest()
+	if err := abi.SendLocalReply(uint32(resp.Status), detailsRateLimited, headers, grpcBody(grpc, buf.body),
+		replyGrpcStatus(grpc, int32(resp.RejectionGrpcStatus()))); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())
 	}
 	clear(headers) // drop the references to this request's strings
@@ -331,35 +358,10 @@ func appendReplacing(dst []byte, s, old, new string) []byte {
 // failOpenOrDeny applies the failure mode: allow lets the request through; deny answers 503.
 func (h *httpContext) failOpenOrDeny() types.Action {
 	if h.plugin.cfg == nil || h.plugin.cfg.FailureMode == config.FailureDeny {
-		h.reply(503, "the rate limiter failed\n")
+		h.reply(503, detailsFailureDenied, grpcNone, "the rate limiter failed\n")
 		return types.ActionPause
 	}
 	return types.ActionContinue
-}
-
-// reply sends a plain-text local reply; the status text leads the body.
-func (h *httpContext) reply(status uint32, detail string, extra ...[2]string) {
-	body := statusText(status) + ": " + detail
-	headers := append([][2]string{{"content-type", "text/plain; charset=utf-8"}}, extra...)
-	if err := abi.SendHttpResponse(status, headers, []byte(body), -1); err != nil {
-		h.plugin.failed("cannot send a local reply: " + err.Error())
-	}
-}
-
-func statusText(status uint32) string {
-	switch status {
-	case 400:
-		return "Bad Request"
-	case 401:
-		return "Unauthorized"
-	case 403:
-		return "Forbidden"
-	case 429:
-		return "Too Many Requests"
-	case 503:
-		return "Service Unavailable"
-	}
-	return strconv.Itoa(int(status))
 }
 
 func (h *httpContext) OnHttpResponseHeaders(numHeaders int, endOfStream bool) types.Action {

@@ -217,8 +217,16 @@ var encodedPairs []byte
 // SendHttpResponse asks Envoy for a local reply; Envoy sends it after the current callback
 // returns and stops the stream.
 func SendHttpResponse(status uint32, headers [][2]string, body []byte, grpcStatus int32) error {
+	return SendLocalReply(status, "", headers, body, grpcStatus)
+}
+
+// SendLocalReply is SendHttpResponse with response code details, the token Envoy's access logs
+// show as %RESPONSE_CODE_DETAILS% (whitespace becomes '_'). grpcStatus 0..16 is the grpc-status
+// Envoy sends to a gRPC client; -1 lets Envoy map the HTTP status.
+func SendLocalReply(status uint32, details string, headers [][2]string, body []byte, grpcStatus int32) error {
 	encodedPairs = wire.AppendPairs(encodedPairs[:0], headers)
-	return statusErr(proxySendLocalResponse(status, nil, 0, bytesData(body), uint32(len(body)), bytesData(encodedPairs), uint32(len(encodedPairs)), grpcStatus))
+	return statusErr(proxySendLocalResponse(status, stringData(details), uint32(len(details)), bytesData(body), uint32(len(body)),
+		bytesData(encodedPairs), uint32(len(encodedPairs)), grpcStatus))
 }
 
 // GetSharedData returns the value and CAS of a shared-data key; ErrorStatusNotFound when absent.

@@ -73,6 +73,12 @@ func SendHttpResponse(status uint32, headers [][2]string, body []byte, grpcStatu
 	return proxywasm.SendHttpResponse(status, headers, body, grpcStatus)
 }
 
+// SendLocalReply sends a local reply; the SDK's emulator has no response code details, so
+// details are dropped here.
+func SendLocalReply(status uint32, details string, headers [][2]string, body []byte, grpcStatus int32) error {
+	return proxywasm.SendHttpResponse(status, headers, body, grpcStatus)
+}
+
 // GetSharedData returns the value and CAS of a shared-data key.
 func GetSharedData(key string) ([]byte, uint32, error) { return proxywasm.GetSharedData(key) }
 

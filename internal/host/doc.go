@@ -36,6 +36,13 @@
 //     Options.GrpcClusters, the answer to the root context (proxy_on_grpc_receive or
 //     proxy_on_grpc_close, proxy_get_status), cancel, and a stream held until a callback
 //     continues or answers it, both taking effect after that callback returns.
+//   - Local replies shaped as Envoy sends them (localreply.go): gRPC trailers-only replies, HEAD
+//     without a body, details with whitespace replaced.
+//   - Misuses Envoy answers Ok but mishandles (continuing a request that is not stopped, a local
+//     reply without a stream or after the response started) fail the call with ErrMisuse.
+//   - failure_policy for a VM that trapped (FailClosed, FailOpen, FailReload with a backoff);
+//     shared data of a vm_id kept until the last host holding it closes; memory capped at V8's
+//     16,384 pages.
 //
 // Not emulated: HTTP callouts, gRPC streams, shared queues, ticks, foreign functions,
 // set_property, close_stream and envoy_resolve_dns; their imports resolve (Envoy provides them)

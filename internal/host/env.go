@@ -196,7 +196,9 @@ func headerValue(headers [][2]string, name string) (string, bool) {
 
 // proxy_send_local_response(status, details, details_size, body, body_size, headers,
 // headers_size, grpc_status): recorded and sent after the callback returns. Malformed header
-// pairs count as no headers, as in cpp-host.
+// pairs count as no headers, as in cpp-host (src/exports.cc send_local_response). Envoy answers Ok
+// even when it will send nothing (envoy context.cc sendLocalResponse needs the stream's decoder
+// callbacks): the host answers Ok too and reports the misuse.
 func proxySendLocalResponse(vm *VM, stack []uint64) {
 	status := uint32(stack[0])
 	details, ok1 := vm.readString(uint32(stack[1]), uint32(stack[2]))
@@ -206,23 +208,28 @@ func proxySendLocalResponse(vm *VM, stack []uint64) {
 		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
+	ret(stack, wire.StatusOK)
 	s := vm.current
-	if s == nil {
-		ret(stack, wire.StatusNotFound)
+	switch {
+	case s == nil:
+		vm.misuse("proxy_send_local_response without a stream context: Envoy answers Ok and sends nothing, " +
+			"and the request waits (call proxy_set_effective_context with the stream's id first)")
+		return
+	case s.finished:
+		// While the stream ends (log, done, delete) the reply cannot be sent any more; Envoy
+		// notes this is safe (context.cc sendLocalResponse).
+		return
+	case s.responseStarted || s.reply != nil:
+		vm.misuse("proxy_send_local_response after the response started: Envoy can only reset the stream " +
+			"(source/common/http/filter_manager.cc sendLocalReply)")
 		return
 	}
 	headers, ok := decodeHostPairs(rawHeaders)
 	if !ok {
 		headers = nil
 	}
-	s.reply = &Response{
-		Status:     int(status),
-		Headers:    lowerKeys(headers),
-		Body:       body,
-		LocalReply: true,
-		Details:    strings.Join(strings.Fields(details), "_"),
-	}
-	ret(stack, wire.StatusOK)
+	s.reply = &localReply{status: status, headers: lowerKeys(headers), body: body,
+		grpcStatus: uint32(stack[7]), details: envoyDetails(details)}
 }
 
 // proxy_get_shared_data(key, key_size, value_ptr_ptr, value_size_ptr, cas_ptr).
@@ -556,7 +563,7 @@ func proxySetEffectiveContext(vm *VM, stack []uint64) {
 	}
 	if s, ok := vm.streams[id]; ok {
 		vm.current = s
-		if _, paused := vm.grpc.paused[id]; paused {
+		if _, paused := vm.grpc.paused[id]; paused && !s.continued {
 			// Envoy keeps a stopped request's headers until it continues.
 			s.access = mapAccess{request: true}
 		}
@@ -567,17 +574,42 @@ func proxySetEffectiveContext(vm *VM, stack []uint64) {
 }
 
 // proxy_continue_stream(type): 0 request, 1 response, 2 downstream; 3 upstream is unimplemented
-// in Envoy. Deferred until the callback returns.
+// in Envoy. Deferred until the callback returns (envoy context.cc continueStream queues
+// continueDecoding), and the request's header map is gone at once. Continuing a request that
+// is not stopped trips Envoy's filter manager ("Attempting to continue iteration while the
+// IterationState is already Continue", source/common/http/filter_manager.cc commonContinue) and
+// in a release build runs the rest of the filter chain again: the host reports it as a misuse,
+// and so for the stream's own proxy_on_request_headers, which has not returned Stop yet.
 func proxyContinueStream(vm *VM, stack []uint64) {
-	switch t := uint32(stack[0]); {
+	t := uint32(stack[0])
+	switch {
 	case t > 3:
 		ret(stack, wire.StatusBadArgument)
+		return
 	case t == 3:
 		ret(stack, wire.StatusUnimplemented)
+		return
+	}
+	ret(stack, wire.StatusOK)
+	s := vm.current
+	switch {
+	case t == 2:
+		// An HTTP stream has no network read filter to continue: nothing happens.
+	case s == nil:
+		vm.misuse("proxy_continue_stream without a stream context: Envoy continues nothing, and the request waits")
+	case t == 1:
+		vm.misuse("proxy_continue_stream(HTTP_RESPONSE) for a response that is not stopped")
+	case s.inRequestHeaders:
+		vm.misuse("proxy_continue_stream(HTTP_REQUEST) inside the stream's own proxy_on_request_headers: " +
+			"Envoy continues the filter chain before the callback has returned, and again when it returns Continue " +
+			"(return Continue without the call instead)")
+	case s.continued:
+		vm.misuse("proxy_continue_stream(HTTP_REQUEST) for a request that is not stopped (it already went on)")
+	case s.finished || s.responseStarted || s.sent != nil:
+		vm.misuse("proxy_continue_stream(HTTP_REQUEST) for a stream that was answered or ended")
 	default:
-		if vm.current != nil {
-			vm.current.continued = true
-		}
-		ret(stack, wire.StatusOK)
+		s.continued = true
+		s.continuedFirst = s.reply == nil
+		s.access.request = false
 	}
 }

@@ -65,6 +65,10 @@ type grpcState struct {
 type grpcCall struct {
 	cancel context.CancelFunc
 	stream *Stream // the stream current when the call was made, or nil
+	// root is the root context that owns the call and gets its callback: the stream's parent,
+	// even after a reconfiguration gave the VM a newer one (cpp-host src/exports.cc grpc_call
+	// uses contextOrEffectiveContext()->root_context()).
+	root uint32
 }
 
 type pausedStream struct {
@@ -126,6 +130,18 @@ func (h *Host) GrpcClusters() []string {
 	return names
 }
 
+// contextRoot is the root context of the context making a call: the current stream's, else the
+// root context whose callback runs.
+func (vm *VM) contextRoot() uint32 {
+	if vm.current != nil {
+		return vm.current.root
+	}
+	if vm.activeRoot != 0 {
+		return vm.activeRoot
+	}
+	return vm.rootID
+}
+
 // grpcTarget resolves proxy_grpc_call's service argument to an address.
 func (h *Host) grpcTarget(service []byte) (string, wire.Status) {
 	var parsed corev3.GrpcService
@@ -165,6 +181,20 @@ func proxyGrpcCall(vm *VM, stack []uint64) {
 	}
 	timeout, tokenPtr := time.Duration(uint32(stack[10]))*time.Millisecond, uint32(stack[11])
 	address, st := vm.host.grpcTarget(service)
+	root := vm.contextRoot()
+	if st == wire.StatusInternalFailure || (st == wire.StatusOK && vm.host.unhealthy(service)) {
+		// The call fails inside sendRaw (a GrpcService naming an unknown cluster, or a cluster
+		// without a healthy host): the token is spent but never written, and the close arrives
+		// once the current callback has returned.
+		message := "no healthy upstream"
+		if st == wire.StatusInternalFailure {
+			message = "Cluster not available"
+		}
+		token := vm.nextGrpcToken()
+		vm.afterCallback(func() { vm.closeUnsentCall(root, token, message) })
+		ret(stack, wire.StatusInternalFailure)
+		return
+	}
 	if st != wire.StatusOK {
 		ret(stack, st)
 		return
@@ -180,15 +210,11 @@ func proxyGrpcCall(vm *VM, stack []uint64) {
 		md.Append(lower(p[0]), p[1])
 	}
 	ctx, cancel := callContext(timeout)
-	vm.grpc.lastCall += 4
-	if vm.grpc.lastCall&3 != 1 {
-		vm.grpc.lastCall = 5
-	}
-	token := vm.grpc.lastCall
+	token := vm.nextGrpcToken()
 	if vm.grpc.calls == nil {
 		vm.grpc.calls = map[uint32]*grpcCall{}
 	}
-	vm.grpc.calls[token] = &grpcCall{cancel: cancel, stream: vm.current}
+	vm.grpc.calls[token] = &grpcCall{cancel: cancel, stream: vm.current, root: root}
 	go vm.runGrpcCall(metadata.NewOutgoingContext(ctx, md), token, conn, "/"+string(serviceName)+"/"+string(method), message)
 	// cpp-host writes the token after the call has started.
 	if !vm.writeU32(tokenPtr, token) {
@@ -196,6 +222,44 @@ func proxyGrpcCall(vm *VM, stack []uint64) {
 		return
 	}
 	ret(stack, wire.StatusOK)
+}
+
+// nextGrpcToken hands out the next gRPC call id: 5, 9, 13, … (cpp-host wasm.h nextGrpcCallId).
+func (vm *VM) nextGrpcToken() uint32 {
+	vm.grpc.lastCall += 4
+	if vm.grpc.lastCall&3 != 1 {
+		vm.grpc.lastCall = 5
+	}
+	return vm.grpc.lastCall
+}
+
+// unhealthy reports whether service names a cluster of Options.GrpcUnhealthyClusters.
+func (h *Host) unhealthy(service []byte) bool {
+	cluster := string(service)
+	var parsed corev3.GrpcService
+	if err := proto.Unmarshal(service, &parsed); err == nil && parsed.GetEnvoyGrpc() != nil {
+		cluster = parsed.GetEnvoyGrpc().GetClusterName()
+	}
+	for _, c := range h.opts.GrpcUnhealthyClusters {
+		if c == cluster {
+			return true
+		}
+	}
+	return false
+}
+
+// closeUnsentCall delivers the close of a call that failed while proxy_grpc_call ran: UNAVAILABLE,
+// with "no healthy upstream" (the router's answer for a cluster without a healthy host) or
+// "Cluster not available" (source/common/grpc/async_client_impl.cc initialize).
+func (vm *VM) closeUnsentCall(root, token uint32, message string) {
+	current := vm.current
+	vm.current = nil
+	defer func() { vm.current = current }()
+	vm.grpc.status, vm.grpc.statusMessage = 14, message
+	err := vm.callAs(root, "proxy_on_grpc_close", 0, uint64(root), uint64(token), 14)
+	vm.grpc.statusMessage = ""
+	vm.current = nil
+	vm.settlePaused(err)
 }
 
 // callContext bounds a call by its timeout; 0 is none.
@@ -254,44 +318,56 @@ func (vm *VM) deliverGrpc(token, code uint32, message string, response []byte) {
 	var err error
 	if code == 0 {
 		vm.grpc.message, vm.grpc.hasMessage = response, true
-		_, err = vm.call("proxy_on_grpc_receive", 0, uint64(vm.rootID), uint64(token), uint64(len(response)))
+		err = vm.callAs(call.root, "proxy_on_grpc_receive", 0, uint64(call.root), uint64(token), uint64(len(response)))
 		vm.grpc.message, vm.grpc.hasMessage = nil, false
 	} else {
 		vm.grpc.status, vm.grpc.statusMessage = code, message
-		_, err = vm.call("proxy_on_grpc_close", 0, uint64(vm.rootID), uint64(token), uint64(code))
+		err = vm.callAs(call.root, "proxy_on_grpc_close", 0, uint64(call.root), uint64(token), uint64(code))
 		vm.grpc.statusMessage = ""
-	}
-	// The effective context lasts for the callback only.
-	vm.current = nil
-	for _, p := range vm.grpc.paused {
-		p.stream.access = mapAccess{}
 	}
 	vm.settlePaused(err)
 }
 
+// callAs runs a root context's callback; the effective context it sets lasts for the callback
+// only.
+func (vm *VM) callAs(root uint32, name string, def uint64, args ...uint64) error {
+	saved := vm.activeRoot
+	vm.activeRoot = root
+	_, err := vm.call(name, def, args...)
+	vm.activeRoot = saved
+	vm.current = nil
+	for _, p := range vm.grpc.paused {
+		p.stream.access = mapAccess{}
+	}
+	return err
+}
+
 // settlePaused carries out what the last callback asked for the paused streams, as Envoy does
-// once a callback returns: a local reply (passed through the response phase), or continuing.
-// A failed VM ends them all with its error.
+// once a callback returns, in the order it was asked: a local reply (passed through the response
+// phase), continuing, or both (the request goes upstream, then the reply replaces the response).
+// A failed VM ends them all with its error; a misuse is reported on the first stream settled.
 func (vm *VM) settlePaused(err error) {
 	for id, p := range vm.grpc.paused {
 		s := p.stream
+		var r streamResult
 		switch {
 		case err != nil:
-			p.resume <- streamResult{err: err}
+			r.err = err
 		case s.reply != nil:
-			reply := s.reply
-			headers := append([][2]string{{":status", fmt.Sprint(reply.Status)}}, reply.Headers...)
-			final, rerr := s.responsePhase(headers, len(reply.Body) == 0)
-			if rerr == nil {
-				reply.Headers = final
+			if s.continued && s.continuedFirst {
+				r.decision = Decision{Continue: true, RequestHeaders: s.requestHeaders}
 			}
-			p.resume <- streamResult{decision: Decision{Reply: reply}, err: rerr}
+			r.decision, r.err = s.sendReply(r.decision)
 		case s.continued:
-			p.resume <- streamResult{decision: Decision{Continue: true, RequestHeaders: s.requestHeaders}}
+			r.decision = Decision{Continue: true, RequestHeaders: s.requestHeaders}
 		default:
 			continue
 		}
+		if r.err == nil {
+			r.err = vm.takeMisuse()
+		}
 		delete(vm.grpc.paused, id)
+		p.resume <- r
 	}
 }
 

@@ -18,12 +18,14 @@ import (
 )
 
 // echoServer is a gRPC server for any method: Call echoes the message, Fail fails with
-// PERMISSION_DENIED, Slow echoes after 300 ms, Block waits until the call is cancelled.
+// PERMISSION_DENIED, Slow echoes after 300 ms, Block waits until the call is cancelled, Gate
+// echoes and GateFail fails once the test closes gate.
 type echoServer struct {
 	addr      string
 	calls     atomic.Int64
 	cancelled atomic.Int64
 	metadata  atomic.Value // metadata.MD of the last call
+	gate      chan struct{}
 }
 
 func startEchoServer(t *testing.T) *echoServer {
@@ -32,7 +34,7 @@ func startEchoServer(t *testing.T) *echoServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &echoServer{addr: ln.Addr().String()}
+	e := &echoServer{addr: ln.Addr().String(), gate: make(chan struct{})}
 	srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
 		e.calls.Add(1)
 		md, _ := metadata.FromIncomingContext(stream.Context())
@@ -47,6 +49,11 @@ func startEchoServer(t *testing.T) *echoServer {
 			return status.Error(codes.PermissionDenied, "not you")
 		case "/test.Echo/Slow":
 			time.Sleep(300 * time.Millisecond)
+		case "/test.Echo/Gate":
+			<-e.gate
+		case "/test.Echo/GateFail":
+			<-e.gate
+			return status.Error(codes.PermissionDenied, "not you")
 		case "/test.Echo/Block":
 			<-stream.Context().Done()
 			e.cancelled.Add(1)

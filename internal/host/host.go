@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -23,7 +24,7 @@ const (
 	// Envoy133 is Envoy 1.33 to 1.38 (proxy-wasm-cpp-host c4d7bb0): 18 WASI functions,
 	// poll_oneoff fails with ENOSYS.
 	Envoy133 Profile = iota
-	// Envoy139 is Envoy 1.39 and later (cpp-host 94091cd): 46 WASI functions, poll_oneoff succeeds
+	// Envoy139 is Envoy 1.39 and later (cpp-host 94091cd): 45 WASI functions, poll_oneoff succeeds
 	// with no events and is allowed during start and allocation.
 	Envoy139
 )
@@ -71,7 +72,52 @@ type Options struct {
 	// GrpcClusters maps the clusters proxy_grpc_call may name to the addresses ("host:port")
 	// of their gRPC endpoints, like Envoy's static_resources.clusters.
 	GrpcClusters map[string]string
+	// GrpcUnhealthyClusters are clusters Envoy knows but that have no healthy host. Envoy's
+	// gRPC async client then fails the call while proxy_grpc_call runs: the hostcall returns
+	// InternalFailure, no token is written, and once the current callback returns the root
+	// context still gets proxy_on_grpc_close(root, token, 14) for the token it never saw
+	// (envoy source/common/grpc/async_client_impl.cc sendRaw returns nullptr after the stream
+	// was reset; source/extensions/common/wasm/context.cc grpcCall and onGrpcCloseWrapper).
+	GrpcUnhealthyClusters []string
+	// FailurePolicy is Envoy's failure_policy for a VM that trapped (FailClosed by default).
+	FailurePolicy FailurePolicy
+	// ReloadBackoff is reload_config.backoff.base_interval for FailReload (default 1s): a
+	// failed VM is reloaded for a new stream once this long has passed on the host's
+	// monotonic clock since it was last loaded. Envoy adds jitter above this lower bound.
+	ReloadBackoff time.Duration
 }
+
+// FailurePolicy is what a worker does with new streams once its VM trapped (envoy
+// api/envoy/extensions/wasm/v3/wasm.proto FailurePolicy, added in Envoy 1.33 by envoy PR #36456;
+// source/extensions/common/wasm/wasm.cc PluginConfig::maybeReloadHandleIfNeeded and
+// createContext). A VM that failed to start or to configure is never reloaded.
+type FailurePolicy int
+
+const (
+	// FailClosed answers every new stream on the worker with 503 (details wasm_fail_stream): the
+	// host returns ErrVMFailed from StartStream. It is Envoy's default (UNSPECIFIED).
+	FailClosed FailurePolicy = iota
+	// FailOpen skips the filter: new streams go upstream without the module.
+	FailOpen
+	// FailReload creates a new VM for a new stream after a runtime error (a trap), at most once
+	// per ReloadBackoff; in between streams fail as with FailClosed. The new VM starts from
+	// scratch (_initialize, a new root context), while shared data, kept by the plugin's base
+	// VM, survives.
+	FailReload
+)
+
+// ErrMisuse is wrapped when the module used the ABI in a way Envoy mishandles even though its
+// hostcall returns Ok: a proxy_continue_stream for a stream that is not paused (an assertion in
+// a debug build, the rest of the filter chain run twice in a release build), a local reply
+// without a stream context (silently dropped, so the request hangs), or a local reply after the
+// response started (the stream is reset). The host reports it instead of imitating the damage;
+// Host.Misuses lists every one.
+var ErrMisuse = errors.New("the module did something Envoy mishandles")
+
+// maxMemoryPages is V8's --wasm_max_mem_pages as cpp-host sets it: 1 GiB of 64 KiB pages
+// (src/v8/v8.cc, include/proxy-wasm/limits.h PROXY_WASM_HOST_MAX_WASM_MEMORY_SIZE_BYTES). A
+// memory.grow past it fails, and Go's runtime then aborts the VM.
+const maxMemoryPages = 16384
 
 // TraceEvent is one crossing of the host boundary.
 type TraceEvent struct {
@@ -87,6 +133,9 @@ type TraceEvent struct {
 	Name string
 	// Result is what a host call returned (a proxy_status_t or WASI errno); 0 for callbacks.
 	Result uint32
+	// Args are a callback's arguments (for proxy_on_grpc_close: root context, token, status);
+	// nil for host calls.
+	Args []uint64
 }
 
 // Host is one compiled module with its emulated Envoy: the store, the metrics and the VMs.
@@ -100,6 +149,8 @@ type Host struct {
 	mu       sync.Mutex
 	vms      []*VM
 	grpc     grpcConns
+	misuses  []error
+	closed   bool
 	// propertyFault, when set, answers proxy_get_property before the host looks the path up.
 	propertyFault atomic.Pointer[func(path []string) wire.Status]
 }
@@ -128,7 +179,10 @@ func New(ctx context.Context, wasm []byte, opts Options) (*Host, error) {
 	if opts.SharedData == nil {
 		opts.SharedData = NewSharedData()
 	}
-	rc := wazero.NewRuntimeConfig()
+	if opts.ReloadBackoff <= 0 {
+		opts.ReloadBackoff = time.Second
+	}
+	rc := wazero.NewRuntimeConfig().WithMemoryLimitPages(maxMemoryPages)
 	if opts.CompilationCache != nil {
 		rc = rc.WithCompilationCache(opts.CompilationCache)
 	}
@@ -152,6 +206,8 @@ func New(ctx context.Context, wasm []byte, opts Options) (*Host, error) {
 		r.Close(ctx)
 		return nil, err
 	}
+	// The host is the plugin's base VM: it holds the vm_id's shared data until it closes.
+	opts.SharedData.acquire(opts.VMID)
 	return h, nil
 }
 
@@ -243,17 +299,29 @@ func (h *Host) Options() Options {
 	return h.opts
 }
 
-// Close tears down every VM (see VM.Close) and releases the runtime.
+// Close tears down every VM (see VM.Close) and releases the runtime. The vm_id's shared data
+// goes when the last host holding it closes, as cpp-host drops a vm_id's data with its last base
+// VM (src/vm_id_handle.cc, src/shared_data.cc deleteByVmId).
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
-	vms := h.vms
-	h.vms = nil
+	vms, closed := h.vms, h.closed
+	h.vms, h.closed = nil, true
 	h.mu.Unlock()
 	for _, vm := range vms {
 		_ = vm.Close(ctx)
 	}
 	h.grpc.close()
+	if !closed {
+		h.opts.SharedData.release(h.opts.VMID)
+	}
 	return h.runtime.Close(ctx)
+}
+
+// Misuses lists every misuse of the ABI the host saw (see ErrMisuse), oldest first.
+func (h *Host) Misuses() []error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]error(nil), h.misuses...)
 }
 
 func (h *Host) log(vm int, level uint32, msg string) {

@@ -16,6 +16,8 @@ type SharedData struct {
 	// fault, when set, is consulted before every operation (fault injection in tests).
 	fault func(op, key string) wire.Status
 	stats SharedDataStats
+	// holders counts the open hosts per vm_id: a namespace is dropped when its last one closes.
+	holders map[string]int
 }
 
 // SharedDataStats counts the store's operations since it was created, over every vm_id.
@@ -123,3 +125,23 @@ func (s *SharedData) SetFault(f func(op, key string) wire.Status) {
 // CASMismatches counts the sets refused because another VM wrote the key first, since the store
 // was created: each is one retry of a read-modify-write loop.
 func (s *SharedData) CASMismatches() int64 { return s.Stats().Mismatches }
+
+// acquire records a host (a plugin's base VM) using vmID.
+func (s *SharedData) acquire(vmID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holders == nil {
+		s.holders = map[string]int{}
+	}
+	s.holders[vmID]++
+}
+
+// release forgets a host using vmID, and the namespace's data with the last one.
+func (s *SharedData) release(vmID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holders[vmID]--; s.holders[vmID] <= 0 {
+		delete(s.holders, vmID)
+		delete(s.byVMID, vmID)
+	}
+}

@@ -28,9 +28,12 @@ type Response struct {
 	Status  int
 	Headers [][2]string // without :status
 	Body    []byte
-	// LocalReply is true when the module answered (proxy_send_local_response).
+	// LocalReply is true when the module answered (proxy_send_local_response). A local reply is
+	// shaped as Envoy shapes it (localreply.go): for a gRPC request it is a trailers-only 200
+	// with grpc-status and grpc-message, for a HEAD request it has no body.
 	LocalReply bool
-	// Details is the local reply's response code details (whitespace replaced by '_').
+	// Details is the local reply's response code details, each whitespace character replaced
+	// by '_' (Envoy's %RESPONSE_CODE_DETAILS%).
 	Details string
 }
 
@@ -53,11 +56,11 @@ var ErrStreamPaused = errors.New("the module paused the request without a local 
 // during the response phase; LocalReply has it, and it replaces the upstream's response.
 var ErrReplacedResponse = errors.New("the module replaced the response with a local reply")
 
-// LocalReply is the local reply the module sent on this stream, or nil.
+// LocalReply is the local reply the module sent on this stream as Envoy sends it, or nil.
 func (s *Stream) LocalReply() *Response {
 	s.vm.mu.Lock()
 	defer s.vm.mu.Unlock()
-	return s.reply
+	return s.sent
 }
 
 // mapAccess says which header maps the current callback may use.
@@ -68,12 +71,25 @@ type Stream struct {
 	vm              *VM
 	id              uint32
 	root            uint32 // the root context the stream was created under
+	generation      int    // the VM's load the stream belongs to (see FailReload)
+	bypass          bool   // the filter was skipped (FailOpen on a failed VM)
 	req             Request
 	requestHeaders  [][2]string
 	responseHeaders [][2]string
 	access          mapAccess
-	reply           *Response
-	continued       bool
+	// reply is the local reply asked for and not yet sent; sent is the reply as sent.
+	reply *localReply
+	sent  *Response
+	// inRequestHeaders is true while the stream's own proxy_on_request_headers runs.
+	inRequestHeaders bool
+	continued        bool
+	// continuedFirst is true when proxy_continue_stream came before proxy_send_local_response in
+	// the same callback: Envoy runs the deferred actions in order, so the request reaches the
+	// upstream and the reply then replaces its response.
+	continuedFirst bool
+	// responseStarted is true once response headers have gone to the client: a local reply
+	// then can only reset the stream.
+	responseStarted bool
 	finished        bool
 }
 
@@ -82,7 +98,8 @@ type Decision struct {
 	// Continue: forward the request upstream with RequestHeaders.
 	Continue       bool
 	RequestHeaders [][2]string
-	// Reply is the module's local reply when it answered instead.
+	// Reply is the module's local reply when it answered, as Envoy sends it. With Continue too,
+	// the request went upstream first and the reply replaces the upstream's response.
 	Reply *Response
 }
 
@@ -90,6 +107,10 @@ type Decision struct {
 // a local reply, the reply is also passed through proxy_on_response_headers, as Envoy's encoder
 // chain does, and the returned Decision carries the final reply. A request the module holds for
 // a gRPC call is waited for (see StartStreamContext).
+//
+// On a VM that trapped, the failure policy applies (Options.FailurePolicy): ErrVMFailed
+// (FailClosed, Envoy's 503), a stream that bypasses the module (FailOpen), or a reloaded VM
+// (FailReload).
 func (vm *VM) StartStream(req Request) (*Stream, Decision, error) {
 	return vm.StartStreamContext(context.Background(), req)
 }
@@ -100,34 +121,59 @@ func (vm *VM) startStream(req Request) (_ *Stream, _ Decision, resume chan strea
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
 	s := &Stream{vm: vm, req: req, requestHeaders: lowerKeys(req.Headers)}
-	s.id, s.root = vm.newContextID(), vm.rootID
+	if vm.failed != nil {
+		switch vm.host.opts.FailurePolicy {
+		case FailOpen:
+			s.bypass = true
+			return s, Decision{Continue: true, RequestHeaders: s.requestHeaders}, nil, nil
+		case FailReload:
+			vm.maybeReload()
+		}
+	}
+	s.id, s.root, s.generation = vm.newContextID(), vm.rootID, vm.generation
 	if _, err := vm.call("proxy_on_context_create", 0, uint64(s.id), uint64(s.root)); err != nil {
 		return nil, Decision{}, nil, err
 	}
 	vm.streams[s.id] = s
+	s.inRequestHeaders = true
 	action, err := vm.streamCall(s, mapAccess{request: true}, "proxy_on_request_headers", 0,
 		uint64(s.id), uint64(len(s.requestHeaders)), boolArg(req.EndOfStream))
+	s.inRequestHeaders = false
 	if err != nil {
+		return s, Decision{}, nil, err
+	}
+	if err := vm.takeMisuse(); err != nil {
 		return s, Decision{}, nil, err
 	}
 	if s.reply != nil {
 		// Envoy overrides the callback's result to Stop once a local reply was sent.
-		reply := s.reply
-		headers := append([][2]string{{":status", strconv.Itoa(reply.Status)}}, reply.Headers...)
-		final, err := s.responsePhase(headers, len(reply.Body) == 0)
-		if err != nil {
-			return s, Decision{}, nil, err
-		}
-		reply.Headers = final
-		return s, Decision{Reply: reply}, nil, nil
+		d, err := s.sendReply(Decision{})
+		return s, d, nil, err
 	}
-	if action != 0 && !s.continued {
+	if action != 0 {
 		if resume, ok := vm.pause(s); ok {
 			return s, Decision{}, resume, nil
 		}
 		return s, Decision{}, nil, ErrStreamPaused
 	}
+	s.continued = true
 	return s, Decision{Continue: true, RequestHeaders: s.requestHeaders}, nil, nil
+}
+
+// sendReply sends the pending local reply as Envoy does: shaped (localreply.go), then through
+// proxy_on_response_headers as the encoder chain passes it. d is the decision so far.
+func (s *Stream) sendReply(d Decision) (Decision, error) {
+	r := s.reply
+	s.reply = nil
+	headers, body := r.shape(s.req.Headers)
+	final, err := s.responsePhase(headers, len(body) == 0)
+	if err != nil {
+		return Decision{}, err
+	}
+	status, _ := strconv.Atoi(headers[0][1])
+	s.sent = &Response{Status: status, Headers: final, Body: body, LocalReply: true, Details: r.details}
+	d.Reply = s.sent
+	return d, nil
 }
 
 // ResponseHeaders runs proxy_on_response_headers on the upstream's response headers and returns
@@ -135,21 +181,37 @@ func (vm *VM) startStream(req Request) (_ *Stream, _ Decision, resume chan strea
 func (s *Stream) ResponseHeaders(status int, headers [][2]string, endOfStream bool) ([][2]string, error) {
 	s.vm.mu.Lock()
 	defer s.vm.mu.Unlock()
-	return s.responsePhase(append([][2]string{{":status", strconv.Itoa(status)}}, lowerKeys(headers)...), endOfStream)
+	if s.bypass {
+		return headers, nil
+	}
+	if s.generation != s.vm.generation {
+		return nil, fmt.Errorf("%w: the stream's VM was replaced", ErrVMFailed)
+	}
+	final, err := s.responsePhase(append([][2]string{{":status", strconv.Itoa(status)}}, lowerKeys(headers)...), endOfStream)
+	if err == nil {
+		err = s.vm.takeMisuse()
+	}
+	return final, err
 }
 
 func (s *Stream) responsePhase(headers [][2]string, endOfStream bool) ([][2]string, error) {
 	s.responseHeaders = headers
-	before := s.reply
 	if _, err := s.vm.streamCall(s, mapAccess{response: true}, "proxy_on_response_headers", 0,
 		uint64(s.id), uint64(len(headers)), boolArg(endOfStream)); err != nil {
 		return nil, err
 	}
-	if s.reply != before {
-		// A local reply sent while encoding replaces the response, as Envoy's sendLocalReply
-		// does before the response headers have gone out.
+	if r := s.reply; r != nil {
+		// A local reply sent while encoding replaces the response before its headers have gone
+		// out: Envoy sends it straight to the codec (sendDirectLocalReply), shaped the same way
+		// but without another pass through the filters.
+		s.reply = nil
+		headers, body := r.shape(s.req.Headers)
+		status, _ := strconv.Atoi(headers[0][1])
+		s.sent = &Response{Status: status, Headers: headers[1:], Body: body, LocalReply: true, Details: r.details}
+		s.responseStarted = true
 		return nil, ErrReplacedResponse
 	}
+	s.responseStarted = true
 	var out [][2]string
 	for _, h := range s.responseHeaders {
 		if h[0] != ":status" {
@@ -164,10 +226,12 @@ func (s *Stream) responsePhase(headers [][2]string, endOfStream bool) ([][2]stri
 func (s *Stream) Finish() error {
 	s.vm.mu.Lock()
 	defer s.vm.mu.Unlock()
-	if s.finished {
+	if s.finished || s.bypass || s.generation != s.vm.generation {
+		s.finished = true
 		return nil
 	}
 	s.finished = true
+	s.responseStarted = true // whatever happens now, no reply can replace the response
 	s.vm.unpause(s)
 	defer func() {
 		delete(s.vm.streams, s.id)
@@ -179,8 +243,10 @@ func (s *Stream) Finish() error {
 	if _, err := s.vm.streamCall(s, mapAccess{}, "proxy_on_done", 1, uint64(s.id)); err != nil {
 		return err
 	}
-	_, err := s.vm.streamCall(s, mapAccess{}, "proxy_on_delete", 0, uint64(s.id))
-	return err
+	if _, err := s.vm.streamCall(s, mapAccess{}, "proxy_on_delete", 0, uint64(s.id)); err != nil {
+		return err
+	}
+	return s.vm.takeMisuse()
 }
 
 func (vm *VM) streamCall(s *Stream, access mapAccess, name string, def uint64, args ...uint64) (uint64, error) {
@@ -202,12 +268,15 @@ func (vm *VM) Do(req Request, upstream Upstream) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.Reply != nil {
+	if !d.Continue {
 		return d.Reply, nil
 	}
 	resp, err := upstream(d.RequestHeaders)
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	if d.Reply != nil {
+		return d.Reply, nil // the local reply replaced the upstream's response
 	}
 	headers, err := s.ResponseHeaders(resp.Status, resp.Headers, len(resp.Body) == 0)
 	if errors.Is(err, ErrReplacedResponse) {

@@ -60,6 +60,19 @@ type VM struct {
 	current      *Stream
 
 	grpc grpcState
+	// activeRoot is the root context whose callback runs (a gRPC answer), 0 outside one.
+	activeRoot uint32
+	// deferred run when the current callback has returned, as cpp-host's after-VM-call actions.
+	deferred []func()
+	// misuses not yet reported to a caller (see ErrMisuse).
+	misuses []error
+
+	// Failure and reload (Options.FailurePolicy): started is set once the VM has started, so
+	// that a later trap is a runtime error; generation counts the loads of the module.
+	started         bool
+	failedAtRuntime bool
+	loadedAt        int64
+	generation      int
 
 	metricIDs  map[uint32]*metric
 	nextMetric [3]uint32
@@ -130,22 +143,100 @@ func (h *Host) startVM(ctx context.Context, pluginConfig []byte) (*VM, error) {
 	}
 	vm.ctx = context.WithValue(ctx, vmKey{}, vm)
 	vm.pluginConfig = pluginConfig
-	mod, err := h.runtime.InstantiateModule(vm.ctx, h.compiled,
-		wazero.NewModuleConfig().WithName(fmt.Sprintf("vm-%d", id)).WithStartFunctions())
-	if err != nil {
-		return nil, fmt.Errorf("instantiate VM %d: %w", id, err)
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	if err := vm.load(); err != nil {
+		return nil, fmt.Errorf("start VM %d: %w", id, err)
 	}
-	vm.mod = mod
-	if err := vm.start(); err != nil {
-		_ = mod.Close(ctx)
+	if err := vm.takeMisuse(); err != nil {
+		_ = vm.mod.Close(ctx)
 		return nil, fmt.Errorf("start VM %d: %w", id, err)
 	}
 	return vm, nil
 }
 
-func (vm *VM) start() error {
+// load instantiates the module afresh and starts it.
+func (vm *VM) load() error {
+	vm.loadedAt = vm.host.opts.Clock.Monotonic()
+	mod, err := vm.host.runtime.InstantiateModule(vm.ctx, vm.host.compiled,
+		wazero.NewModuleConfig().WithName(fmt.Sprintf("vm-%d.%d", vm.id, vm.generation)).WithStartFunctions())
+	if err != nil {
+		return fmt.Errorf("instantiate: %w", err)
+	}
+	vm.mod = mod
+	if err := vm.start(); err != nil {
+		_ = mod.Close(vm.ctx)
+		return err
+	}
+	vm.started = true
+	return nil
+}
+
+// maybeReload replaces a VM that failed with a runtime error by a new one, as Envoy's
+// FAIL_RELOAD does for a new stream once the backoff has passed since the last load (envoy
+// source/extensions/common/wasm/wasm.cc maybeReloadHandleIfNeeded; the failed VM is dropped from
+// cpp-host's thread-local cache by its fail callback, src/wasm.cc getOrCreateThreadLocalWasm, and
+// a fresh clone of the base VM is started). The VM stays failed if it is too early or the new one
+// fails to start.
+func (vm *VM) maybeReload() {
+	now := vm.host.opts.Clock.Monotonic()
+	if !vm.failedAtRuntime || now-vm.loadedAt < int64(vm.host.opts.ReloadBackoff) {
+		return
+	}
+	old, failed := vm.mod, vm.failed
+	_ = old.Close(vm.ctx)
+	vm.generation++
+	vm.failed, vm.failedAtRuntime, vm.started = nil, false, false
+	vm.nextContextID, vm.rootID = 1, 0
+	vm.callback = map[string]api.Function{}
+	vm.streams = map[uint32]*Stream{}
+	vm.retiring = map[uint32]int{}
+	vm.metricIDs = map[uint32]*metric{}
+	vm.nextMetric = [3]uint32{}
+	vm.grpc = grpcState{}
+	vm.current, vm.activeRoot, vm.deferred = nil, 0, nil
+	vm.host.mu.Lock()
+	vm.pluginConfig = vm.host.opts.PluginConfig
+	vm.host.mu.Unlock()
+	if err := vm.load(); err != nil {
+		vm.failed = fmt.Errorf("reload after %v: %w", failed, err)
+		vm.loadedAt = now
+		return
+	}
+	vm.host.log(vm.id, 2, "wasm VM reloaded after a runtime error (failure_policy FAIL_RELOAD)")
+}
+
+// Generation counts how often the VM was reloaded (FailReload): 0 for the first load.
+func (vm *VM) Generation() int {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
+	return vm.generation
+}
+
+// misuse records a misuse of the ABI (see ErrMisuse), reported by the next call on the VM.
+func (vm *VM) misuse(what string) {
+	err := fmt.Errorf("%w: %s", ErrMisuse, what)
+	vm.misuses = append(vm.misuses, err)
+	vm.host.mu.Lock()
+	vm.host.misuses = append(vm.host.misuses, err)
+	vm.host.mu.Unlock()
+	vm.host.log(vm.id, 4, "host: "+err.Error())
+}
+
+// takeMisuse returns the misuses not reported yet, and forgets them.
+func (vm *VM) takeMisuse() error {
+	if len(vm.misuses) == 0 {
+		return nil
+	}
+	err := errors.Join(vm.misuses...)
+	vm.misuses = nil
+	return err
+}
+
+// afterCallback runs f once the current callback has returned.
+func (vm *VM) afterCallback(f func()) { vm.deferred = append(vm.deferred, f) }
+
+func (vm *VM) start() error {
 	startFn := "_initialize"
 	if vm.mod.ExportedFunction(startFn) == nil {
 		startFn = "_start"
@@ -373,6 +464,8 @@ func (vm *VM) newContextID() uint32 {
 func (vm *VM) fail(err error) error {
 	if vm.failed == nil {
 		vm.failed = err
+		vm.failedAtRuntime = vm.started
+		vm.deferred = nil
 		vm.host.log(vm.id, 5, "wasm VM failed: "+err.Error())
 		vm.endGrpc(fmt.Errorf("%w: %w", ErrVMFailed, err))
 	}
@@ -393,7 +486,7 @@ func (vm *VM) call(name string, def uint64, args ...uint64) (uint64, error) {
 	vm.phase = phaseCallback
 	trace := vm.host.opts.Trace != nil
 	if trace {
-		vm.traceBegin(true, name)
+		vm.traceBegin(true, name, args...)
 	}
 	err := f.CallWithStack(vm.ctx, vm.stack)
 	vm.phase = phaseIdle
@@ -405,14 +498,24 @@ func (vm *VM) call(name string, def uint64, args ...uint64) (uint64, error) {
 	if err != nil {
 		return 0, vm.fail(fmt.Errorf("%s: %w", name, err))
 	}
-	if len(f.Definition().ResultTypes()) == 0 {
-		return 0, nil
+	var result uint64
+	if len(f.Definition().ResultTypes()) > 0 {
+		result = vm.stack[0]
 	}
-	return vm.stack[0], nil
+	for len(vm.deferred) > 0 && vm.failed == nil {
+		next := vm.deferred[0]
+		vm.deferred = vm.deferred[1:]
+		next()
+	}
+	if vm.failed != nil {
+		return 0, fmt.Errorf("%w: %w", ErrVMFailed, vm.failed)
+	}
+	return result, nil
 }
 
-func (vm *VM) traceBegin(callback bool, name string) int {
-	vm.traceEvents = append(vm.traceEvents, TraceEvent{VM: vm.id, Depth: vm.depth, Callback: callback, Name: name})
+func (vm *VM) traceBegin(callback bool, name string, args ...uint64) int {
+	vm.traceEvents = append(vm.traceEvents, TraceEvent{VM: vm.id, Depth: vm.depth, Callback: callback, Name: name,
+		Args: append([]uint64(nil), args...)})
 	vm.depth++
 	return len(vm.traceEvents) - 1
 }

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
@@ -41,6 +42,10 @@ func (p *plugin) OnPluginStart(int) types.OnPluginStartStatus {
 		return types.OnPluginStartStatusFailed
 	}
 	p.mode = string(cfg)
+	if p.mode == "reply-in-configure" {
+		// A root context has no stream: Envoy answers Ok and sends nothing.
+		_ = abi.SendHttpResponse(418, nil, nil, -1)
+	}
 	return types.OnPluginStartStatusOK
 }
 
@@ -53,10 +58,28 @@ type stream struct {
 }
 
 func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
-	if strings.HasPrefix(s.mode, "grpc:") {
+	if strings.HasPrefix(s.mode, "grpc") && strings.Contains(s.mode, ":") {
 		return s.grpc()
 	}
+	if code, ok := strings.CutPrefix(s.mode, "reply-grpc:"); ok {
+		n, _ := strconv.Atoi(code)
+		_ = abi.SendLocalReply(429, "x", [][2]string{{"retry-after", "1"}, {"content-type", "text/plain"}},
+			[]byte("Too Many Requests: wait 100%\n"), int32(n))
+		return types.ActionPause
+	}
 	switch s.mode {
+	case "continue-in-headers":
+		// Envoy continues the chain after this callback, which then continues it again.
+		_ = abi.ResumeHttpRequest()
+	case "reply-twice":
+		_ = abi.SendHttpResponse(418, nil, []byte("one"), -1)
+		_ = abi.SendHttpResponse(418, nil, []byte("two"), -1)
+		return types.ActionPause
+	case "details":
+		_ = abi.SendLocalReply(418, " a\tb  c\n", nil, nil, -1)
+		return types.ActionPause
+	case "count-or-trap":
+		return s.countOrTrap()
 	case "gc":
 		// A timer initializes the runtime's netpoller; from then on every collection polls it
 		// (poll_oneoff) when it restarts the world.
@@ -96,6 +119,10 @@ func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
 }
 
 func (s *stream) OnHttpResponseHeaders(int, bool) types.Action {
+	if s.mode == "continue-late" {
+		// The request went on long ago: nothing is stopped.
+		_ = abi.ResumeHttpRequest()
+	}
 	if s.mode == "late-request-read" {
 		// Envoy drops the request header map after the request phase: BadArgument.
 		if _, err := abi.GetHttpRequestHeader(":path"); err != nil {
@@ -109,9 +136,16 @@ func (s *stream) OnHttpResponseHeaders(int, bool) types.Action {
 // service with the request's path as the message, and holds the request. On success the
 // response is added to the request as x-echo and the request continues; on failure the status
 // and its message are the reply. The token of the call and of the call before are in x-token.
+// Variants change what the success callback does: "grpc-late" continues first and then adds
+// x-echo (which Envoy refuses), "grpc-continue-reply" continues and then answers 418,
+// "grpc-reply-continue" answers 418 and then continues. "grpc-pair:M1:M2" makes two calls:
+// the first one answered continues the request, a failure answers 502.
 func (s *stream) grpc() types.Action {
 	parts := strings.Split(s.mode, ":")
-	method, timeout, cluster := parts[1], uint32(1000), "rls"
+	variant, method, timeout, cluster := parts[0], parts[1], uint32(1000), "rls"
+	if variant == "grpc-pair" {
+		return s.grpcPair(parts[1], parts[2])
+	}
 	if len(parts) > 2 {
 		n, _ := strconv.Atoi(parts[2])
 		timeout = uint32(n)
@@ -126,9 +160,23 @@ func (s *stream) grpc() types.Action {
 				_ = abi.SendHttpResponse(502, [][2]string{{"x-status", strconv.Itoa(int(status))}, {"x-message", message}}, nil, -1)
 				return
 			}
-			// The held request's headers are still there.
-			_ = abi.AddHttpRequestHeader("x-echo", string(response))
-			_ = abi.ResumeHttpRequest()
+			switch variant {
+			case "grpc-late":
+				_ = abi.ResumeHttpRequest()
+				if err := abi.AddHttpRequestHeader("x-echo", string(response)); err != nil {
+					abi.Log(abi.LogLevelInfo, "probe: late x-echo: "+err.Error())
+				}
+			case "grpc-continue-reply":
+				_ = abi.ResumeHttpRequest()
+				_ = abi.SendHttpResponse(418, nil, []byte("teapot"), -1)
+			case "grpc-reply-continue":
+				_ = abi.SendHttpResponse(418, nil, []byte("teapot"), -1)
+				_ = abi.ResumeHttpRequest()
+			default:
+				// The held request's headers are still there.
+				_ = abi.AddHttpRequestHeader("x-echo", string(response))
+				_ = abi.ResumeHttpRequest()
+			}
 		})
 	if err != nil {
 		_ = abi.SendHttpResponse(500, [][2]string{{"x-error", err.Error()}}, nil, -1)
@@ -140,5 +188,42 @@ func (s *stream) grpc() types.Action {
 		return types.ActionPause
 	}
 	_ = abi.AddHttpRequestHeader("x-token", strconv.Itoa(int(token)))
+	return types.ActionPause
+}
+
+func (s *stream) grpcPair(first, second string) types.Action {
+	for _, method := range []string{first, second} {
+		_, err := abi.DispatchGrpcCall(s.id, "rls", "test.Echo", method, nil, nil, 5000,
+			func(status uint32, message string, response []byte) {
+				if status != abi.GrpcStatusOK {
+					_ = abi.SendHttpResponse(502, nil, nil, -1)
+					return
+				}
+				_ = abi.ResumeHttpRequest()
+			})
+		if err != nil {
+			_ = abi.SendHttpResponse(500, [][2]string{{"x-error", err.Error()}}, nil, -1)
+			return types.ActionPause
+		}
+	}
+	return types.ActionPause
+}
+
+// countOrTrap counts the requests in shared data ("hits", a decimal number) and answers the
+// count in x-hits; a request for /trap aborts the VM with a fatal error of Go's runtime, which no
+// recover catches.
+func (s *stream) countOrTrap() types.Action {
+	if path, _ := abi.GetHttpRequestHeader(":path"); path == "/trap" {
+		var mu sync.Mutex
+		mu.Unlock()
+	}
+	value, cas, err := abi.GetSharedData("hits")
+	n := 0
+	if err == nil {
+		n, _ = strconv.Atoi(string(value))
+	}
+	n++
+	_ = abi.SetSharedData("hits", []byte(strconv.Itoa(n)), cas)
+	_ = abi.SendHttpResponse(200, [][2]string{{"x-hits", strconv.Itoa(n)}}, nil, -1)
 	return types.ActionPause
 }
