@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
@@ -203,4 +207,102 @@ func TestSharedDataCallsPerRequest(t *testing.T) {
 		t.Logf("busy table: %v", cost)
 		break
 	}
+}
+
+// The claims under real parallelism: 8 worker VMs in goroutines of their own race on 40 keys
+// over a table of 16 slots, so buckets are created, found idle and taken over, and claims raced
+// for, all the time. The clock moves between rounds, never during one. Whatever the
+// interleaving: after every round no owner has two live buckets, and no key was admitted more
+// than its token bucket allows over any run of rounds (RFC 1363: capacity + rate × elapsed).
+func TestClaimsUnderParallelWorkers(t *testing.T) {
+	const (
+		workers  = 8
+		keys     = 40
+		rounds   = 60
+		capacity = 2
+		every    = 20 * time.Millisecond // one token
+	)
+	config := `{"key_table": {"max_keys": 16, "when_full": "reject"},
+	  "rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
+	    "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "20ms"}]}]}`
+	g := newRigWith(t, host.Envoy139, config, workers, rigOptions{secret: [2]uint64{5, 8}})
+	rng := rand.New(rand.NewPCG(3, 4))
+	admitted := make([][]int, keys) // per key, per round
+	instants := make([]int64, rounds)
+	for k := range admitted {
+		admitted[k] = make([]int, rounds)
+	}
+	for r := 0; r < rounds; r++ {
+		g.clock.Advance(time.Duration(rng.Int64N(int64(50 * time.Millisecond))))
+		instants[r] = g.clock.Monotonic()
+		plans := make([][]int, workers)
+		for w := range plans {
+			for i := 0; i < 8; i++ {
+				plans[w] = append(plans[w], rng.IntN(keys))
+			}
+		}
+		got := make([][]int, workers)
+		errs := make([]error, workers)
+		var wg sync.WaitGroup
+		for w := range plans {
+			got[w] = make([]int, keys)
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for _, k := range plans[w] {
+					resp, err := g.vms[w].Do(apiKeyReq("key-"+strconv.Itoa(k)), okUpstream)
+					switch {
+					case err != nil:
+						errs[w] = err
+						return
+					case resp.Status == 200:
+						got[w][k]++
+					case resp.Status != 429:
+						errs[w] = fmt.Errorf("status %d: %s", resp.Status, resp.Body)
+						return
+					}
+				}
+			}(w)
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v\n%s", r, err, g.logText())
+			}
+		}
+		for w := range got {
+			for k, n := range got[w] {
+				admitted[k][r] += n
+			}
+		}
+		owners := map[uint64]string{}
+		for slot, value := range g.slots() {
+			if len(value) != slotSize || value[3]>>4 != 1 { // live buckets only (table.go: kind live)
+				continue
+			}
+			if other, dup := owners[slotOwner(value)]; dup {
+				t.Fatalf("round %d: owner %x has live buckets in %s and %s", r, slotOwner(value), other, slot)
+			}
+			owners[slotOwner(value)] = slot
+		}
+	}
+	total := 0
+	for k := range admitted {
+		for a := 0; a < rounds; a++ {
+			n := 0
+			for b := a; b < rounds; b++ {
+				n += admitted[k][b]
+				if bound := int64(capacity) + (instants[b]-instants[a])/int64(every); int64(n) > bound {
+					t.Fatalf("key %d: %d admitted from round %d to %d (%v), the bucket allows %d",
+						k, n, a, b, time.Duration(instants[b]-instants[a]), bound)
+				}
+			}
+			total += admitted[k][a]
+		}
+	}
+	if v := g.counter("tollgate.internal_errors"); v != 0 {
+		t.Errorf("%d requests ran out of retries", v)
+	}
+	t.Logf("%d requests, %d admitted; key_table_full %d; the workers caused %d CAS mismatches",
+		workers*8*rounds, total, g.counter("tollgate.key_table_full"), g.host.SharedData().Stats().Mismatches)
 }
