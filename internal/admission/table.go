@@ -33,19 +33,21 @@ const casCreate = math.MaxUint32
 //     a known key whose bucket sits in its first candidate costs one read, as with one slot.
 //   - A new bucket is first written as a pending claim (owner, claim time) into the first
 //     candidate that is empty, holds something that is not a slot, a released claim, an idle
-//     bucket of another key or an abandoned claim. Then every other candidate is read again:
-//     if one holds a bucket of the owner, or an earlier claim of it, the claim is given up;
-//     otherwise it becomes the live bucket with a write against the claim's CAS. Of two claims
-//     of one key, the one written later is checked after the earlier one was written, so it
-//     sees it (pending, or live) and yields: two workers never both turn claims of one key
-//     into live buckets. Every worker that finds a claim of its key checks and commits it the
-//     same way, so nobody waits for a stalled claimer.
+//     bucket of another key or an abandoned claim. Then the claim and every other candidate
+//     are read again: if one holds a bucket of the owner, or a claim of it in an earlier
+//     candidate, the claim is given up (a claim in a later candidate is released on the way);
+//     otherwise it becomes the live bucket with a write against the claim's CAS. Of two
+//     claims of one key, the one written later is checked after the earlier one was written,
+//     so it sees it (pending, or live) and yields, or releases it, whose commit then fails:
+//     two workers never both turn claims of one key into live buckets. Every worker that
+//     finds a claim of its key checks and commits it the same way, so nobody waits for a
+//     stalled claimer.
 //   - A bucket of another key is taken over only when idle (a token bucket full again, a
 //     window with nothing counted): its owner would find exactly that state, so reuse hands
 //     nobody a token. Every value written carries a stamp, the latest now any writer of that
-//     slot used; a new bucket starts at the latest stamp its lookup saw, so a worker whose now
-//     is older than a takeover it observed cannot start the key's next bucket before the old
-//     one was idle.
+//     slot used; a new bucket starts at the latest stamp its lookup and check saw, so a
+//     worker whose now is older than a takeover it observed cannot start the key's next
+//     bucket before the old one was idle.
 //   - A key none of whose candidates is free is the when_full policy's case; the default
 //     charges one overflow bucket per rule and limit, kept under its own key, so a flood of
 //     new keys throttles itself and never touches the buckets in use.
