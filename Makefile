@@ -24,7 +24,10 @@ FUZZTIME ?= 300000x
 # make bench BENCHCOUNT=6 repeats every benchmark for benchstat (BENCHMARKS.md uses 6).
 BENCHCOUNT ?= 1
 BENCH      ?= .
-IMAGE    ?= tollgate:dev
+# The version the module logs at start-up and `tollgate version` prints: the tag on a tagged
+# commit, else the tag and the commits since it, else the commit; "-dirty" with local changes.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/tollgate-proxy/tollgate/internal/version.Version=$(VERSION)
 # Every fuzz target as package:Target; e2e's TestMakeFuzzRunsEveryTarget keeps the list complete.
 FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows \
 	./internal/admission:FuzzDecodeSlot ./internal/admission:FuzzClientAddress \
@@ -40,10 +43,13 @@ WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./inte
 
 .PHONY: build run test bench fuzz soak check lint clean image e2e-envoy ratelimit
 
+# build/tollgate.wasm.sha256 is in sha256sum's format ("HEX  tollgate.wasm"): `sha256sum -c` in
+# build/ checks it, and its first field is what Envoy's vm_config.code.remote.sha256 wants.
 build:
-	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(WASM) ./filter
-	$(GO) build -trimpath -o $(BIN) ./cmd/tollgate
-	@echo "built $(WASM) ($$(wc -c < $(WASM)) bytes) and $(BIN)"
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags '$(LDFLAGS)' -o $(WASM) ./filter
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/tollgate
+	cd $(dir $(WASM)) && { sha256sum $(notdir $(WASM)) 2>/dev/null || shasum -a 256 $(notdir $(WASM)); } > $(notdir $(WASM)).sha256
+	@echo "built $(WASM) $(VERSION) ($$(wc -c < $(WASM)) bytes, sha256 $$(cut -d' ' -f1 $(WASM).sha256)) and $(BIN)"
 
 run: build
 	@echo
@@ -103,7 +109,7 @@ check lint:
 # The image holds build/tollgate.wasm as plugin.wasm in one layer; push it and point a WasmPlugin's
 # url at it (docs/istio.md).
 image: build
-	deploy/image/build.sh $(IMAGE) $(WASM)
+	deploy/image/build.sh $(or $(IMAGE),tollgate:dev) $(WASM)
 
 # Builds the module, starts e2e/envoy/compose.yaml, runs the shared scenario against Envoy and
 # always takes the containers down. Fails (rather than skips) when no Docker daemon answers.
