@@ -9,7 +9,9 @@
 #                exactness property over many more seeds, CAS retry rates over more requests
 #   make check   gofmt, go vet (native and wasip1), go mod tidy
 #   make ratelimit  envoyproxy/ratelimit for the global-limit tests (needs the Go module proxy)
-#   make image   the Wasm OCI image Istio pulls, tagged IMAGE (needs Docker or Podman)
+#   make image   the Wasm OCI image Istio and Envoy Gateway pull, as an OCI layout in build/image
+#                (no Docker needed); IMAGE=REGISTRY/REPOSITORY:TAG make push pushes it
+#   make release the module, its checksum and the image of VERSION, in one step
 #   make e2e-envoy  the end-to-end scenario against a real Envoy container (needs Docker)
 
 GO       ?= go
@@ -41,7 +43,7 @@ RATELIMIT_BIN := build/ratelimit/$(RATELIMIT_VERSION)
 # Packages linked into the module: they must also vet for wasip1.
 WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/rls ./config ./limiter
 
-.PHONY: build run test bench fuzz soak check lint clean image e2e-envoy ratelimit
+.PHONY: build run test bench fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
 
 # build/tollgate.wasm.sha256 is in sha256sum's format ("HEX  tollgate.wasm"): `sha256sum -c` in
 # build/ checks it, and its first field is what Envoy's vm_config.code.remote.sha256 wants.
@@ -106,10 +108,32 @@ check lint:
 	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags tollgate_faults ./filter
 	$(GO) mod tidy -diff
 
-# The image holds build/tollgate.wasm as plugin.wasm in one layer; push it and point a WasmPlugin's
-# url at it (docs/istio.md).
+# The image holds build/tollgate.wasm as plugin.wasm in one layer (cmd/tollgate-image says which
+# media types and why; docs/istio.md and docs/envoy-gateway.md how to use it). make image writes it as an OCI image layout and prints its digest;
+# IMAGE=registry.example.com/tollgate:0.1.0 make push pushes it with the credentials of
+# `docker login`. Neither needs a container engine.
+IMAGE_DIR := build/image
 image: build
-	deploy/image/build.sh $(or $(IMAGE),tollgate:dev) $(WASM)
+	$(GO) run ./cmd/tollgate-image build --wasm $(WASM) --version $(VERSION) --out $(IMAGE_DIR)
+
+push:
+	@[ -n "$(IMAGE)" ] || { echo "make push: say where to push: IMAGE=registry.example.com/tollgate:$(VERSION) make push" >&2; exit 2; }
+	@$(MAKE) --no-print-directory image VERSION=$(VERSION)
+	$(GO) run ./cmd/tollgate-image push --layout $(IMAGE_DIR) --image $(IMAGE)
+
+# The same image built by Docker or Podman from deploy/image/Dockerfile, tagged IMAGE.
+image-docker: build
+	deploy/image/build.sh $(or $(IMAGE),tollgate:$(VERSION)) $(WASM)
+
+# A release: the module, its checksum and the image, all of VERSION, from a clean work tree.
+release:
+	@case "$(VERSION)" in *-dirty) echo "make release: the work tree has changes ($(VERSION)); commit them, or tag the commit, first" >&2; exit 1;; esac
+	@$(MAKE) --no-print-directory image VERSION=$(VERSION)
+	@echo
+	@echo "release $(VERSION):"
+	@echo "  $(WASM)         the module"
+	@echo "  $(WASM).sha256  $$(cut -d' ' -f1 $(WASM).sha256)"
+	@echo "  $(IMAGE_DIR)/          the image; push it with IMAGE=REGISTRY/REPOSITORY:$(VERSION) make push"
 
 # Builds the module, starts e2e/envoy/compose.yaml, runs the shared scenario against Envoy and
 # always takes the containers down. Fails (rather than skips) when no Docker daemon answers.
