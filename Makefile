@@ -41,7 +41,7 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows \
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
 RATELIMIT_BIN := build/ratelimit/$(RATELIMIT_VERSION)
 # Packages linked into the module: they must also vet for wasip1.
-WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/rls ./config ./limiter
+WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/rls ./internal/version ./config ./limiter
 
 .PHONY: build run test bench fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
 
@@ -109,9 +109,9 @@ check lint:
 	$(GO) mod tidy -diff
 
 # The image holds build/tollgate.wasm as plugin.wasm in one layer (cmd/tollgate-image says which
-# media types and why; docs/istio.md and docs/envoy-gateway.md how to use it). make image writes it as an OCI image layout and prints its digest;
-# IMAGE=registry.example.com/tollgate:0.1.0 make push pushes it with the credentials of
-# `docker login`. Neither needs a container engine.
+# media types and why; docs/istio.md and docs/envoy-gateway.md how to use it). make image writes
+# it as an OCI image layout and prints its digest; IMAGE=registry.example.com/tollgate:0.1.0
+# make push pushes it with the credentials of `docker login`. Neither needs a container engine.
 IMAGE_DIR := build/image
 image: build
 	$(GO) run ./cmd/tollgate-image build --wasm $(WASM) --version $(VERSION) --out $(IMAGE_DIR)
