@@ -12,6 +12,7 @@
 #   make image   the Wasm OCI image Istio and Envoy Gateway pull, as an OCI layout in build/image
 #                (no Docker needed); IMAGE=REGISTRY/REPOSITORY:TAG make push pushes it
 #   make release the module, its checksum and the image of VERSION, in one step
+#   make image-docker  the same image built by Docker or Podman, tagged IMAGE
 #   make e2e-envoy  the end-to-end scenario against a real Envoy container (needs Docker)
 
 GO       ?= go
