@@ -132,9 +132,9 @@ release:
 	@$(MAKE) --no-print-directory image VERSION=$(VERSION)
 	@echo
 	@echo "release $(VERSION):"
-	@echo "  $(WASM)         the module"
-	@echo "  $(WASM).sha256  $$(cut -d' ' -f1 $(WASM).sha256)"
-	@echo "  $(IMAGE_DIR)/          the image; push it with IMAGE=REGISTRY/REPOSITORY:$(VERSION) make push"
+	@echo "  module    $(WASM)"
+	@echo "  checksum  $(WASM).sha256: $$(cut -d' ' -f1 $(WASM).sha256)"
+	@echo "  image     $(IMAGE_DIR)/ (OCI layout): push it with IMAGE=REGISTRY/REPOSITORY:$(VERSION) make push"
 
 # Builds the module, starts e2e/envoy/compose.yaml, runs the shared scenario against Envoy and
 # always takes the containers down. Fails (rather than skips) when no Docker daemon answers.

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"log"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -144,7 +145,7 @@ func istioModule(img v1.Image) ([]byte, error) {
 // What comes back is the module byte for byte, in the compat variant's media types.
 func TestPushedImagePullsBackAsTheModule(t *testing.T) {
 	wasm, want := module(t)
-	server := httptest.NewServer(registry.New())
+	server := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer server.Close()
 	u, err := url.Parse(server.URL)
 	if err != nil {
