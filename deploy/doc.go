@@ -10,7 +10,8 @@
 // repository ships is valid: each Envoy configuration against Envoy's own API (the v3 Bootstrap
 // of go-control-plane, unknown fields rejected, every Any resolved, and the generated
 // validation), each WasmPlugin against Istio's API, each Envoy Gateway manifest against Envoy
-// Gateway's and the Gateway API's Go types (decoded as strictly as the API server decodes),
+// Gateway's and the Gateway API's Go types and CRDs (decoded and validated as the API server
+// does),
 // every Tollgate configuration inside them with config.Parse (what `tollgate check` and the
 // module run), and the compose file and the image recipe against the files they refer to. shipped_test.go lists every such file and the test
 // that proves it; a configuration file missing from that list fails the suite. Nothing here is

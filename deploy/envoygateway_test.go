@@ -45,8 +45,9 @@ type envoyGatewayObjects struct {
 // decodeEnvoyGatewayManifest decodes every document of a manifest into the API type of its
 // kind the way the API server does: YAML with a duplicated key refused, then JSON decoded
 // case-sensitively with unknown and duplicated fields refused (sigs.k8s.io/json, the API
-// server's strict decoder), into Envoy Gateway's v1alpha1 and the Gateway API's v1 types.
-func decodeEnvoyGatewayManifest(name string, data []byte, into *envoyGatewayObjects) error {
+// server's strict decoder), into Envoy Gateway's v1alpha1 and the Gateway API's v1 types; then
+// validates it against the kind's CRD, schema and CEL rules (crd_test.go).
+func decodeEnvoyGatewayManifest(name string, data []byte, into *envoyGatewayObjects, crds map[string]*crdValidator) error {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {
 		chunk, err := reader.Read()
@@ -93,6 +94,17 @@ func decodeEnvoyGatewayManifest(name string, data []byte, into *envoyGatewayObje
 		}
 		if len(strict) > 0 {
 			return fmt.Errorf("%s: %s: %w", name, head.Kind, errors.Join(strict...))
+		}
+		crd := crds[head.APIVersion+" "+head.Kind]
+		if crd == nil {
+			return fmt.Errorf("%s: %s: no CRD to validate it against", name, head.Kind)
+		}
+		invalid, err := crd.validate(jsonData)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", name, head.Kind, err)
+		}
+		if len(invalid) > 0 {
+			return fmt.Errorf("%s: %s: the CRD refuses it: %w", name, head.Kind, invalid.ToAggregate())
 		}
 	}
 }
@@ -178,8 +190,9 @@ func checkEnvoyGateway(objs *envoyGatewayObjects) []string {
 	return problems
 }
 
-// checkWasmCode checks a code source against the CEL rules of Envoy Gateway's CRD (type HTTP has
-// http and not image; type Image has image and not http) and what loading Tollgate needs.
+// checkWasmCode checks a code source for what loading Tollgate needs. The CRD's own rules (type
+// HTTP has http and not image, type Image has image and not http) ran before; the first two
+// cases only keep a source that broke them from being read.
 func checkWasmCode(where, at string, code egv1a1.WasmCodeSource) []string {
 	var problems []string
 	add := func(format string, args ...any) {
@@ -238,7 +251,7 @@ func readEnvoyGatewayObjects(t *testing.T, files ...string) *envoyGatewayObjects
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := decodeEnvoyGatewayManifest(file, data, objs); err != nil {
+		if err := decodeEnvoyGatewayManifest(file, data, objs, crdValidatorsFor(t)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -334,9 +347,15 @@ func TestEnvoyGatewayCheckRefusesMutations(t *testing.T) {
 		{"Gateway of another class", gw, "  gatewayClassName: eg", "  gatewayClassName: istio",
 			[]string{`spec.gatewayClassName "istio" is not a GatewayClass`}},
 		{"image source with http", image, "      type: Image", "      type: HTTP",
-			[]string{"spec.wasm[0].code: type HTTP needs http and no image"}},
+			[]string{"the CRD refuses it", "spec.wasm[0].code: Invalid value: If type is HTTP, http field needs to be set"}},
 		{"unknown source type", image, "      type: Image", "      type: OCI",
-			[]string{`spec.wasm[0].code.type: "OCI": want HTTP or Image`}},
+			[]string{"the CRD refuses it", `spec.wasm[0].code.type: Unsupported value: "OCI"`}},
+		{"path match type misspelt", route, "type: PathPrefix", "type: Prefix",
+			[]string{"HTTPRoute: the CRD refuses it", `Unsupported value: "Prefix"`}},
+		{"listener port out of range", gw, "port: 80", "port: 0",
+			[]string{"Gateway: the CRD refuses it", "spec.listeners[0].port"}},
+		{"policy on a Service", image, "    kind: HTTPRoute", "    kind: Service",
+			[]string{"EnvoyExtensionPolicy: the CRD refuses it", "targetRefs[*].kind of Gateway/ListenerSet/HTTPRoute"}},
 		{"latest image", image, "url: registry.example.com/tollgate:0.1.0", "url: registry.example.com/tollgate:latest",
 			[]string{"spec.wasm[0].code.image.url", "pin a tag or a digest"}},
 		{"image without a tag", image, "url: registry.example.com/tollgate:0.1.0", "url: oci://registry.example.com:5000/tollgate",
@@ -358,6 +377,7 @@ func TestEnvoyGatewayCheckRefusesMutations(t *testing.T) {
 		{"Tollgate number not whole", image, "capacity: 100", "capacity: 100.5",
 			[]string{"spec.wasm[0].config: Tollgate refuses it", "rules[0].limits[0].capacity"}},
 	}
+	crds := crdValidatorsFor(t)
 	all := map[string][]byte{}
 	for _, f := range envoyGatewayManifests {
 		data, err := os.ReadFile(filepath.Join(repoRoot, f))
@@ -382,7 +402,7 @@ func TestEnvoyGatewayCheckRefusesMutations(t *testing.T) {
 				if f == tt.file {
 					data = []byte(strings.Replace(string(data), tt.old, tt.new, 1))
 				}
-				if err = decodeEnvoyGatewayManifest(f, data, objs); err != nil {
+				if err = decodeEnvoyGatewayManifest(f, data, objs, crds); err != nil {
 					break
 				}
 			}
