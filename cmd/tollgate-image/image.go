@@ -114,9 +114,17 @@ func newImage(module []byte, version string) (v1.Image, error) {
 	return annotated, nil
 }
 
-// writeLayout writes img as the only image of an OCI image layout in dir, replacing what dir
-// held, with its version as the reference name (what `skopeo copy oci:DIR:VERSION` names).
+// writeLayout writes img as the only image of an OCI image layout in dir, replacing the layout
+// dir held, with its version as the reference name (what `skopeo copy oci:DIR:VERSION` names).
+// A dir that holds anything else is left alone: a mistyped --out must not delete a directory.
 func writeLayout(dir string, img v1.Image, version string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); len(entries) > 0 && err != nil {
+		return fmt.Errorf("%s exists and is not an OCI image layout: refusing to replace it; name a new or empty directory", dir)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}

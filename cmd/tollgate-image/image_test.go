@@ -292,6 +292,7 @@ func TestImageCommandErrors(t *testing.T) {
 		{"build without a version", []string{"build", "--wasm", wasm, "--out", out}, 2, "--version is required"},
 		{"module missing", []string{"build", "--wasm", filepath.Join(t.TempDir(), "none.wasm"), "--version", "v1", "--out", out}, 1, "build the module first: make build"},
 		{"not a module", []string{"build", "--wasm", notWasm, "--version", "v1", "--out", out}, 1, "not a WebAssembly module"},
+		{"output over another directory", []string{"build", "--wasm", wasm, "--version", "v1", "--out", filepath.Dir(notWasm)}, 1, "is not an OCI image layout: refusing to replace it"},
 		{"push without an image", []string{"push", "--layout", out}, 2, "IMAGE=registry.example.com/tollgate:0.1.0 make push"},
 		{"push without a tag", []string{"push", "--layout", out, "--image", "registry.example.com/tollgate"}, 2, "has no tag"},
 		{"push a bad reference", []string{"push", "--layout", out, "--image", "Registry Example/tollgate:1"}, 2, "want REGISTRY/REPOSITORY:TAG"},
