@@ -31,7 +31,7 @@ var envoyGatewayManifests = []string{
 	"deploy/envoy-gateway/gateway.yaml",
 	"deploy/envoy-gateway/httproute.yaml",
 	"deploy/envoy-gateway/extension-policy.yaml",
-	"deploy/envoy-gateway/extension-policy-http.yaml",
+	"deploy/envoy-gateway/https/extension-policy.yaml",
 }
 
 // envoyGatewayObjects is what a set of manifests declares, by kind.
@@ -260,7 +260,7 @@ func readEnvoyGatewayObjects(t *testing.T, files ...string) *envoyGatewayObjects
 
 func TestShippedEnvoyGatewayManifestsAreValid(t *testing.T) {
 	base := []string{"deploy/envoy-gateway/gateway.yaml", "deploy/envoy-gateway/httproute.yaml"}
-	for _, policy := range []string{"deploy/envoy-gateway/extension-policy.yaml", "deploy/envoy-gateway/extension-policy-http.yaml"} {
+	for _, policy := range []string{"deploy/envoy-gateway/extension-policy.yaml", "deploy/envoy-gateway/https/extension-policy.yaml"} {
 		t.Run(policy, func(t *testing.T) {
 			objs := readEnvoyGatewayObjects(t, append(base, policy)...)
 			if len(objs.gatewayClasses) != 1 || len(objs.gateways) != 1 || len(objs.routes) != 1 || len(objs.policies) != 1 {
@@ -276,7 +276,7 @@ func TestShippedEnvoyGatewayManifestsAreValid(t *testing.T) {
 	// Both policies are one object, so applying one replaces the other, and they load the same
 	// configuration.
 	image := readEnvoyGatewayObjects(t, "deploy/envoy-gateway/extension-policy.yaml").policies[0]
-	http := readEnvoyGatewayObjects(t, "deploy/envoy-gateway/extension-policy-http.yaml").policies[0]
+	http := readEnvoyGatewayObjects(t, "deploy/envoy-gateway/https/extension-policy.yaml").policies[0]
 	if image.Namespace+"/"+image.Name != http.Namespace+"/"+http.Name {
 		t.Errorf("the policies are %s/%s and %s/%s; want one name, so that they replace each other", image.Namespace, image.Name, http.Namespace, http.Name)
 	}
@@ -317,7 +317,7 @@ func TestEnvoyGatewayConfigNumbersSurviveTheAPIServer(t *testing.T) {
 func TestEnvoyGatewayCheckRefusesMutations(t *testing.T) {
 	const (
 		image = "deploy/envoy-gateway/extension-policy.yaml"
-		http  = "deploy/envoy-gateway/extension-policy-http.yaml"
+		http  = "deploy/envoy-gateway/https/extension-policy.yaml"
 		route = "deploy/envoy-gateway/httproute.yaml"
 		gw    = "deploy/envoy-gateway/gateway.yaml"
 		zeros = `"0000000000000000000000000000000000000000000000000000000000000000"`
