@@ -10,7 +10,10 @@
 #                the key table's placement property over 20,000 interleavings
 #   make check   gofmt, go vet (native and wasip1), go mod tidy
 #   make ratelimit  envoyproxy/ratelimit for the global-limit tests (needs the Go module proxy)
-#   make image   the Wasm OCI image Istio pulls, tagged IMAGE (needs Docker or Podman)
+#   make image   the Wasm OCI image Istio and Envoy Gateway pull, as an OCI layout in build/image
+#                (no Docker needed); IMAGE=REGISTRY/REPOSITORY:TAG make push pushes it
+#   make release the module, its checksum and the image of VERSION, in one step
+#   make image-docker  the same image built by Docker or Podman, tagged IMAGE
 #   make e2e-envoy  the end-to-end scenario against a real Envoy container (needs Docker)
 
 GO       ?= go
@@ -25,7 +28,10 @@ FUZZTIME ?= 300000x
 # make bench BENCHCOUNT=6 repeats every benchmark for benchstat (BENCHMARKS.md uses 6).
 BENCHCOUNT ?= 1
 BENCH      ?= .
-IMAGE    ?= tollgate:dev
+# The version the module logs at start-up and `tollgate version` prints: the tag on a tagged
+# commit, else the tag and the commits since it, else the commit; "-dirty" with local changes.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X github.com/tollgate-proxy/tollgate/internal/version.Version=$(VERSION)
 # Every fuzz target as package:Target; e2e's TestMakeFuzzRunsEveryTarget keeps the list complete.
 FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows \
 	./internal/admission:FuzzDecodeSlot ./internal/admission:FuzzClientAddress \
@@ -37,14 +43,17 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows \
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
 RATELIMIT_BIN := build/ratelimit/$(RATELIMIT_VERSION)
 # Packages linked into the module: they must also vet for wasip1.
-WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/rls ./config ./limiter
+WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/rls ./internal/version ./config ./limiter
 
-.PHONY: build run test bench fuzz soak check lint clean image e2e-envoy ratelimit
+.PHONY: build run test bench fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
 
+# build/tollgate.wasm.sha256 is in sha256sum's format ("HEX  tollgate.wasm"): `sha256sum -c` in
+# build/ checks it, and its first field is what Envoy's vm_config.code.remote.sha256 wants.
 build:
-	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $(WASM) ./filter
-	$(GO) build -trimpath -o $(BIN) ./cmd/tollgate
-	@echo "built $(WASM) ($$(wc -c < $(WASM)) bytes) and $(BIN)"
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags '$(LDFLAGS)' -o $(WASM) ./filter
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/tollgate
+	cd $(dir $(WASM)) && { sha256sum $(notdir $(WASM)) 2>/dev/null || shasum -a 256 $(notdir $(WASM)); } > $(notdir $(WASM)).sha256
+	@echo "built $(WASM) $(VERSION) ($$(wc -c < $(WASM)) bytes, sha256 $$(cut -d' ' -f1 $(WASM).sha256)) and $(BIN)"
 
 run: build
 	@echo
@@ -102,10 +111,32 @@ check lint:
 	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags tollgate_faults ./filter
 	$(GO) mod tidy -diff
 
-# The image holds build/tollgate.wasm as plugin.wasm in one layer; push it and point a WasmPlugin's
-# url at it (docs/istio.md).
+# The image holds build/tollgate.wasm as plugin.wasm in one layer (cmd/tollgate-image says which
+# media types and why; docs/istio.md and docs/envoy-gateway.md how to use it). make image writes
+# it as an OCI image layout and prints its digest; IMAGE=registry.example.com/tollgate:0.1.0
+# make push pushes it with the credentials of `docker login`. Neither needs a container engine.
+IMAGE_DIR := build/image
 image: build
-	deploy/image/build.sh $(IMAGE) $(WASM)
+	$(GO) run ./cmd/tollgate-image build --wasm $(WASM) --version $(VERSION) --out $(IMAGE_DIR)
+
+push:
+	@[ -n "$(IMAGE)" ] || { echo "make push: say where to push: IMAGE=registry.example.com/tollgate:$(VERSION) make push" >&2; exit 2; }
+	@$(MAKE) --no-print-directory image VERSION=$(VERSION)
+	$(GO) run ./cmd/tollgate-image push --layout $(IMAGE_DIR) --image $(IMAGE)
+
+# The same image built by Docker or Podman from deploy/image/Dockerfile, tagged IMAGE.
+image-docker: build
+	deploy/image/build.sh $(or $(IMAGE),tollgate:$(VERSION)) $(WASM)
+
+# A release: the module, its checksum and the image, all of VERSION, from a clean work tree.
+release:
+	@case "$(VERSION)" in *-dirty) echo "make release: the work tree has changes ($(VERSION)); commit them, or tag the commit, first" >&2; exit 1;; esac
+	@$(MAKE) --no-print-directory image VERSION=$(VERSION)
+	@echo
+	@echo "release $(VERSION):"
+	@echo "  module    $(WASM)"
+	@echo "  checksum  $(WASM).sha256: $$(cut -d' ' -f1 $(WASM).sha256)"
+	@echo "  image     $(IMAGE_DIR)/ (OCI layout): push it with IMAGE=REGISTRY/REPOSITORY:$(VERSION) make push"
 
 # Builds the module, starts e2e/envoy/compose.yaml, runs the shared scenario against Envoy and
 # always takes the containers down. Fails (rather than skips) when no Docker daemon answers.

@@ -185,18 +185,19 @@ func checkEnvoyFragment(at, typeName string, text []byte) error {
 		return fmt.Errorf("%s: not an Envoy %s: %w", at, typeName, err)
 	}
 	problems := validate("", m)
+	b, _ := m.(*bootstrapv3.Bootstrap) // nil for a fragment smaller than a bootstrap
 	err = walk(m.ProtoReflect(), "", func(path string, inner proto.Message, packed bool) {
 		if packed {
 			problems = append(problems, validate(path, inner)...)
 		}
 		if w, ok := inner.(*httpwasmv3.Wasm); ok {
-			problems = append(problems, checkTollgateFilter(path, w)...)
+			problems = append(problems, checkTollgateFilter(path, w, b)...)
 		}
 	})
 	if err != nil {
 		problems = append(problems, err)
 	}
-	if b, ok := m.(*bootstrapv3.Bootstrap); ok && len(b.GetStatsConfig().GetStatsTags()) > 0 {
+	if b != nil && len(b.GetStatsConfig().GetStatsTags()) > 0 {
 		problems = append(problems, checkRuleTag(b)...)
 	}
 	for i, p := range problems {

@@ -25,6 +25,7 @@ var envoyConfigs = []struct {
 	{file: "e2e/envoy/envoy.yaml", tollgateFilters: 1, module: "/etc/envoy/tollgate.wasm", pluginConfig: scenario.Config},
 	{file: "e2e/envoy/upstream.yaml"},
 	{file: "deploy/ratelimit/envoy.yaml", tollgateFilters: 1, module: "build/tollgate.wasm"},
+	{file: "deploy/remote/envoy.yaml", tollgateFilters: 1, module: "https://downloads.example.com/tollgate/v0.1.0/tollgate.wasm"},
 }
 
 func TestShippedEnvoyConfigsAreValid(t *testing.T) {
@@ -40,7 +41,7 @@ func TestShippedEnvoyConfigsAreValid(t *testing.T) {
 			}
 			for _, path := range sortedKeys(c.tollgate) {
 				filter := c.tollgate[path]
-				if got := filter.GetConfig().GetVmConfig().GetCode().GetLocal().GetFilename(); got != tt.module {
+				if got := moduleSource(filter); got != tt.module {
 					t.Errorf("%s loads the module from %q, want %q", path, got, tt.module)
 				}
 				if tt.pluginConfig == "" {
@@ -130,6 +131,22 @@ func TestEnvoyConfigCheckRefusesMutations(t *testing.T) {
 			[]string{"http_filters: the last filter must be the router"}},
 		{"unknown cluster", "e2e/envoy/envoy.yaml", "route: { cluster: upstream }", "route: { cluster: upstreams }",
 			[]string{`route.cluster: "upstreams" is not a cluster`}},
+		{"remote module without a checksum", "deploy/remote/envoy.yaml", `sha256: "0000000000000000000000000000000000000000000000000000000000000000"`, "",
+			[]string{"deploy/remote/envoy.yaml: ", "RemoteDataSource.Sha256: value length must be at least 1"}},
+		{"remote checksum unquoted", "deploy/remote/envoy.yaml", `sha256: "0000000000000000000000000000000000000000000000000000000000000000"`, "sha256: 0000000000000000000000000000000000000000000000000000000000000000",
+			[]string{"deploy/remote/envoy.yaml: not an Envoy v3 Bootstrap", "invalid value for string field sha256"}},
+		{"remote checksum not hex", "deploy/remote/envoy.yaml", `sha256: "0000000000000000000000000000000000000000000000000000000000000000"`, `sha256: "sha256:0000"`,
+			[]string{"config.vm_config.code.remote.sha256", "64 lowercase hex digits"}},
+		{"remote checksum in upper case", "deploy/remote/envoy.yaml", `sha256: "0000000000000000000000000000000000000000000000000000000000000000"`, `sha256: "ABCDEF0000000000000000000000000000000000000000000000000000000000"`,
+			[]string{"config.vm_config.code.remote.sha256"}},
+		{"remote module without retries", "deploy/remote/envoy.yaml", "                        num_retries: 5\n", "",
+			[]string{"config.vm_config.code.remote.retry_policy.num_retries: not set"}},
+		{"remote module through an unknown cluster", "deploy/remote/envoy.yaml", "cluster: tollgate_download", "cluster: tollgate_downloads",
+			[]string{`config.vm_config.code.remote.http_uri.cluster: "tollgate_downloads" is not a cluster`}},
+		{"remote module without a timeout", "deploy/remote/envoy.yaml", "                        timeout: 10s\n", "",
+			[]string{"HttpUri.Timeout: value is required"}},
+		{"remote module over plain http", "deploy/remote/envoy.yaml", "uri: https://", "uri: http://",
+			[]string{"config.vm_config.code.remote.http_uri.uri", "over https"}},
 		{"rule tag without the namespace", "envoy.yaml", `regex: '^wasmcustom\.tollgate`, `regex: '^tollgate`,
 			[]string{"stats_config.stats_tags: tollgate_rule has regex"}},
 	}

@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	httpwasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -25,7 +30,7 @@ import (
 )
 
 // The imports above also register the types a typed_config may name (HttpConnectionManager,
-// Router, Wasm, StringValue, and what they pull in); an Any naming a type that is not registered
+// Router, Wasm, StringValue, UpstreamTlsContext, and what they pull in); an Any naming a type that is not registered
 // fails to load, as it would in an Envoy built without that extension. A new extension in a
 // shipped configuration needs its package imported here.
 
@@ -89,7 +94,7 @@ func checkEnvoyConfig(name string, yamlData []byte) (*envoyConfig, error) {
 		problems = append(problems, err)
 	}
 	for _, path := range sortedKeys(c.tollgate) {
-		problems = append(problems, checkTollgateFilter(path, c.tollgate[path])...)
+		problems = append(problems, checkTollgateFilter(path, c.tollgate[path], &b)...)
 	}
 	for _, path := range sortedKeys(c.hcms) {
 		problems = append(problems, checkHTTPConnectionManager(path, c.hcms[path], &b)...)
@@ -168,7 +173,7 @@ func walk(m protoreflect.Message, path string, visit func(path string, m proto.M
 
 // checkTollgateFilter checks a Wasm HTTP filter the way docs/envoy.md asks it to be set up, and its
 // plugin configuration with the code the module runs.
-func checkTollgateFilter(path string, w *httpwasmv3.Wasm) []error {
+func checkTollgateFilter(path string, w *httpwasmv3.Wasm, b *bootstrapv3.Bootstrap) []error {
 	pc := w.GetConfig()
 	if pc == nil {
 		return []error{fmt.Errorf("%s.config: missing: the plugin configuration", path)}
@@ -194,11 +199,62 @@ func checkTollgateFilter(path string, w *httpwasmv3.Wasm) []error {
 	if vm.GetRuntime() != "envoy.wasm.runtime.v8" {
 		add("vm_config.runtime", "%q: Tollgate runs on Envoy's default runtime, envoy.wasm.runtime.v8", vm.GetRuntime())
 	}
-	if file := vm.GetCode().GetLocal().GetFilename(); !strings.HasSuffix(file, "tollgate.wasm") {
-		add("vm_config.code.local.filename", "%q: want the module, a file named tollgate.wasm", file)
+	switch code := vm.GetCode(); {
+	case code.GetRemote() != nil:
+		problems = append(problems, checkRemoteCode(at("vm_config.code.remote"), code.GetRemote(), b)...)
+	default:
+		if file := code.GetLocal().GetFilename(); !strings.HasSuffix(file, "tollgate.wasm") {
+			add("vm_config.code.local.filename", "%q: want the module, a file named tollgate.wasm", file)
+		}
 	}
 	if _, err := tollgateConfiguration(w); err != nil {
 		add("configuration", "%v", err)
+	}
+	return problems
+}
+
+// moduleSource is where a Wasm filter loads its module from: a file or a URL.
+func moduleSource(w *httpwasmv3.Wasm) string {
+	code := w.GetConfig().GetVmConfig().GetCode()
+	if remote := code.GetRemote(); remote != nil {
+		return remote.GetHttpUri().GetUri()
+	}
+	return code.GetLocal().GetFilename()
+}
+
+// sha256Hex is how Envoy wants a module's checksum: it compares the lowercase hex of the
+// downloaded module's SHA-256 with it (source/common/config/remote_data_fetcher.cc), so anything
+// else never matches and the module never loads.
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// checkRemoteCode checks a module fetched over HTTP the way Envoy will need it: the checksum
+// (Envoy's code cache is keyed by it, and a download that does not match it is dropped:
+// source/extensions/common/wasm/wasm.cc, createWasm), a cluster of this bootstrap to fetch
+// through (unless b is nil: a fragment of a configuration has no clusters to look in), and
+// retries, without which one failed download leaves the filter without a VM.
+func checkRemoteCode(at string, remote *corev3.RemoteDataSource, b *bootstrapv3.Bootstrap) []error {
+	var problems []error
+	add := func(field, format string, args ...any) {
+		problems = append(problems, fmt.Errorf("%s.%s: %s", at, field, fmt.Sprintf(format, args...)))
+	}
+	uri := remote.GetHttpUri()
+	if !strings.HasSuffix(uri.GetUri(), "tollgate.wasm") {
+		add("http_uri.uri", "%q: want the module, a file named tollgate.wasm", uri.GetUri())
+	}
+	if !strings.HasPrefix(uri.GetUri(), "https://") {
+		add("http_uri.uri", "%q: fetch the module over https", uri.GetUri())
+	}
+	if cluster := uri.GetCluster(); b != nil && !slices.ContainsFunc(b.GetStaticResources().GetClusters(), func(c *clusterv3.Cluster) bool { return c.GetName() == cluster }) {
+		add("http_uri.cluster", "%q is not a cluster of static_resources.clusters", cluster)
+	}
+	if !sha256Hex.MatchString(remote.GetSha256()) {
+		add("sha256", "%q: want the module's SHA-256 as 64 lowercase hex digits (build/tollgate.wasm.sha256)", remote.GetSha256())
+	}
+	if remote.GetRetryPolicy().GetNumRetries().GetValue() == 0 {
+		add("retry_policy.num_retries", "not set: say how often Envoy tries again after a failed download")
+	}
+	if remote.GetRetryPolicy().GetRetryBackOff() == nil {
+		add("retry_policy.retry_back_off", "not set: say how long Envoy waits between attempts")
 	}
 	return problems
 }

@@ -116,9 +116,9 @@ func TestImageBuildScript(t *testing.T) {
 		calls  []string // must occur in the fake tools' log
 	}{
 		{name: "no container tool", args: []string{image, wasm},
-			output: []string{"make image: no container tool found: install Docker (with its daemon running) or Podman"}},
+			output: []string{"make image-docker: no container tool found: install Docker (with its daemon running) or Podman"}},
 		{name: "docker without a daemon", tools: []string{"docker"}, env: []string{"FAKE_NO_DAEMON=1"}, args: []string{image, wasm},
-			output: []string{"make image: docker is installed but no Docker daemon answers (Cannot connect to the Docker daemon at unix:///fake/docker.sock."}},
+			output: []string{"make image-docker: docker is installed but no Docker daemon answers (Cannot connect to the Docker daemon at unix:///fake/docker.sock."}},
 		{name: "docker", tools: []string{"docker", "podman"}, args: []string{image, wasm}, ok: true,
 			output: []string{"built " + image + ": one layer holding plugin.wasm", "push it with: docker push " + image, "url to oci://" + image},
 			calls: []string{"docker info", "docker build --platform linux/amd64 --file " + dockerfile + " --tag " + image + " ",
@@ -127,11 +127,11 @@ func TestImageBuildScript(t *testing.T) {
 			output: []string{"push it with: podman push " + image},
 			calls:  []string{"podman build --platform linux/amd64 --file " + dockerfile + " --tag " + image + " ", "context: plugin.wasm is the module"}},
 		{name: "chosen tool missing", tools: []string{"docker"}, env: []string{"CONTAINER_TOOL=nerdctl"}, args: []string{image, wasm},
-			output: []string{"make image: CONTAINER_TOOL=nerdctl is not on PATH"}},
+			output: []string{"make image-docker: CONTAINER_TOOL=nerdctl is not on PATH"}},
 		{name: "module not built", tools: []string{"docker"}, args: []string{image, filepath.Join(t.TempDir(), "none.wasm")},
 			output: []string{"none.wasm does not exist: build the module first (make build)"}},
 		{name: "usage", tools: []string{"docker"}, args: []string{image},
-			output: []string{"make image: usage: deploy/image/build.sh IMAGE WASM"}},
+			output: []string{"make image-docker: usage: deploy/image/build.sh IMAGE WASM"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

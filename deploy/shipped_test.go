@@ -33,6 +33,9 @@ func shippedConfigs() map[string]string {
 	for _, f := range composeFiles {
 		proven[f] = "TestComposeFileMatchesWhatItMounts"
 	}
+	for _, f := range envoyGatewayManifests {
+		proven[f] = "TestShippedEnvoyGatewayManifestsAreValid"
+	}
 	for _, f := range tollgateConfigs {
 		proven[f] = "TestShippedTollgateConfigsAreValid"
 	}

@@ -3,6 +3,7 @@
 //	tollgate check FILE
 //	tollgate serve --config FILE --listen ADDR --upstream URL [--wasm FILE] [--workers N]
 //	tollgate demo-upstream --listen ADDR
+//	tollgate version
 //
 // check parses a plugin configuration with the same code the module runs, so a file it accepts
 // is a file the module accepts. serve runs build/tollgate.wasm in the embedded Envoy-faithful
@@ -13,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/tollgate-proxy/tollgate/internal/version"
 )
 
 const usage = `usage:
@@ -24,6 +27,7 @@ const usage = `usage:
                                       the same proxy without the module, a baseline for load tests
   tollgate demo-upstream [--listen ADDR]
                                       a small upstream that answers every request with 200
+  tollgate version                    print the version of this build
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -42,6 +46,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return serve(args[1:], stdout, stderr)
 	case "demo-upstream":
 		return demoUpstream(args[1:], stdout, stderr)
+	case "version", "--version":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "tollgate version: takes no arguments, got %q\n", args[1:])
+			return 2
+		}
+		fmt.Fprintln(stdout, "tollgate "+version.Version)
+		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

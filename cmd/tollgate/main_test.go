@@ -95,3 +95,17 @@ func TestServeRejectsBadUsageBeforeStarting(t *testing.T) {
 		}
 	}
 }
+
+// A binary built without make says "dev"; make stamps the version (e2e's
+// TestMakeBuildStampsVersionAndWritesChecksum checks that).
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, stdout, stderr := runCLI("", args...)
+		if code != 0 || stdout != "tollgate dev\n" || stderr != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 0 and \"tollgate dev\\n\"", args, code, stdout, stderr)
+		}
+	}
+	if code, _, stderr := runCLI("", "version", "extra"); code != 2 || !strings.Contains(stderr, "takes no arguments") {
+		t.Errorf("version extra: exit %d, stderr %q; want 2 and a usage error", code, stderr)
+	}
+}

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Builds the Wasm image Istio pulls, from the module: `make image` runs it.
+# Builds the Wasm image Istio and Envoy Gateway pull with Docker or Podman: `make image-docker`
+# runs it. `make image` builds the same image without either (cmd/tollgate-image).
 #
 #   deploy/image/build.sh IMAGE WASM
 #
@@ -9,7 +10,7 @@
 set -eu
 
 fail() {
-	echo "make image: $*" >&2
+	echo "make image-docker: $*" >&2
 	exit 1
 }
 

@@ -1,0 +1,127 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"sigs.k8s.io/yaml"
+)
+
+// The CustomResourceDefinitions the manifests are validated against, as shipped in the modules
+// whose Go types decode them: Envoy Gateway's generated CRDs, and the Gateway API's standard
+// channel at the version Envoy Gateway is built with.
+var crdFiles = map[string]struct{ module, path string }{
+	"gateway.envoyproxy.io/v1alpha1 EnvoyExtensionPolicy": {"github.com/envoyproxy/gateway", "charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_envoyextensionpolicies.yaml"},
+	"gateway.networking.k8s.io/v1 GatewayClass":           {"sigs.k8s.io/gateway-api", "config/crd/standard/gateway.networking.k8s.io_gatewayclasses.yaml"},
+	"gateway.networking.k8s.io/v1 Gateway":                {"sigs.k8s.io/gateway-api", "config/crd/standard/gateway.networking.k8s.io_gateways.yaml"},
+	"gateway.networking.k8s.io/v1 HTTPRoute":              {"sigs.k8s.io/gateway-api", "config/crd/standard/gateway.networking.k8s.io_httproutes.yaml"},
+}
+
+// crdValidator validates objects of one kind the way the API server does on create, after
+// decoding: it applies the schema's defaults (CEL rules read defaulted fields, such as a
+// parentRef's group), then checks the OpenAPI schema (types, enums, patterns, required fields,
+// limits) and the CEL rules (x-kubernetes-validations).
+type crdValidator struct {
+	schema     validation.SchemaCreateValidator
+	structural *structuralschema.Structural
+	rules      *cel.Validator
+}
+
+var (
+	crdOnce       sync.Once
+	crdValidators map[string]*crdValidator
+	crdErr        error
+)
+
+// crdValidatorsFor loads every CRD of crdFiles once, from the module cache (`go list -m` says
+// where each module is).
+func crdValidatorsFor(t *testing.T) map[string]*crdValidator {
+	t.Helper()
+	crdOnce.Do(func() {
+		crdValidators = map[string]*crdValidator{}
+		dirs := map[string]string{}
+		for kind, f := range crdFiles {
+			dir, ok := dirs[f.module]
+			if !ok {
+				out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", f.module).Output()
+				if err != nil {
+					crdErr = fmt.Errorf("go list -m %s: %v", f.module, err)
+					return
+				}
+				dir = strings.TrimSpace(string(out))
+				dirs[f.module] = dir
+			}
+			version := kind[strings.Index(kind, "/")+1 : strings.Index(kind, " ")]
+			v, err := loadCRD(filepath.Join(dir, f.path), version)
+			if err != nil {
+				crdErr = fmt.Errorf("%s: %v", kind, err)
+				return
+			}
+			crdValidators[kind] = v
+		}
+	})
+	if crdErr != nil {
+		t.Fatal(crdErr)
+	}
+	return crdValidators
+}
+
+func loadCRD(path, version string) (*crdValidator, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		return nil, err
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name != version || v.Schema == nil {
+			continue
+		}
+		var props apiextensions.JSONSchemaProps
+		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &props, nil); err != nil {
+			return nil, err
+		}
+		schema, _, err := validation.NewSchemaValidator(&props)
+		if err != nil {
+			return nil, err
+		}
+		structural, err := structuralschema.NewStructural(&props)
+		if err != nil {
+			return nil, err
+		}
+		return &crdValidator{schema: schema, structural: structural, rules: cel.NewValidator(structural, true, celconfig.PerCallLimit)}, nil
+	}
+	return nil, fmt.Errorf("%s has no schema for version %s", path, version)
+}
+
+// validate returns what the API server would refuse in one object, given as JSON.
+func (c *crdValidator) validate(jsonData []byte) (field.ErrorList, error) {
+	var obj map[string]any
+	if err := utiljson.Unmarshal(jsonData, &obj); err != nil {
+		return nil, err
+	}
+	defaulting.Default(obj, c.structural)
+	errs := validation.ValidateCustomResource(nil, obj, c.schema)
+	if c.rules != nil {
+		celErrs, _ := c.rules.Validate(context.Background(), nil, c.structural, obj, nil, celconfig.RuntimeCELCostBudget)
+		errs = append(errs, celErrs...)
+	}
+	return errs, nil
+}
