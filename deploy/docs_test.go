@@ -3,6 +3,7 @@ package deploy
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -31,7 +32,9 @@ type docBlock struct {
 	file string
 	line int    // of the opening fence
 	lang string // json or yaml
-	// marker is the HTML comment on the line before the fence, without <!-- -->, or "":
+	// marker is the first of the HTML comments on the lines just before the fence that starts
+	// with one of the words below, without <!-- -->, or "" (other comments are left to other
+	// tools):
 	//
 	//	(none)                  JSON: a whole Tollgate configuration config.Parse accepts.
 	//	                        YAML: a whole Envoy bootstrap, Istio WasmPlugin or
@@ -44,6 +47,9 @@ type docBlock struct {
 	//	fragment: PROTO.NAME    YAML: one Envoy message of that type (e.g.
 	//	                        envoy.config.cluster.v3.Cluster), checked as the shipped
 	//	                        configurations' messages are.
+	//	json-lines              JSON: one JSON object per line, such as an access log.
+	//	unchecked: REASON       not a configuration nor anything a reader could check, such as
+	//	                        a command's output with parts elided; the reason is required.
 	marker string
 	text   []byte
 }
@@ -51,13 +57,15 @@ type docBlock struct {
 var (
 	fenceOpen = regexp.MustCompile("^(\\s*)```([A-Za-z0-9_-]*)\\s*$")
 	markerRE  = regexp.MustCompile(`^\s*<!--\s*(.*?)\s*-->\s*$`)
+	// markerWord recognizes a comment as a marker of this test.
+	markerWord = regexp.MustCompile(`^(fragment|invalid|json-lines|unchecked)\b`)
 )
 
 // readDocBlocks returns every fenced JSON and YAML block of a Markdown document, with its
 // marker. Indented fences (inside list items) are read with their indentation removed.
 func readDocBlocks(name string, data []byte) ([]docBlock, error) {
 	var blocks []docBlock
-	var previous string // the last non-blank line outside a block
+	var comments []string // the HTML comments on the lines just before, outside a block
 	scanner := bufio.NewScanner(bytes.NewReader(data))
 	line := 0
 	for scanner.Scan() {
@@ -65,8 +73,10 @@ func readDocBlocks(name string, data []byte) ([]docBlock, error) {
 		text := scanner.Text()
 		m := fenceOpen.FindStringSubmatch(text)
 		if m == nil {
-			if strings.TrimSpace(text) != "" {
-				previous = text
+			if c := markerRE.FindStringSubmatch(text); c != nil {
+				comments = append(comments, c[1])
+			} else if strings.TrimSpace(text) != "" {
+				comments = nil
 			}
 			continue
 		}
@@ -91,12 +101,15 @@ func readDocBlocks(name string, data []byte) ([]docBlock, error) {
 		}
 		if lang == "json" || lang == "yaml" {
 			b := docBlock{file: name, line: start, lang: lang, text: []byte(body.String())}
-			if mm := markerRE.FindStringSubmatch(previous); mm != nil {
-				b.marker = mm[1]
+			for _, c := range comments {
+				if markerWord.MatchString(c) {
+					b.marker = c
+					break
+				}
 			}
 			blocks = append(blocks, b)
 		}
-		previous = ""
+		comments = nil
 	}
 	return blocks, scanner.Err()
 }
@@ -134,6 +147,25 @@ func checkDocBlock(b docBlock) error {
 		doc := `{"rules": [` + minimalRule + `], ` + string(b.text) + `}`
 		if _, err := config.Parse([]byte(doc)); err != nil {
 			return fmt.Errorf("%s: Tollgate refuses these fields: %w", at, err)
+		}
+	case b.lang == "json" && kind == "json-lines":
+		lines := 0
+		for i, line := range strings.Split(string(b.text), "\n") {
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			var object map[string]any
+			if err := json.Unmarshal([]byte(line), &object); err != nil {
+				return fmt.Errorf("%s: line %d of the block is not a JSON object: %w", at, i+1, err)
+			}
+			lines++
+		}
+		if lines == 0 {
+			return fmt.Errorf("%s: marked json-lines, but holds no line", at)
+		}
+	case kind == "unchecked":
+		if arg == "" {
+			return fmt.Errorf("%s: say why the block is not checked: <!-- unchecked: REASON -->", at)
 		}
 	case b.lang == "yaml" && kind == "":
 		return checkYAMLDocument(at, b.text)
@@ -260,7 +292,12 @@ func TestDocumentBlockCheckRefusesMutations(t *testing.T) {
 		{"an unmarked fragment", "```json\n\"key_table\": {\"max_keys\": 100}\n```\n", "Tollgate refuses this configuration"},
 		{"a rule with an unknown field", "<!-- fragment: rule -->\n```json\n" + strings.Replace(minimalRule, `"name"`, `"nmae"`, 1) + "\n```\n", "Tollgate refuses this rule"},
 		{"fields out of range", "<!-- fragment: fields -->\n```json\n\"key_table\": {\"max_keys\": 1}\n```\n", "max_keys"},
-		{"an unknown marker", "<!-- fragmnet: rule -->\n```json\n{}\n```\n", "unknown marker"},
+		{"a misspelt marker is no marker", "<!-- fragmnet: rule -->\n```json\n" + minimalRule + "\n```\n", "Tollgate refuses this configuration"},
+		{"another tool's comment is no marker", "<!-- simulate access log -->\n```json\n\"key_table\": {}\n```\n", "Tollgate refuses this configuration"},
+		{"a marker for the other language", "<!-- json-lines -->\n```yaml\nname: r\n```\n", "unknown marker"},
+		{"an unchecked block without its reason", "<!-- unchecked -->\n```json\n{…}\n```\n", "say why"},
+		{"json-lines with a broken line", "<!-- json-lines -->\n```json\n{\"a\": 1}\n{\"a\": \n```\n", "line 2 of the block"},
+		{"a marker before a paragraph is not the block's", "<!-- fragment: rule -->\nSome text.\n\n```json\n" + minimalRule + "\n```\n", "Tollgate refuses this configuration"},
 		{"an unknown Envoy type", "<!-- fragment: envoy.config.nothing.v3.Nothing -->\n```yaml\nname: x\n```\n", "not a message type"},
 		{"an unknown Envoy field", "<!-- fragment: envoy.config.cluster.v3.Cluster -->\n```yaml\nname: x\nconect_timeout: 1s\n```\n", "not an Envoy envoy.config.cluster.v3.Cluster"},
 		{"an Envoy value out of range", "<!-- fragment: envoy.config.cluster.v3.Cluster -->\n```yaml\nname: x\nconnect_timeout: -1s\n```\n", "ConnectTimeout"},
