@@ -2,12 +2,15 @@
 //
 //	tollgate check FILE
 //	tollgate serve --config FILE --listen ADDR --upstream URL [--wasm FILE] [--workers N]
+//	tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR [--compare FILE] [--show-keys]
 //	tollgate demo-upstream --listen ADDR
 //	tollgate version
 //
 // check parses a plugin configuration with the same code the module runs, so a file it accepts
 // is a file the module accepts. serve runs build/tollgate.wasm in the embedded Envoy-faithful
-// host behind a real HTTP listener and proxies admitted requests to the upstream.
+// host behind a real HTTP listener and proxies admitted requests to the upstream. simulate
+// replays an access log through the module on a virtual clock and reports what the configuration
+// would have done (docs/simulate.md).
 package main
 
 import (
@@ -25,6 +28,9 @@ const usage = `usage:
                                       run the module in the embedded host in front of URL
   tollgate serve --no-filter --upstream URL [--listen ADDR]
                                       the same proxy without the module, a baseline for load tests
+  tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR
+                    [--compare OTHER_CONFIG] [--show-keys] [--wasm FILE] [--top N]
+                                      replay an access log through the module, write summary.json and report.html
   tollgate demo-upstream [--listen ADDR]
                                       a small upstream that answers every request with 200
   tollgate version                    print the version of this build
@@ -44,6 +50,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return check(args[1:], stdin, stdout, stderr)
 	case "serve":
 		return serve(args[1:], stdout, stderr)
+	case "simulate":
+		return simulateCmd(args[1:], stdout, stderr)
 	case "demo-upstream":
 		return demoUpstream(args[1:], stdout, stderr)
 	case "version", "--version":

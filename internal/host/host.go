@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -57,6 +58,10 @@ type Options struct {
 	Env []string
 	// Clock defaults to SystemClock.
 	Clock Clock
+	// Random, when set, is what WASI random_get reads instead of crypto/rand (read under a lock:
+	// VMs run in parallel). A seeded source makes the module's randomness, such as Go's runtime
+	// seeds and the secrets a module draws from them, the same on every run.
+	Random io.Reader
 	// SharedData defaults to a new store; share one between Hosts to model one Envoy process.
 	SharedData *SharedData
 	// Log receives every log line; nil discards. Called from the VM's goroutine.
@@ -148,6 +153,7 @@ type Host struct {
 	nextVM   atomic.Int32
 	mu       sync.Mutex
 	vms      []*VM
+	randomMu sync.Mutex
 	grpc     grpcConns
 	misuses  []error
 	closed   bool

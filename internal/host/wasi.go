@@ -3,6 +3,7 @@ package host
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"io"
 )
 
 // WASI errno values (wasi_snapshot_preview1).
@@ -206,7 +207,8 @@ func wasiClockResGet(vm *VM, stack []uint64) {
 	stack[0] = errnoSuccess
 }
 
-// random_get: at most 64 KiB per call, as BoringSSL's RAND_bytes is called in Envoy.
+// random_get: at most 64 KiB per call, as BoringSSL's RAND_bytes is called in Envoy; from
+// Options.Random when set.
 func wasiRandomGet(vm *VM, stack []uint64) {
 	buf, size := uint32(stack[0]), uint32(stack[1])
 	if size > 64<<10 {
@@ -214,7 +216,17 @@ func wasiRandomGet(vm *VM, stack []uint64) {
 		return
 	}
 	data := make([]byte, size)
-	_, _ = rand.Read(data)
+	if r := vm.host.opts.Random; r != nil {
+		vm.host.randomMu.Lock()
+		_, err := io.ReadFull(r, data)
+		vm.host.randomMu.Unlock()
+		if err != nil {
+			stack[0] = errnoFault
+			return
+		}
+	} else {
+		_, _ = rand.Read(data)
+	}
 	if !vm.write(buf, data) {
 		stack[0] = errnoFault
 		return

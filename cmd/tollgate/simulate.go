@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/simulate"
+)
+
+// progressFrom is the number of requests from which the replay draws a progress bar.
+const progressFrom = 50_000
+
+// simulateCmd replays an access log through the module with one configuration (and another to
+// compare) and writes DIR/summary.json and DIR/report.html.
+func simulateCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tollgate simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "plugin configuration `FILE` (JSON), required")
+	logPath := fs.String("log", "", "access log `FILE` to replay, required")
+	format := fs.String("format", "envoy-json", "log format: envoy-json or combined")
+	outDir := fs.String("out", "", "`DIR` for summary.json and report.html, required (created if missing)")
+	comparePath := fs.String("compare", "", "another configuration `FILE` to replay the same log through, side by side")
+	showKeys := fs.Bool("show-keys", false, "show partition keys as they are instead of by a keyed hash")
+	wasmPath := fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")
+	top := fs.Int("top", 10, "how many keys to list per rule")
+	seed := fs.Uint64("seed", 1, "seed of the module's randomness: its key table's secret, and so which keys share a slot")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var problems []string
+	for _, required := range []struct{ flag, value, example string }{
+		{"--config", *configPath, "--config examples/tollgate.json"},
+		{"--log", *logPath, "--log access.log"},
+		{"--out", *outDir, "--out simulation"},
+	} {
+		if required.value == "" {
+			problems = append(problems, required.flag+" is required, e.g. "+required.example)
+		}
+	}
+	logFormat, err := simulate.ParseFormat(*format)
+	if err != nil {
+		problems = append(problems, "--format: "+err.Error())
+	}
+	if *top < 1 || *top > 1000 {
+		problems = append(problems, fmt.Sprintf("--top %d is out of range: use 1 to 1000", *top))
+	}
+	if fs.NArg() > 0 {
+		problems = append(problems, fmt.Sprintf("unexpected argument %q: every input is given with a flag", fs.Arg(0)))
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, "tollgate simulate: "+p)
+		}
+		return 2
+	}
+
+	var configs []simulate.ConfigFile
+	for _, path := range []string{*configPath, *comparePath} {
+		if path == "" {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+			return 1
+		}
+		if _, err := config.Parse(data); err != nil {
+			printProblems(stderr, path, err)
+			return 1
+		}
+		configs = append(configs, simulate.ConfigFile{Name: path, Data: data})
+	}
+	wasm, err := os.ReadFile(*wasmPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: cannot read the module: %v (run `make build`, or pass --wasm)\n", err)
+		return 1
+	}
+	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+		return 1
+	}
+
+	log, err := simulate.Open(*logPath, logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+		return 1
+	}
+	defer log.Close()
+	for _, bad := range log.BadSamples {
+		fmt.Fprintf(stderr, "%s:%d: skipped: %s\n", *logPath, bad.Line, bad.Error)
+	}
+	if more := log.Bad - len(log.BadSamples); more > 0 {
+		fmt.Fprintf(stderr, "%s: %d more bad lines skipped (summary.json counts them)\n", *logPath, more)
+	}
+
+	var bar *progressBar
+	if log.Requests() >= progressFrom {
+		bar = &progressBar{w: stderr, total: log.Requests(), started: time.Now()}
+	}
+	started := time.Now()
+	opts := simulate.RunOptions{Wasm: wasm, Configs: configs, ShowKeys: *showKeys, Top: *top, Seed: *seed}
+	if bar != nil {
+		opts.Progress = bar.update
+	}
+	results, err := simulate.Run(context.Background(), log, opts)
+	if bar != nil {
+		bar.finish()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+		return 1
+	}
+	elapsed := time.Since(started)
+	summary := simulate.Summarize(log, *showKeys, results)
+	summaryJSON, err := summary.MarshalIndent()
+	if err == nil {
+		err = os.WriteFile(filepath.Join(*outDir, "summary.json"), summaryJSON, 0o644)
+	}
+	if err == nil {
+		err = writeReport(filepath.Join(*outDir, "report.html"), summary)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+		return 1
+	}
+
+	fmt.Fprintf(stdout, "%s: %s requests from %s to %s (%d bad lines skipped), replayed in %s\n",
+		*logPath, simulate.Thousands(int64(log.Requests())), summary.Log.First.Format(time.RFC3339), summary.Log.Last.Format(time.RFC3339),
+		log.Bad, elapsed.Round(10*time.Millisecond))
+	for _, r := range results {
+		printTable(stdout, r)
+		for _, name := range globalRules(r, configs) {
+			fmt.Fprintf(stdout, "  rule %s has a global limit: no rate limit service is called in a simulation, so its global failure_mode decided\n", name)
+		}
+	}
+	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*outDir, "summary.json"), filepath.Join(*outDir, "report.html"))
+	return 0
+}
+
+func writeReport(path string, s *simulate.Summary) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := simulate.WriteReport(f, s); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// globalRules names the rules of r's configuration that have a global limit.
+func globalRules(r *simulate.Result, configs []simulate.ConfigFile) []string {
+	var names []string
+	for _, c := range configs {
+		if c.Name != r.Config {
+			continue
+		}
+		cfg, err := config.Parse(c.Data)
+		if err != nil {
+			return nil
+		}
+		for _, rule := range cfg.Rules {
+			if rule.Global != nil {
+				names = append(names, rule.Name)
+			}
+		}
+	}
+	return names
+}
+
+// printTable writes one configuration's figures, a line per rule.
+func printTable(w io.Writer, r *simulate.Result) {
+	fmt.Fprintf(w, "\n%s: %s requests, %s exempt\n", r.Config, simulate.Thousands(r.Requests), simulate.Thousands(r.Exempt))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rule\tadmitted\tlimited\tshadow_limited\tmissing_key\texempt\tkeys\ttop limited key\t")
+	for _, name := range r.RuleNames() {
+		rr := r.Rules[name]
+		topKey := "-"
+		if len(rr.TopLimitedKeys) > 0 {
+			k := rr.TopLimitedKeys[0]
+			topKey = fmt.Sprintf("%s (%s)", k.Key, simulate.Thousands(k.Limited+k.ShadowLimited))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, simulate.Thousands(rr.Admitted), simulate.Thousands(rr.Limited),
+			simulate.Thousands(rr.ShadowLimited), simulate.Thousands(rr.MissingKey), simulate.Thousands(rr.Exempt), simulate.Thousands(int64(rr.Keys)), topKey)
+	}
+	tw.Flush()
+}
+
+// progressBar draws the replay's progress on one line of stderr, redrawn at each whole percent.
+type progressBar struct {
+	w       io.Writer
+	total   int
+	started time.Time
+	percent int
+	drawn   bool
+}
+
+func (p *progressBar) update(done int) {
+	percent := done * 100 / p.total
+	if p.drawn && percent == p.percent {
+		return
+	}
+	p.percent, p.drawn = percent, true
+	const width = 40
+	filled := width * percent / 100
+	rate := float64(done) / max(time.Since(p.started).Seconds(), 1e-3)
+	fmt.Fprintf(p.w, "\rreplaying [%s%s] %3d%% %s/%s requests, %s/s", strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
+		percent, simulate.Thousands(int64(done)), simulate.Thousands(int64(p.total)), simulate.Thousands(int64(rate)))
+}
+
+func (p *progressBar) finish() {
+	if p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}

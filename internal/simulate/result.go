@@ -1,0 +1,184 @@
+package simulate
+
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// Summary is DIR/summary.json: the log, then what the configuration did, then (with --compare)
+// what the other one did.
+type Summary struct {
+	Log LogInfo `json:"log"`
+	// Keys says how keys are named: "hashed" (a keyed hash per run) or "shown".
+	Keys string `json:"keys"`
+	*Result
+	Compare *Result `json:"compare,omitempty"`
+}
+
+// LogInfo describes the replayed log.
+type LogInfo struct {
+	File       string    `json:"file"`
+	Format     string    `json:"format"`
+	Lines      int       `json:"lines"`
+	BadLines   int       `json:"bad_lines"`
+	BadSamples []BadLine `json:"bad_line_samples,omitempty"`
+	First      time.Time `json:"first"`
+	Last       time.Time `json:"last"`
+}
+
+// Result is what one configuration did to the log.
+type Result struct {
+	Config   string `json:"config"`
+	Requests int64  `json:"requests"`
+	// Exempt counts the requests an exemption let through (no rule applied).
+	Exempt int64 `json:"exempt"`
+	// InternalErrors is the module's tollgate.internal_errors: a global limit's failed check,
+	// among others.
+	InternalErrors int64 `json:"internal_errors"`
+	// Statuses counts the responses by status: 200 for every request the module let through.
+	Statuses map[string]int64       `json:"statuses"`
+	Rules    map[string]*RuleResult `json:"rules"`
+
+	// SeriesStart and SeriesStep place the rules' series: bucket i covers
+	// [SeriesStart + i·SeriesStep, SeriesStart + (i+1)·SeriesStep).
+	SeriesStart time.Time     `json:"-"`
+	SeriesStep  time.Duration `json:"-"`
+}
+
+// RuleTotals are a rule's counters over the log.
+type RuleTotals struct {
+	Admitted      int64 `json:"admitted"`
+	Limited       int64 `json:"limited"`
+	ShadowLimited int64 `json:"shadow_limited"`
+	// MissingKey counts the requests without the rule's key: rejected, let through or given the
+	// fallback key, as the rule's missing_key says.
+	MissingKey int64 `json:"missing_key"`
+	// Exempt counts the exempt requests the rule's match would have selected.
+	Exempt int64 `json:"exempt"`
+}
+
+// RuleResult is one rule's figures.
+type RuleResult struct {
+	RuleTotals
+	Shadow bool        `json:"shadow,omitempty"`
+	Limits []LimitInfo `json:"limits"`
+	// Keys counts the distinct partition keys the rule saw.
+	Keys int `json:"keys"`
+	// TopLimitedKeys are the keys with the most limited (or shadow-limited) requests.
+	TopLimitedKeys []KeyResult `json:"top_limited_keys"`
+	// BusiestKeys are the keys with the highest peak rate.
+	BusiestKeys []KeyResult `json:"busiest_keys"`
+	// Series counts the decisions per time bucket (Result.SeriesStep).
+	Series []Point `json:"-"`
+	order  int
+}
+
+// LimitInfo is a limit's burst and sustained rate, to compare keys' peaks with.
+type LimitInfo struct {
+	Algorithm string  `json:"algorithm"`
+	Capacity  int64   `json:"capacity"`
+	PerSecond float64 `json:"per_second"`
+}
+
+// KeyTotals are one partition key's figures under one rule.
+type KeyTotals struct {
+	// Requests counts the requests the rule matched with this key (not exempt).
+	Requests      int64 `json:"requests"`
+	Admitted      int64 `json:"admitted"`
+	Limited       int64 `json:"limited"`
+	ShadowLimited int64 `json:"shadow_limited"`
+	// PeakPerSecond is the most requests in one calendar second.
+	PeakPerSecond int64 `json:"peak_per_second"`
+}
+
+// KeyResult is a key with its figures.
+type KeyResult struct {
+	Key string `json:"key"`
+	KeyTotals
+}
+
+// Point is one bucket of a rule's time series.
+type Point struct {
+	Admitted, Limited, ShadowLimited int64
+}
+
+// RuleNames lists the rules in configuration order.
+func (r *Result) RuleNames() []string {
+	names := make([]string, len(r.Rules))
+	for name, rr := range r.Rules {
+		names[rr.order] = name
+	}
+	return names
+}
+
+// topKeys returns the top keys by limited requests (those with any) and by peak rate.
+func topKeys(rule string, keys map[string]*keyState, namer *KeyNamer, top int) (limited, busiest []KeyResult) {
+	all := make([]KeyResult, 0, len(keys))
+	for k, st := range keys {
+		all = append(all, KeyResult{Key: k, KeyTotals: st.KeyTotals})
+	}
+	name := func(list []KeyResult) []KeyResult {
+		out := make([]KeyResult, len(list))
+		for i, k := range list {
+			out[i] = k
+			out[i].Key = namer.Name(rule, []byte(k.Key))
+		}
+		return out
+	}
+	// Ties are broken by the key itself, so that a report does not change from run to run.
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if x, y := a.Limited+a.ShadowLimited, b.Limited+b.ShadowLimited; x != y {
+			return x > y
+		}
+		if a.PeakPerSecond != b.PeakPerSecond {
+			return a.PeakPerSecond > b.PeakPerSecond
+		}
+		return a.Key < b.Key
+	})
+	n := 0
+	for n < len(all) && n < top && all[n].Limited+all[n].ShadowLimited > 0 {
+		n++
+	}
+	limited = name(all[:n])
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if a.PeakPerSecond != b.PeakPerSecond {
+			return a.PeakPerSecond > b.PeakPerSecond
+		}
+		if a.Requests != b.Requests {
+			return a.Requests > b.Requests
+		}
+		return a.Key < b.Key
+	})
+	busiest = name(all[:min(top, len(all))])
+	return limited, busiest
+}
+
+// MarshalIndent writes the summary as summary.json holds it.
+func (s *Summary) MarshalIndent() ([]byte, error) {
+	out, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
+}
+
+// Thousands writes n with comma separators: 1,234,567.
+func Thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	start := 0
+	if n < 0 {
+		start = 1
+	}
+	out := []byte(s[:start])
+	for i := start; i < len(s); i++ {
+		if i > start && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}

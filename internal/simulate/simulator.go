@@ -1,0 +1,375 @@
+package simulate
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/admission"
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// monotonicStart is the module's monotonic clock at the first request: far from zero, like a
+// host that has been up for a while.
+const monotonicStart = int64(3600 * time.Second)
+
+// pluginName is Envoy's config.name and vm_id for the simulated plugin, as in envoy.yaml.
+const pluginName = "tollgate"
+
+// Options configure a Simulator.
+type Options struct {
+	// Wasm is the module (build/tollgate.wasm).
+	Wasm []byte
+	// Config is the plugin configuration (JSON) and ConfigName how reports name it.
+	Config     []byte
+	ConfigName string
+	// Start is the time of the first request (Unix nanoseconds): the clocks start there.
+	Start int64
+	// Span is the time from the first request to the last, for the time series' resolution.
+	Span time.Duration
+	// Keys names partition keys in results (see KeyNamer).
+	Keys *KeyNamer
+	// Seed seeds the module's randomness (WASI random_get): the key table's secret, and with it
+	// which keys share a slot, is then the same on every run with the same seed.
+	Seed uint64
+	// Cache, when set, is shared by Simulators of the same module to compile it once.
+	Cache wazero.CompilationCache
+}
+
+// Simulator replays requests through the module in the embedded host on a manual clock: one
+// worker VM, requests in time order, the clock jumping to each request's time. The decisions are
+// the module's (its counters, read after each request); the native admission code only names
+// the partition key each rule charged, for the per-key figures.
+type Simulator struct {
+	opts   Options
+	cfg    *config.Config
+	host   *host.Host
+	vm     *host.VM
+	clock  *host.ManualClock
+	attrib *admission.Gate
+	req    request
+
+	rules    []ruleState
+	exempt   counter
+	internal counter
+	statuses map[int]int64
+	requests int64
+
+	series seriesClock
+
+	logMu sync.Mutex
+	logs  []string
+}
+
+// counter is one of the module's counters with its value after the last request.
+type counter struct {
+	name string
+	last int64
+}
+
+// delta reads the counter and returns by how much it moved since the last read.
+func (c *counter) delta(m *host.Metrics) int64 {
+	v, _ := m.Value(c.name)
+	d := v - c.last
+	c.last = v
+	return d
+}
+
+type ruleState struct {
+	name                                      string
+	shadow                                    bool
+	admitted, limited, shadowLimited, missing counter
+	totals                                    RuleTotals
+	keys                                      map[string]*keyState
+	series                                    []Point
+}
+
+type keyState struct {
+	KeyTotals
+	second, inSecond int64
+}
+
+// New loads the module with the configuration and starts its VM at opts.Start. A configuration
+// the module refuses is an error naming the module's own reasons.
+func New(ctx context.Context, opts Options) (*Simulator, error) {
+	cfg, err := config.Parse(opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := admission.Compile(cfg, pluginName)
+	if err != nil {
+		return nil, err
+	}
+	attrib := admission.NewGate(policy)
+	s := &Simulator{opts: opts, cfg: cfg, attrib: attrib, statuses: map[int]int64{}}
+	s.clock = host.NewManualClock(time.Unix(0, opts.Start), monotonicStart)
+	s.host, err = host.New(ctx, opts.Wasm, host.Options{
+		PluginName: pluginName, RootID: pluginName, VMID: pluginName,
+		PluginConfig: opts.Config, Clock: s.clock, LogLevel: 2, CompilationCache: opts.Cache,
+		Random: seeded(opts.Seed),
+		Log: func(e host.LogEntry) {
+			if e.Level >= 3 { // warn and up: kept to explain a failure
+				s.logMu.Lock()
+				if len(s.logs) < 20 {
+					s.logs = append(s.logs, e.Message)
+				}
+				s.logMu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load the module: %w", err)
+	}
+	s.vm, err = s.host.NewVM(ctx)
+	if err != nil {
+		s.host.Close(ctx)
+		return nil, fmt.Errorf("start the module: %w%s", err, s.logText())
+	}
+	s.series = newSeriesClock(opts.Start, opts.Span)
+	s.exempt.name, s.internal.name = "tollgate.exempt", "tollgate.internal_errors"
+	for _, r := range cfg.Rules {
+		prefix := "tollgate.rule." + r.Name + "."
+		s.rules = append(s.rules, ruleState{
+			name: r.Name, shadow: r.Shadow || cfg.Shadow,
+			admitted: counter{name: prefix + "admitted"}, limited: counter{name: prefix + "limited"},
+			shadowLimited: counter{name: prefix + "shadow_limited"}, missing: counter{name: prefix + "missing_key"},
+			keys: map[string]*keyState{},
+		})
+	}
+	return s, nil
+}
+
+func (s *Simulator) logText() string {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	if len(s.logs) == 0 {
+		return ""
+	}
+	return "\nthe module logged:\n  " + strings.Join(s.logs, "\n  ")
+}
+
+// Close releases the host.
+func (s *Simulator) Close(ctx context.Context) error { return s.host.Close(ctx) }
+
+// HasGlobal reports the rules with a global limit: the simulation calls no rate limit service,
+// so their global check fails at once and the rule's global failure_mode decides.
+func (s *Simulator) HasGlobal() []string {
+	var names []string
+	for _, r := range s.cfg.Rules {
+		if r.Global != nil {
+			names = append(names, r.Name)
+		}
+	}
+	return names
+}
+
+// upstream answers every admitted request, as the service behind Envoy would.
+func upstream([][2]string) (*host.Response, error) { return &host.Response{Status: 200}, nil }
+
+// Do replays one request at its time. Requests must come in time order.
+func (s *Simulator) Do(e *Entry) error {
+	if d := e.Time - s.clock.Wall(); d > 0 {
+		s.clock.Advance(time.Duration(d))
+	} else if d < 0 {
+		return fmt.Errorf("request at %s is before the previous one: requests must be replayed in time order", time.Unix(0, e.Time).UTC().Format(time.RFC3339Nano))
+	}
+	s.req.set(e)
+	resp, err := s.vm.Do(s.req.host, upstream)
+	if err != nil {
+		return fmt.Errorf("the module failed: %w%s", err, s.logText())
+	}
+	s.requests++
+	s.statuses[resp.Status]++
+	m := s.host.Metrics()
+	exempt := s.exempt.delta(m) > 0
+	s.internal.delta(m)
+	bucket := s.series.bucket(e.Time)
+	second := e.Time / int64(time.Second)
+	for i := range s.rules {
+		r := &s.rules[i]
+		admitted, limited := r.admitted.delta(m), r.limited.delta(m)
+		shadowLimited, missing := r.shadowLimited.delta(m), r.missing.delta(m)
+		r.totals.Admitted += admitted
+		r.totals.Limited += limited
+		r.totals.ShadowLimited += shadowLimited
+		r.totals.MissingKey += missing
+		if admitted+limited+shadowLimited > 0 {
+			for len(r.series) <= bucket {
+				r.series = append(r.series, Point{})
+			}
+			p := &r.series[bucket]
+			p.Admitted += admitted
+			p.Limited += limited
+			p.ShadowLimited += shadowLimited
+		}
+		key, matched := s.attrib.PartitionKey(&s.req, i)
+		if !matched {
+			continue
+		}
+		if exempt {
+			r.totals.Exempt++
+			continue
+		}
+		if key == nil {
+			continue
+		}
+		k := r.keys[string(key)]
+		if k == nil {
+			k = &keyState{second: second}
+			r.keys[string(key)] = k
+		}
+		k.Requests++
+		k.Admitted += admitted
+		k.Limited += limited
+		k.ShadowLimited += shadowLimited
+		if second != k.second {
+			k.second, k.inSecond = second, 0
+		}
+		k.inSecond++
+		k.PeakPerSecond = max(k.PeakPerSecond, k.inSecond)
+	}
+	return nil
+}
+
+// request is an Entry as the host's Request and as admission's Request, for PartitionKey.
+type request struct {
+	host    host.Request
+	entry   *Entry
+	headers [][2]string
+}
+
+func (r *request) set(e *Entry) {
+	r.entry = e
+	h := append(r.headers[:0], [2]string{":method", e.Method}, [2]string{":path", e.Path}, [2]string{":scheme", "http"})
+	if e.Authority != "" {
+		h = append(h, [2]string{":authority", e.Authority})
+	}
+	h = append(h, e.Headers...)
+	r.headers = h
+	r.host = host.Request{Headers: h, SourceAddress: e.RemoteAddress, DestinationAddress: "127.0.0.1:10000", EndOfStream: true}
+}
+
+// Header implements admission.Request.
+func (r *request) Header(name string) (string, bool) {
+	for _, h := range r.headers {
+		if h[0] == name {
+			return h[1], true
+		}
+	}
+	return "", false
+}
+
+// HeaderValues implements admission.Request: the values joined with ",", as Envoy's
+// request.headers attribute does.
+func (r *request) HeaderValues(name string) (string, bool) {
+	var values []string
+	for _, h := range r.headers {
+		if h[0] == name {
+			values = append(values, h[1])
+		}
+	}
+	return strings.Join(values, ","), values != nil
+}
+
+// SourceAddress implements admission.Request.
+func (r *request) SourceAddress() (string, bool) {
+	return r.entry.RemoteAddress, r.entry.RemoteAddress != ""
+}
+
+// Property implements admission.Request: a log carries no other attribute.
+func (r *request) Property([]string) (string, bool) { return "", false }
+
+// KeyNamer names partition keys in results: by a keyed hash (HMAC-SHA256 under a secret of the
+// run, so that reports can be shared without the keys, which may be API keys), or as they are.
+type KeyNamer struct {
+	Show   bool
+	Secret []byte
+}
+
+// Name names a rule's partition key.
+func (n *KeyNamer) Name(rule string, key []byte) string {
+	if n.Show {
+		return admission.DescribeKey(key)
+	}
+	mac := hmac.New(sha256.New, n.Secret)
+	mac.Write([]byte(rule))
+	mac.Write([]byte{0})
+	mac.Write(key)
+	return "key-" + hex.EncodeToString(mac.Sum(nil)[:6])
+}
+
+// seriesClock maps request times to the buckets of the time series: one second each, or wider
+// for long logs so that a series has at most maxBuckets.
+type seriesClock struct {
+	start, width int64
+}
+
+const maxBuckets = 20_000
+
+func newSeriesClock(start int64, span time.Duration) seriesClock {
+	width := int64(time.Second)
+	if buckets := int64(span)/width + 1; buckets > maxBuckets {
+		width *= (buckets + maxBuckets - 1) / maxBuckets
+	}
+	return seriesClock{start: start - start%int64(time.Second), width: width}
+}
+
+func (c seriesClock) bucket(t int64) int { return int((t - c.start) / c.width) }
+
+// Result is what one configuration did to the log.
+func (s *Simulator) Result(top int) *Result {
+	res := &Result{
+		Config: s.opts.ConfigName, Requests: s.requests, Exempt: s.exempt.last,
+		InternalErrors: s.internal.last, Statuses: map[string]int64{}, Rules: map[string]*RuleResult{},
+		SeriesStart: time.Unix(0, s.series.start).UTC(), SeriesStep: time.Duration(s.series.width),
+	}
+	for status, n := range s.statuses {
+		res.Statuses[strconv.Itoa(status)] = n
+	}
+	for i := range s.rules {
+		r := &s.rules[i]
+		rr := &RuleResult{RuleTotals: r.totals, Shadow: r.shadow, Series: r.series, order: i}
+		for _, l := range s.cfg.Rules[i].Limits {
+			rr.Limits = append(rr.Limits, describeLimit(l))
+		}
+		rr.TopLimitedKeys, rr.BusiestKeys = topKeys(r.name, r.keys, s.opts.Keys, top)
+		rr.Keys = len(r.keys)
+		res.Rules[r.name] = rr
+	}
+	return res
+}
+
+// describeLimit gives a limit's burst and sustained rate.
+func describeLimit(l config.Limit) LimitInfo {
+	info := LimitInfo{Algorithm: l.Algorithm.String(), Capacity: l.Capacity}
+	switch {
+	case l.RefillInterval > 0:
+		info.PerSecond = float64(l.RefillTokens) / l.RefillInterval.Seconds()
+	case l.Window > 0:
+		info.PerSecond = float64(l.Capacity) / l.Window.Seconds()
+	}
+	return info
+}
+
+// seeded is a deterministic source of random bytes.
+func seeded(seed uint64) *rand.ChaCha8 {
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
+	copy(key[8:], "tollgate simulate")
+	return rand.NewChaCha8(key)
+}
+
+// errStop ends a replay early without being reported.
+var errStop = errors.New("stop")
