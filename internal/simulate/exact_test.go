@@ -217,7 +217,7 @@ func TestSummaryEqualsAnIndependentTokenBucket(t *testing.T) {
 	samples := log["bad_line_samples"].([]any)
 	for i, s := range samples {
 		line := s.(map[string]any)["line"].(float64)
-		if want := float64((i+1)*5_001); line != want {
+		if want := float64((i + 1) * 5_001); line != want {
 			t.Errorf("bad line %d reported at line %v, want %v", i, line, want)
 		}
 	}
