@@ -1,0 +1,154 @@
+package deploy
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+
+	"github.com/tollgate-proxy/tollgate/internal/simulate"
+)
+
+// The access log `tollgate simulate` reads is shipped twice: commented out in envoy.yaml, between
+// "# BEGIN simulate access log" and "# END simulate access log", and in docs/simulate.md after
+// "<!-- simulate access log -->".
+const (
+	accessLogBegin = "# BEGIN simulate access log"
+	accessLogEnd   = "# END simulate access log"
+	accessLogDoc   = "<!-- simulate access log -->"
+)
+
+// TestSimulateAccessLogIsValidAndReadable uncomments the block in envoy.yaml and loads the result
+// as Envoy would, checks docs/simulate.md shows the same block, and writes a line the way the
+// json_format says, which the simulator must read back field by field.
+func TestSimulateAccessLogIsValidAndReadable(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "envoy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	begin, end := -1, -1
+	for i, l := range lines {
+		switch strings.TrimSpace(l) {
+		case accessLogBegin:
+			begin = i
+		case accessLogEnd:
+			end = i
+		}
+	}
+	if begin < 0 || end < begin+2 {
+		t.Fatalf("envoy.yaml has no %q … %q block", accessLogBegin, accessLogEnd)
+	}
+	var block []string
+	indent := ""
+	for i, l := range lines[begin+1 : end] {
+		trimmed := strings.TrimLeft(l, " ")
+		if i == 0 {
+			indent = l[:len(l)-len(trimmed)]
+		}
+		if !strings.HasPrefix(l, indent+"# ") {
+			t.Fatalf("envoy.yaml line %d: %q is not commented at the block's indentation", begin+2+i, l)
+		}
+		block = append(block, strings.TrimPrefix(l, indent+"# "))
+	}
+	uncommented := append(append(append([]string{}, lines[:begin]...), indentAll(block, indent)...), lines[end+1:]...)
+	c, err := checkEnvoyConfig("envoy.yaml (access log uncommented)", []byte(strings.Join(uncommented, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var format map[string]string
+	for _, hcm := range c.hcms {
+		for _, l := range hcm.GetAccessLog() {
+			var file filev3.FileAccessLog
+			if err := l.GetTypedConfig().UnmarshalTo(&file); err != nil {
+				t.Fatalf("access_log: %v", err)
+			}
+			format = map[string]string{}
+			for k, v := range file.GetLogFormat().GetJsonFormat().GetFields() {
+				format[k] = v.GetStringValue()
+			}
+		}
+	}
+	if format == nil {
+		t.Fatal("the uncommented envoy.yaml has no access log with a json_format")
+	}
+
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "simulate.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "```yaml\n" + strings.Join(block, "\n") + "\n```"
+	_, after, ok := strings.Cut(string(doc), accessLogDoc+"\n")
+	if !ok || !strings.HasPrefix(after, want) {
+		t.Errorf("docs/simulate.md does not show, after %q, the block of envoy.yaml:\n%s", accessLogDoc, want)
+	}
+
+	// The operators of the fields the simulator reads, and one header field per request header.
+	fixed := map[string]string{
+		"start_time": "%START_TIME%", "method": "%REQ(:METHOD)%", "path": "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
+		"authority": "%REQ(:AUTHORITY)%", "downstream_remote_address": "%DOWNSTREAM_REMOTE_ADDRESS%",
+	}
+	header := regexp.MustCompile(`^%REQ\(([A-Z0-9-]+)\)%$`)
+	var headers []string
+	for field, operator := range format {
+		if want, ok := fixed[field]; ok {
+			if operator != want {
+				t.Errorf("json_format %s: %q, want %q", field, operator, want)
+			}
+			continue
+		}
+		name, ok := strings.CutPrefix(field, "req.")
+		m := header.FindStringSubmatch(operator)
+		if !ok || m == nil || strings.ToUpper(name) != m[1] || strings.ToLower(name) != name {
+			t.Errorf("json_format %s: %q; want only the fixed fields and req.<lower-case name>: %%REQ(<NAME>)%%", field, operator)
+			continue
+		}
+		headers = append(headers, name)
+	}
+	for field := range fixed {
+		if _, ok := format[field]; !ok {
+			t.Errorf("json_format lacks %s", field)
+		}
+	}
+
+	// A line as Envoy writes it with that format (%START_TIME%'s default form), read back.
+	values := map[string]string{
+		"%START_TIME%": `"2026-11-30T10:00:00.123Z"`, "%REQ(:METHOD)%": `"GET"`, "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%": `"/v1/items?page=2"`,
+		"%REQ(:AUTHORITY)%": `"api.example.com"`, "%DOWNSTREAM_REMOTE_ADDRESS%": `"192.0.2.7:41000"`,
+	}
+	var fields []string
+	for field, operator := range format {
+		v, ok := values[operator]
+		if !ok {
+			v = `"value of ` + field + `"`
+		}
+		fields = append(fields, `"`+field+`":`+v)
+	}
+	sort.Strings(fields)
+	line := "{" + strings.Join(fields, ",") + "}"
+	e, err := simulate.EnvoyJSON.Parse([]byte(line))
+	if err != nil {
+		t.Fatalf("the simulator cannot read %s: %v", line, err)
+	}
+	if e.Method != "GET" || e.Path != "/v1/items?page=2" || e.Authority != "api.example.com" || e.RemoteAddress != "192.0.2.7:41000" ||
+		len(e.Headers) != len(headers) {
+		t.Errorf("read %s as %+v", line, e)
+	}
+	for _, h := range e.Headers {
+		if h[1] != "value of req."+h[0] {
+			t.Errorf("header %s read as %q", h[0], h[1])
+		}
+	}
+}
+
+func indentAll(lines []string, indent string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = indent + l
+	}
+	return out
+}
