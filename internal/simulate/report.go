@@ -102,23 +102,33 @@ type rate struct {
 }
 
 // perSecond turns a rule's buckets into at most maxPoints rates, covering the whole log (a rule
-// may have no decisions at the end).
+// may have no decisions at the end). A point's rate is over the part of it the log covers, so
+// that the partial seconds at either end do not dip.
 func perSecond(series []Point, step time.Duration, log LogInfo) []rate {
 	start := log.First.Truncate(time.Second)
 	n := int(log.Last.Sub(start)/step) + 1
 	group := (n + maxPoints - 1) / maxPoints
-	width := (time.Duration(group) * step).Seconds()
+	width := time.Duration(group) * step
 	out := make([]rate, 0, (n+group-1)/group)
 	for i := 0; i < n; i += group {
-		r := rate{T: float64(start.Add(time.Duration(i)*step).UnixNano()) / 1e9}
+		from := start.Add(time.Duration(i) * step)
+		covered := width
+		if from.Before(log.First) {
+			covered -= log.First.Sub(from)
+		}
+		if end := log.Last.Add(time.Millisecond); from.Add(width).After(end) {
+			covered -= from.Add(width).Sub(end)
+		}
+		seconds := max(covered.Seconds(), 1e-3)
+		r := rate{T: float64(from.UnixNano()) / 1e9}
 		for j := i; j < i+group && j < len(series); j++ {
 			r.Admitted += float64(series[j].Admitted)
 			r.Limited += float64(series[j].Limited)
 			r.ShadowLimited += float64(series[j].ShadowLimited)
 		}
-		r.Admitted /= width
-		r.Limited /= width
-		r.ShadowLimited /= width
+		r.Admitted /= seconds
+		r.Limited /= seconds
+		r.ShadowLimited /= seconds
 		out = append(out, r)
 	}
 	return out
@@ -129,7 +139,7 @@ func seriesChart(name string, rr *RuleResult, step time.Duration, log LogInfo, y
 	p := plot.New()
 	p.Title.Text = "rule " + name + ": decisions per second"
 	p.Y.Label.Text = "requests / s"
-	p.Y.Min, p.Y.Max = 0, math.Max(yMax*1.05, 1)
+	p.Y.Min, p.Y.Max = 0, math.Max(yMax*1.3, 1) // room for the legend above the lines
 	format := "15:04:05"
 	if log.Last.Sub(log.First) > 24*time.Hour {
 		format = "Jan 2 15:04"
@@ -236,13 +246,13 @@ func peakChart(rr *RuleResult) (template.HTML, string, error) {
 	bars.LineStyle.Width = 0
 	p.Add(bars)
 	p.NominalY(names...)
-	p.Legend.Top = true
+	var marks []string
 	for i, l := range rr.Limits {
 		for _, mark := range []struct {
-			what  string
 			value float64
 			dash  bool
-		}{{"sustained", l.PerSecond, false}, {"burst", float64(l.Capacity), true}} {
+			text  string
+		}{{l.PerSecond, false, "sustained " + trimFloat(l.PerSecond) + "/s (solid)"}, {float64(l.Capacity), true, "burst " + trimFloat(float64(l.Capacity)) + " (dashed)"}} {
 			if mark.value <= 0 {
 				continue
 			}
@@ -256,8 +266,11 @@ func peakChart(rr *RuleResult) (template.HTML, string, error) {
 				line.Dashes = []vg.Length{vg.Points(3), vg.Points(2)}
 			}
 			p.Add(line)
-			p.Legend.Add(fmt.Sprintf("limit %d %s: %s/s", i, mark.what, trimFloat(mark.value)), line)
+			marks = append(marks, fmt.Sprintf("limit %d %s", i, mark.text))
 		}
+	}
+	if len(marks) > 0 {
+		p.X.Label.Text += "\n" + strings.Join(marks, ", ")
 	}
 	p.X.Max = xMax * 1.1
 	chart, err := svg(p, chartWidth, barsHeight(len(keys))+0.4*vg.Inch)
@@ -308,7 +321,8 @@ h3 { font-size: 1em; margin: 1.2em 0 0.3em; }
 table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { padding: 0.15em 0.6em; text-align: right; border-bottom: 1px solid #eee; }
 th:first-child, td:first-child { text-align: left; }
-svg { max-width: 100%; height: auto; display: block; }
+svg { max-width: 100%; height: auto; display: block; margin-bottom: 1.2em; }
+td:first-child { white-space: nowrap; }
 .none { color: #777; font-style: italic; }
 </style>
 </head>
