@@ -34,7 +34,7 @@ func BenchmarkSimulate(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		results, err := Run(context.Background(), log, RunOptions{Wasm: wasm, Seed: 1,
+		results, err := Run(context.Background(), log, RunOptions{Wasm: wasm, Seed: 1, Cache: testCache,
 			Configs: []ConfigFile{{Name: "exact.json", Data: []byte(exactConfig)}}})
 		log.Close()
 		if err != nil {

@@ -12,7 +12,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tetratelabs/wazero"
 )
+
+// testCache keeps the module compiled across the package's tests.
+var testCache = wazero.NewCompilationCache()
 
 var (
 	moduleOnce  sync.Once
@@ -198,7 +203,7 @@ func simulateFile(tb testing.TB, path string, format Format, showKeys bool, conf
 		tb.Fatal(err)
 	}
 	defer log.Close()
-	opts := RunOptions{Wasm: module(tb), ShowKeys: showKeys, Seed: 1}
+	opts := RunOptions{Wasm: module(tb), ShowKeys: showKeys, Seed: 1, Cache: testCache}
 	for i, c := range configs {
 		opts.Configs = append(opts.Configs, ConfigFile{Name: fmt.Sprintf("config-%d.json", i), Data: []byte(c)})
 	}

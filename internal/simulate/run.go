@@ -28,6 +28,8 @@ type RunOptions struct {
 	Seed uint64
 	// Top is how many keys the results list per rule (default 10).
 	Top int
+	// Cache, when set, keeps the compiled module between runs.
+	Cache wazero.CompilationCache
 	// Progress, when set, is called now and then with the requests replayed so far (by the
 	// slowest configuration).
 	Progress func(done int)
@@ -46,8 +48,11 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 			return nil, err
 		}
 	}
-	cache := wazero.NewCompilationCache()
-	defer cache.Close(ctx)
+	cache := opts.Cache
+	if cache == nil {
+		cache = wazero.NewCompilationCache()
+		defer cache.Close(ctx)
+	}
 	sims := make([]*Simulator, len(opts.Configs))
 	defer func() {
 		for _, s := range sims {
