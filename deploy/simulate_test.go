@@ -14,12 +14,13 @@ import (
 )
 
 // The access log `tollgate simulate` reads is shipped twice: commented out in envoy.yaml, between
-// "# BEGIN simulate access log" and "# END simulate access log", and in docs/simulate.md after
-// "<!-- simulate access log -->".
+// "# BEGIN simulate access log" and "# END simulate access log" as an access_log list, and in
+// docs/simulate.md as its one entry, after the marker that has TestDocumentBlocksAreValid check
+// it as an Envoy AccessLog message.
 const (
 	accessLogBegin = "# BEGIN simulate access log"
 	accessLogEnd   = "# END simulate access log"
-	accessLogDoc   = "<!-- simulate access log -->"
+	accessLogDoc   = "<!-- fragment: envoy.config.accesslog.v3.AccessLog -->"
 )
 
 // TestSimulateAccessLogIsValidAndReadable uncomments the block in envoy.yaml and loads the result
@@ -81,7 +82,15 @@ func TestSimulateAccessLogIsValidAndReadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "```yaml\n" + strings.Join(block, "\n") + "\n```"
+	// The list's one entry, unindented.
+	if len(block) < 2 || block[0] != "access_log:" || !strings.HasPrefix(block[1], "- ") {
+		t.Fatalf("the envoy.yaml block does not start with an access_log list: %q", block)
+	}
+	entry := []string{strings.TrimPrefix(block[1], "- ")}
+	for _, l := range block[2:] {
+		entry = append(entry, strings.TrimPrefix(l, "  "))
+	}
+	want := "```yaml\n" + strings.Join(entry, "\n") + "\n```"
 	_, after, ok := strings.Cut(string(doc), accessLogDoc+"\n")
 	if !ok || !strings.HasPrefix(after, want) {
 		t.Errorf("docs/simulate.md does not show, after %q, the block of envoy.yaml:\n%s", accessLogDoc, want)
