@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -179,7 +180,16 @@ func globalRules(r *simulate.Result, configs []simulate.ConfigFile) []string {
 
 // printTable writes one configuration's figures, a line per rule.
 func printTable(w io.Writer, r *simulate.Result) {
-	fmt.Fprintf(w, "\n%s: %s requests, %s exempt\n", r.Config, simulate.Thousands(r.Requests), simulate.Thousands(r.Exempt))
+	codes := make([]string, 0, len(r.Statuses))
+	for code := range r.Statuses {
+		codes = append(codes, code)
+	}
+	sort.Strings(codes)
+	for i, code := range codes {
+		codes[i] = code + ": " + simulate.Thousands(r.Statuses[code])
+	}
+	fmt.Fprintf(w, "\n%s: %s requests, %s exempt; responses %s\n", r.Config, simulate.Thousands(r.Requests),
+		simulate.Thousands(r.Exempt), strings.Join(codes, ", "))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "rule\tadmitted\tlimited\tshadow_limited\tmissing_key\texempt\tkeys\ttop limited key\t")
 	for _, name := range r.RuleNames() {

@@ -105,7 +105,7 @@ func TestSimulateWritesSummaryAndReport(t *testing.T) {
 	if !strings.Contains(stderr, log+":3: skipped: ") {
 		t.Errorf("stderr %q does not report line 3", stderr)
 	}
-	for _, want := range []string{"24 requests", tight + ": 24 requests", loose + ": 24 requests", "per-ip", "192.0.2.1 (2)"} {
+	for _, want := range []string{"24 requests", tight + ": 24 requests, 0 exempt; responses 200: 22, 429: 2", loose + ": 24 requests", "per-ip", "192.0.2.1 (2)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
