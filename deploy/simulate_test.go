@@ -96,6 +96,15 @@ func TestSimulateAccessLogIsValidAndReadable(t *testing.T) {
 		t.Errorf("docs/simulate.md does not show, after %q, the block of envoy.yaml:\n%s", accessLogDoc, want)
 	}
 
+	// The sample line of the document is one the simulator reads.
+	if _, sample, ok := strings.Cut(string(doc), "<!-- json-lines -->\n```json\n"); !ok {
+		t.Error("docs/simulate.md shows no sample line (a json-lines block)")
+	} else if line, _, _ := strings.Cut(sample, "\n"); true {
+		if _, err := simulate.EnvoyJSON.Parse([]byte(line)); err != nil {
+			t.Errorf("docs/simulate.md's sample line: %v", err)
+		}
+	}
+
 	// The operators of the fields the simulator reads, and one header field per request header.
 	fixed := map[string]string{
 		"start_time": "%START_TIME%", "method": "%REQ(:METHOD)%", "path": "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
