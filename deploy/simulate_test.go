@@ -97,12 +97,12 @@ func TestSimulateAccessLogIsValidAndReadable(t *testing.T) {
 	}
 
 	// The sample line of the document is one the simulator reads.
-	if _, sample, ok := strings.Cut(string(doc), "<!-- json-lines -->\n```json\n"); !ok {
+	_, sample, ok := strings.Cut(string(doc), "<!-- json-lines -->\n```json\n")
+	sample, _, _ = strings.Cut(sample, "\n")
+	if !ok {
 		t.Error("docs/simulate.md shows no sample line (a json-lines block)")
-	} else if line, _, _ := strings.Cut(sample, "\n"); true {
-		if _, err := simulate.EnvoyJSON.Parse([]byte(line)); err != nil {
-			t.Errorf("docs/simulate.md's sample line: %v", err)
-		}
+	} else if _, err := simulate.EnvoyJSON.Parse([]byte(sample)); err != nil {
+		t.Errorf("docs/simulate.md's sample line: %v", err)
 	}
 
 	// The operators of the fields the simulator reads, and one header field per request header.
