@@ -284,8 +284,9 @@ type Cost struct {
 	// Units is the fixed cost (default 1), or, when Header is set, the cost of a request
 	// without that header.
 	Units int64
-	// Header, when set, names a request header whose value (a whole number from 0) is the
-	// cost; values above Max count as Max. A value that is not a whole number gets a 400.
+	// Header, when set, names a request header whose value (a whole number) is the cost;
+	// values above Max count as Max and values below 1, negative ones included, as 1 (the
+	// client chooses the number). A value that is not a whole number gets a 400.
 	Header string
 	Max    int64
 }

@@ -851,7 +851,8 @@ func TestParse(t *testing.T) {
 		// cost
 		{name: "cost 0", input: withRuleMembers(`"cost": 0`), want: baseRuleConfig(func(r *config.Rule) { r.Cost.Units = 0 })},
 		{name: "cost equal to the capacity", input: withRuleMembers(`"cost": 10`), want: baseRuleConfig(func(r *config.Rule) { r.Cost.Units = 10 })},
-		{name: "cost from a header", input: withRuleMembers(`"cost": {"header": "X-Cost", "max": 10, "default": 0}`), want: baseRuleConfig(func(r *config.Rule) { r.Cost = config.Cost{Units: 0, Header: "x-cost", Max: 10} })},
+		{name: "cost from a header", input: withRuleMembers(`"cost": {"header": "X-Cost", "max": 10, "default": 2}`), want: baseRuleConfig(func(r *config.Rule) { r.Cost = config.Cost{Units: 2, Header: "x-cost", Max: 10} })},
+		{name: "cost default 0 would make requests without the header free", input: withRuleMembers(`"cost": {"header": "x-cost", "max": 10, "default": 0}`), problems: []problem{{"rules[0].cost.default", "0 is not allowed: default is the cost of a request without the header, a whole number from 1 to max (default 1): with 0 every request that leaves the header out would be free"}}},
 		{name: "cost from a header with default 1", input: withRuleMembers(`"cost": {"header": "x-cost", "max": 5}`), want: baseRuleConfig(func(r *config.Rule) { r.Cost = config.Cost{Units: 1, Header: "x-cost", Max: 5} })},
 		{name: "cost default equal to max", input: withRuleMembers(`"cost": {"header": "x-cost", "max": 5, "default": 5}`), want: baseRuleConfig(func(r *config.Rule) { r.Cost = config.Cost{Units: 5, Header: "x-cost", Max: 5} })},
 		{name: "cost negative", input: withRuleMembers(`"cost": -1`), problems: []problem{{costPath, "-1 is not allowed: cost is how many units a request takes from each limit: a whole number from 0 to 1000000000 (default 1)"}}},
@@ -862,7 +863,7 @@ func TestParse(t *testing.T) {
 		{name: "cost object empty", input: withRuleMembers(`"cost": {}`), problems: []problem{{"rules[0].cost.header", `required field is missing: add "header": "x-cost"`}, {"rules[0].cost.max", `required field is missing: add "max": 100`}}},
 		{name: "cost object unknown field", input: withRuleMembers(`"cost": {"header": "x-cost", "max": 5, "min": 1}`), problems: []problem{{costPath, `unknown field "min": known fields are header, max, default`}}},
 		{name: "cost max 0", input: withRuleMembers(`"cost": {"header": "x-cost", "max": 0}`), problems: []problem{{"rules[0].cost.max", "0 is not allowed: max is the largest cost a request can declare"}}},
-		{name: "cost default above max", input: withRuleMembers(`"cost": {"header": "x-cost", "max": 3, "default": 4}`), problems: []problem{{"rules[0].cost.default", "4 is above max 3: default is the cost of a request without the header, a whole number from 0 to max (default 1)"}}},
+		{name: "cost default above max", input: withRuleMembers(`"cost": {"header": "x-cost", "max": 3, "default": 4}`), problems: []problem{{"rules[0].cost.default", "4 is above max 3: default is the cost of a request without the header, a whole number from 1 to max (default 1)"}}},
 		{name: "cost default negative", input: withRuleMembers(`"cost": {"header": "x-cost", "max": 3, "default": -1}`), problems: []problem{{"rules[0].cost.default", "-1 is not allowed"}}},
 		{name: "cost header invalid", input: withRuleMembers(`"cost": {"header": "x cost", "max": 3}`), problems: []problem{{"rules[0].cost.header", `"x cost" contains ' '`}}},
 		{

@@ -27,7 +27,8 @@ func (v *validator) cost(path string, value *jsonValue) (cost Cost, ok bool) {
 	}
 	if units := value.member("default"); units != nil {
 		defaultPath := fieldPath(path, "default")
-		if n, unitsOK := v.wholeNumber(defaultPath, units, 0, maxCost, costDefaultRule); unitsOK {
+		// A default of 0 would make every request that leaves the header out free.
+		if n, unitsOK := v.wholeNumber(defaultPath, units, 1, maxCost, costDefaultRule); unitsOK {
 			cost.Units = n
 			if ok && n > cost.Max {
 				v.add(defaultPath, strconv.FormatInt(n, 10)+" is above max "+strconv.FormatInt(cost.Max, 10)+

@@ -114,7 +114,8 @@ const (
 		`(default 1), or an object such as {"header": "x-cost", "max": 100} to read it from a request header`
 	costMaxRule = "max is the largest cost a request can declare (larger header values count as max), " +
 		"a whole number from 1 to 1000000000"
-	costDefaultRule = "default is the cost of a request without the header, a whole number from 0 to max (default 1)"
+	costDefaultRule = "default is the cost of a request without the header, a whole number from 1 to max (default 1): " +
+		"with 0 every request that leaves the header out would be free"
 	shadowRule      = "shadow is true (decide and count, but never reject) or false (the default)"
 	trustedHopsRule = "xff_num_trusted_hops is how many trusted proxies in front of Envoy append to x-forwarded-for, " +
 		"a whole number from 0 to 10 (0, the default, uses the connection's address only)"

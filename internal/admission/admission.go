@@ -391,6 +391,10 @@ func ruleCost(req Request, c *config.Cost) (int64, bool) {
 	if !found {
 		return c.Units, true
 	}
+	if len(v) > 1 && v[0] == '-' && isDigits(v[1:]) {
+		// A negative whole number is below 1, like 0: it costs 1.
+		return 1, true
+	}
 	n, err := strconv.ParseUint(v, 10, 63)
 	if err != nil {
 		// A number too large to parse is still a number: clamp it like any value above max.

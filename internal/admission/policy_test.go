@@ -226,7 +226,12 @@ func TestCost(t *testing.T) {
 		{"zero counts as one: 4 left", 0, req(ip, ":path", "/batch", "x-batch-size", "0"), Allow, -1, 0},
 		{"99 counts as max 8", 0, req(ip, ":path", "/batch", "x-batch-size", "99"), Limited, 1, 4 * time.Second},
 		{"huge counts as max", 0, req(ip, ":path", "/batch", "x-batch-size", "99999999999999999999999"), Limited, 1, 4 * time.Second},
-		{"negative", 0, req(ip, ":path", "/batch", "x-batch-size", "-1"), BadCost, 1, 0},
+		// Below 1 is 1, negative numbers included, as the documentation says: 3 left, then 2.
+		{"negative counts as one", 0, req(ip, ":path", "/batch", "x-batch-size", "-1"), Allow, -1, 0},
+		{"very negative counts as one", 0, req(ip, ":path", "/batch", "x-batch-size", "-99999999999999999999999"), Allow, -1, 0},
+		{"two left: 3 is too many", 0, req(ip, ":path", "/batch", "x-batch-size", "3"), Limited, 1, time.Second},
+		{"minus sign alone", 0, req(ip, ":path", "/batch", "x-batch-size", "-"), BadCost, 1, 0},
+		{"plus sign", 0, req(ip, ":path", "/batch", "x-batch-size", "+3"), BadCost, 1, 0},
 		{"not a number", 0, req(ip, ":path", "/batch", "x-batch-size", "3.5"), BadCost, 1, 0},
 	})
 }
