@@ -522,8 +522,8 @@ func TestParse(t *testing.T) {
 			}),
 		},
 		{
-			name:  "exempt CIDRs, single addresses and masking",
-			input: withExempt(`{"client_cidrs": ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7", "2001:DB8::1", "10.1.2.3/16", "0.0.0.0/0", "::ffff:192.0.2.0/120"]}`),
+			name:  "exempt CIDRs, single addresses and IPv4-mapped prefixes",
+			input: withExempt(`{"client_cidrs": ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7", "2001:DB8::1", "10.1.0.0/16", "0.0.0.0/0", "::ffff:192.0.2.0/120"]}`),
 			want: baseConfig(func(c *config.Config) {
 				c.Exempt.ClientCIDRs = []netip.Prefix{
 					netip.MustParsePrefix("10.0.0.0/8"),
@@ -1121,7 +1121,7 @@ const kitchenSinkJSON = `{
   "client_ip": {"xff_num_trusted_hops": 1},
   "exempt": {
     "paths": [{"exact": "/healthz"}, {"prefix": "/internal/"}],
-    "client_cidrs": ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7", "10.20.30.40/16"],
+    "client_cidrs": ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7", "10.20.0.0/16"],
     "headers": [{"name": "X-Internal-Token", "present": true}, {"name": "x-probe", "exact": "k8s"}]
   },
   "shadow": false,

@@ -273,8 +273,8 @@ func (v *validator) clientCIDRs(path string, value *jsonValue) []netip.Prefix {
 	return prefixes
 }
 
-// clientCIDR reads a CIDR, or a single address standing for the CIDR that
-// holds only it, and returns it with the bits beyond its length cleared.
+// clientCIDR reads a CIDR, or a single address standing for the CIDR that holds only it. A CIDR
+// with bits set beyond its length is refused rather than masked.
 func (v *validator) clientCIDR(path string, value *jsonValue) (netip.Prefix, bool) {
 	if !v.wantKind(path, value, kindString, cidrRule) {
 		return netip.Prefix{}, false
@@ -306,17 +306,25 @@ func (v *validator) clientCIDR(path string, value *jsonValue) (netip.Prefix, boo
 			strconv.Itoa(address.BitLen())+" for an IPv"+ipVersion(address)+" address, written without leading zeros: "+cidrRule)
 		return netip.Prefix{}, false
 	}
+	if address.Is4In6() && prefix.Bits() < 96 {
+		v.add(path, quoteClipped(text)+" is an IPv4-mapped prefix shorter than /96, which covers more than IPv4 "+
+			"addresses: write the IPv4 CIDR instead, e.g. \"10.0.0.0/8\": "+cidrRule)
+		return netip.Prefix{}, false
+	}
+	if masked := prefix.Masked(); masked.Addr() != prefix.Addr() {
+		// "127.0.0.2/8" is most likely a single address with a slip of the length; widening it
+		// silently would exempt a whole network.
+		v.add(path, quoteClipped(text)+" has bits set after its first "+strconv.Itoa(prefix.Bits())+
+			", so it is not the start of a range: write "+strconv.Quote(masked.String())+" for the whole range, or "+
+			strconv.Quote(prefix.Addr().String())+" for that address alone")
+		return netip.Prefix{}, false
+	}
 	if address.Is4In6() {
 		// Client addresses are compared unmapped (::ffff:10.0.0.1 is 10.0.0.1), so an
 		// IPv4-mapped prefix is stored as the IPv4 prefix it stands for.
-		if prefix.Bits() < 96 {
-			v.add(path, quoteClipped(text)+" is an IPv4-mapped prefix shorter than /96, which covers more than IPv4 "+
-				"addresses: write the IPv4 CIDR instead, e.g. \"10.0.0.0/8\": "+cidrRule)
-			return netip.Prefix{}, false
-		}
-		return netip.PrefixFrom(address.Unmap(), prefix.Bits()-96).Masked(), true
+		return netip.PrefixFrom(address.Unmap(), prefix.Bits()-96), true
 	}
-	return prefix.Masked(), true
+	return prefix, true
 }
 
 func ipVersion(address netip.Addr) string {
