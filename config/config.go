@@ -100,7 +100,18 @@ type ClientIP struct {
 	// written by trusted proxies, so a client cannot change its address by adding entries on
 	// the left. With fewer than N entries, source.address is used.
 	XFFNumTrustedHops int
+	// IPv4Prefix and IPv6Prefix are how many leading bits of the client address a client_ip key
+	// part keeps (defaults 32 and 128: the whole address). One IPv6 client usually owns a whole
+	// /64, so per-address keys would give it 2^64 buckets; 64 groups them again. A key part's
+	// own prefixes, when given, take precedence. Exemptions compare the whole address.
+	IPv4Prefix, IPv6Prefix int
 }
+
+// Defaults of the client address grouping: the whole address.
+const (
+	DefaultIPv4Prefix = 32
+	DefaultIPv6Prefix = 128
+)
 
 // Exemptions are requests that bypass every rule. A request matching any entry is exempt.
 type Exemptions struct {
@@ -211,6 +222,9 @@ type KeyPart struct {
 	Header    string   // KeyHeader: the header name, lower-cased
 	Query     string   // KeyQuery: the parameter name
 	Attribute []string // KeyAttribute: the property path, e.g. ["xds", "route_name"]
+	// KeyClientIP: the leading bits of the address kept in the key; 0 takes the top-level
+	// client_ip setting (Config.ClientIP).
+	IPv4Prefix, IPv6Prefix int
 }
 
 // MissingKeyAction is what happens to a request a rule's key cannot be built for.

@@ -57,6 +57,9 @@ func repeatJoined(item string, n int) string {
 // defaultBody is the documented default body of a rejected request.
 const defaultBody = "Too Many Requests: retry after {retry_after} s\n"
 
+// defaultClientIP is the documented default client address setting: source.address, whole.
+var defaultClientIP = config.ClientIP{IPv4Prefix: 32, IPv6Prefix: 128}
+
 // defaultKeyTable is the documented default key table.
 var defaultKeyTable = config.KeyTable{MaxKeys: 100000, WhenFull: config.WhenFullOverflow, MaxKeyBytes: 1024}
 
@@ -79,7 +82,8 @@ func ruleWith(name string, key []config.KeyPart, limits ...config.Limit) config.
 
 // configWith returns a Config with the documented defaults and the given rules.
 func configWith(rules ...config.Rule) *config.Config {
-	return &config.Config{Rules: rules, FailureMode: config.FailureAllow, Response: defaultResponse(), KeyTable: defaultKeyTable}
+	return &config.Config{Rules: rules, FailureMode: config.FailureAllow, Response: defaultResponse(), KeyTable: defaultKeyTable,
+		ClientIP: defaultClientIP}
 }
 
 // configEdit applies edit to cfg and returns it.
@@ -222,7 +226,7 @@ func TestParse(t *testing.T) {
 				            {"refill_interval": "500ms", "refill_tokens": 2, "capacity": 5}]},
 				{"name": "second", "key": [{"header": "!#$%&'*+-.^_` + "`" + `|~09az"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1ms"}]}
 			]}`,
-			want: &config.Config{FailureMode: config.FailureDeny, Response: defaultResponse(), KeyTable: defaultKeyTable, Rules: []config.Rule{
+			want: &config.Config{FailureMode: config.FailureDeny, Response: defaultResponse(), KeyTable: defaultKeyTable, ClientIP: defaultClientIP, Rules: []config.Rule{
 				ruleWith("a.B_c-9",
 					[]config.KeyPart{
 						{Kind: config.KeyHeader, Header: "x-api-key"},
@@ -319,9 +323,27 @@ func TestParse(t *testing.T) {
 			problems: []problem{{keyPartPath, `unknown field "headers": known fields are header, client_ip, path, method, authority, query, attribute (did you mean "header"?)`}},
 		},
 		{
-			name:     "client_ip with a field inside",
-			input:    withKeyPart(`{"client_ip": {"ipv6_prefix": 64}}`),
-			problems: []problem{{"rules[0].key[0].client_ip", `unknown field "ipv6_prefix": client_ip takes no fields yet, write "client_ip": {}`}},
+			name:  "client_ip with its own prefixes",
+			input: withKeyPart(`{"client_ip": {"ipv6_prefix": 64, "ipv4_prefix": 24}}`),
+			want:  withKeyPartConfig(config.KeyPart{Kind: config.KeyClientIP, IPv4Prefix: 24, IPv6Prefix: 64}),
+		},
+		{
+			name:     "client_ip with an unknown field",
+			input:    withKeyPart(`{"client_ip": {"ipv6_prefx": 64}}`),
+			problems: []problem{{"rules[0].key[0].client_ip", `unknown field "ipv6_prefx": known fields are ipv4_prefix, ipv6_prefix (did you mean "ipv6_prefix"?)`}},
+		},
+		{
+			name:  "client_ip prefixes out of range",
+			input: withKeyPart(`{"client_ip": {"ipv6_prefix": 129, "ipv4_prefix": 0}}`),
+			problems: []problem{
+				{"rules[0].key[0].client_ip.ipv4_prefix", "0 is not allowed: ipv4_prefix is how many leading bits"},
+				{"rules[0].key[0].client_ip.ipv6_prefix", "129 is too large: ipv6_prefix is how many leading bits"},
+			},
+		},
+		{
+			name:  "top-level client_ip prefixes",
+			input: withTop(`"client_ip": {"ipv6_prefix": 56}`),
+			want:  baseConfig(func(c *config.Config) { c.ClientIP.IPv6Prefix = 56 }),
 		},
 		{
 			name:  "unknown limit field",
@@ -402,7 +424,7 @@ func TestParse(t *testing.T) {
 			problems: []problem{
 				{keyPartPath, `has both "header" and "client_ip"`},
 				{headerPath, "got the number 1, want a string"},
-				{"rules[0].key[0].client_ip", `got null, want an object: client_ip takes no options yet, write "client_ip": {}`},
+				{"rules[0].key[0].client_ip", `got null, want an object: client_ip is an object such as {} (the whole address) or {"ipv6_prefix": 64}`},
 			},
 		},
 		{name: "header null", input: withKeyPart(`{"header": null}`), problems: []problem{{headerPath, "got null, want a string: a header name is 1 to 256 characters"}}},
@@ -414,7 +436,7 @@ func TestParse(t *testing.T) {
 		{name: "unknown pseudo-header", input: withKeyPart(`{"header": ":authorty"}`), problems: []problem{{headerPath, `":authorty" is not a request pseudo-header: use one of :authority, :method, :path, :scheme, :protocol`}}},
 		{name: "response pseudo-header", input: withKeyPart(`{"header": ":status"}`), problems: []problem{{headerPath, "is not a request pseudo-header"}}},
 		{name: "client_ip null", input: withKeyPart(`{"client_ip": null}`), problems: []problem{{"rules[0].key[0].client_ip", "got null, want an object"}}},
-		{name: "client_ip true", input: withKeyPart(`{"client_ip": true}`), problems: []problem{{"rules[0].key[0].client_ip", `got true, want an object: client_ip takes no options yet, write "client_ip": {}`}}},
+		{name: "client_ip true", input: withKeyPart(`{"client_ip": true}`), problems: []problem{{"rules[0].key[0].client_ip", `got true, want an object: client_ip is an object such as {} (the whole address)`}}},
 
 		// limits
 		{name: "limits missing", input: withRule(`{"name": "r", "key": [{"client_ip": {}}]}`), problems: []problem{{"rules[0].limits", "required field is missing"}}},
@@ -505,11 +527,11 @@ func TestParse(t *testing.T) {
 		{name: "client_ip hops fraction", input: withTop(`"client_ip": {"xff_num_trusted_hops": 1.5}`), problems: []problem{{"client_ip.xff_num_trusted_hops", "1.5 is not a whole number"}}},
 		{name: "client_ip hops string", input: withTop(`"client_ip": {"xff_num_trusted_hops": "1"}`), problems: []problem{{"client_ip.xff_num_trusted_hops", `got the string "1", want a number`}}},
 		{name: "client_ip not an object", input: withTop(`"client_ip": 1`), problems: []problem{{"client_ip", `got the number 1, want an object: client_ip is an object such as {"xff_num_trusted_hops": 1}`}}},
-		{name: "client_ip unknown field", input: withTop(`"client_ip": {"xff_num_trusted_hop": 1}`), problems: []problem{{"client_ip", `unknown field "xff_num_trusted_hop": known fields are xff_num_trusted_hops (did you mean "xff_num_trusted_hops"?)`}}},
+		{name: "client_ip unknown field", input: withTop(`"client_ip": {"xff_num_trusted_hop": 1}`), problems: []problem{{"client_ip", `unknown field "xff_num_trusted_hop": known fields are xff_num_trusted_hops, ipv4_prefix, ipv6_prefix (did you mean "xff_num_trusted_hops"?)`}}},
 		{
 			name:     "trusted hops in the client_ip key part",
 			input:    withKeyPart(`{"client_ip": {"xff_num_trusted_hops": 1}}`),
-			problems: []problem{{"rules[0].key[0].client_ip", `xff_num_trusted_hops belongs in the top-level "client_ip": {"xff_num_trusted_hops": 1}`}},
+			problems: []problem{{"rules[0].key[0].client_ip", `unknown field "xff_num_trusted_hops": it belongs in the top-level "client_ip": {"xff_num_trusted_hops": 1}`}},
 		},
 
 		// exempt
@@ -1174,7 +1196,7 @@ func kitchenSinkConfig() *config.Config {
 	return &config.Config{
 		FailureMode: config.FailureDeny,
 		KeyTable:    defaultKeyTable,
-		ClientIP:    config.ClientIP{XFFNumTrustedHops: 1},
+		ClientIP:    config.ClientIP{XFFNumTrustedHops: 1, IPv4Prefix: 32, IPv6Prefix: 128},
 		Exempt: config.Exemptions{
 			Paths: []config.PathMatch{{Exact: "/healthz"}, {Prefix: "/internal/"}},
 			ClientCIDRs: []netip.Prefix{

@@ -69,8 +69,9 @@ func (v *validator) keyPartField(partPath, name string, value *jsonValue) KeyPar
 	case "header":
 		return KeyPart{Kind: KeyHeader, Header: v.headerName(path, value)}
 	case "client_ip":
-		v.noOptions(path, value, name, `; to trust x-forwarded-for, set the top-level "client_ip": {"xff_num_trusted_hops": 1}`)
-		return KeyPart{Kind: KeyClientIP}
+		part := KeyPart{Kind: KeyClientIP}
+		v.clientIPPart(path, value, &part)
+		return part
 	case "path":
 		v.noOptions(path, value, name, `; to select requests by path, use the rule's "match": {"path": {"prefix": "/api/"}}`)
 		return KeyPart{Kind: KeyPath}
@@ -165,6 +166,39 @@ func (v *validator) noOptions(path string, value *jsonValue, name, hint string) 
 			message += `; xff_num_trusted_hops belongs in the top-level "client_ip": {"xff_num_trusted_hops": 1}`
 		}
 		v.add(path, message)
+	}
+}
+
+// clientIPPart reads the options of a client_ip key part: the address prefixes it keeps.
+func (v *validator) clientIPPart(path string, value *jsonValue, part *KeyPart) {
+	if !v.wantKind(path, value, kindObject, `client_ip is an object such as {} (the whole address) or {"ipv6_prefix": 64}`) {
+		return
+	}
+	others := *value
+	others.members = nil
+	for _, member := range value.members {
+		if member.name == "xff_num_trusted_hops" {
+			v.add(path, `unknown field "xff_num_trusted_hops": it belongs in the top-level "client_ip": {"xff_num_trusted_hops": 1}, `+
+				"which says how every rule finds the client address")
+			continue
+		}
+		others.members = append(others.members, member)
+	}
+	v.checkFieldNames(path, &others, clientIPPartFields)
+	v.addressPrefixes(path, value, &part.IPv4Prefix, &part.IPv6Prefix)
+}
+
+// addressPrefixes reads ipv4_prefix and ipv6_prefix, leaving absent ones as they are.
+func (v *validator) addressPrefixes(path string, value *jsonValue, ipv4, ipv6 *int) {
+	if n := value.member("ipv4_prefix"); n != nil {
+		if bits, ok := v.wholeNumber(fieldPath(path, "ipv4_prefix"), n, 1, 32, ipv4PrefixRule); ok {
+			*ipv4 = int(bits)
+		}
+	}
+	if n := value.member("ipv6_prefix"); n != nil {
+		if bits, ok := v.wholeNumber(fieldPath(path, "ipv6_prefix"), n, 1, 128, ipv6PrefixRule); ok {
+			*ipv6 = int(bits)
+		}
 	}
 }
 

@@ -64,14 +64,15 @@ var (
 	keyPartFields  = []string{"header", "client_ip", "path", "method", "authority", "query", "attribute"}
 	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window"}
 
-	clientIPFields    = []string{"xff_num_trusted_hops"}
-	exemptFields      = []string{"paths", "client_cidrs", "headers"}
-	matchFields       = []string{"path", "methods", "hosts", "headers"}
-	pathMatchFields   = []string{"exact", "prefix"}
-	headerMatchFields = []string{"name", "exact", "present"}
-	missingKeyFields  = []string{"action", "status", "key"}
-	costFields        = []string{"header", "max", "default"}
-	responseFields    = []string{"status", "body", "content_type", "headers", "grpc_status"}
+	clientIPFields     = []string{"xff_num_trusted_hops", "ipv4_prefix", "ipv6_prefix"}
+	clientIPPartFields = []string{"ipv4_prefix", "ipv6_prefix"}
+	exemptFields       = []string{"paths", "client_cidrs", "headers"}
+	matchFields        = []string{"path", "methods", "hosts", "headers"}
+	pathMatchFields    = []string{"exact", "prefix"}
+	headerMatchFields  = []string{"name", "exact", "present"}
+	missingKeyFields   = []string{"action", "status", "key"}
+	costFields         = []string{"header", "max", "default"}
+	responseFields     = []string{"status", "body", "content_type", "headers", "grpc_status"}
 )
 
 // Spellings of the enumerations, indexed by value.
@@ -116,7 +117,11 @@ const (
 		"a whole number from 1 to 1000000000"
 	costDefaultRule = "default is the cost of a request without the header, a whole number from 1 to max (default 1): " +
 		"with 0 every request that leaves the header out would be free"
-	shadowRule      = "shadow is true (decide and count, but never reject) or false (the default)"
+	shadowRule     = "shadow is true (decide and count, but never reject) or false (the default)"
+	ipv4PrefixRule = "ipv4_prefix is how many leading bits of an IPv4 client address a client_ip key keeps, " +
+		"a whole number from 1 to 32 (default 32, the whole address)"
+	ipv6PrefixRule = "ipv6_prefix is how many leading bits of an IPv6 client address a client_ip key keeps, " +
+		"a whole number from 1 to 128 (default 128, the whole address; 64 groups a client's /64, the block one client usually owns)"
 	trustedHopsRule = "xff_num_trusted_hops is how many trusted proxies in front of Envoy append to x-forwarded-for, " +
 		"a whole number from 0 to 10 (0, the default, uses the connection's address only)"
 )
@@ -140,6 +145,7 @@ func (v *validator) document(root *jsonValue) *Config {
 			cfg.FailureMode = FailureMode(index)
 		}
 	}
+	cfg.ClientIP = ClientIP{IPv4Prefix: DefaultIPv4Prefix, IPv6Prefix: DefaultIPv6Prefix}
 	if clientIP := root.member("client_ip"); clientIP != nil {
 		cfg.ClientIP = v.clientIPSettings("client_ip", clientIP)
 	}
@@ -207,8 +213,8 @@ func (v *validator) keyTable(path string, value *jsonValue, t *KeyTable) {
 }
 
 func (v *validator) clientIPSettings(path string, value *jsonValue) ClientIP {
-	var settings ClientIP
-	if !v.wantKind(path, value, kindObject, `client_ip is an object such as {"xff_num_trusted_hops": 1}`) {
+	settings := ClientIP{IPv4Prefix: DefaultIPv4Prefix, IPv6Prefix: DefaultIPv6Prefix}
+	if !v.wantKind(path, value, kindObject, `client_ip is an object such as {"xff_num_trusted_hops": 1} or {"ipv6_prefix": 64}`) {
 		return settings
 	}
 	v.checkFieldNames(path, value, clientIPFields)
@@ -216,5 +222,6 @@ func (v *validator) clientIPSettings(path string, value *jsonValue) ClientIP {
 		count, _ := v.wholeNumber(fieldPath(path, "xff_num_trusted_hops"), hops, 0, maxTrustedHops, trustedHopsRule)
 		settings.XFFNumTrustedHops = int(count)
 	}
+	v.addressPrefixes(path, value, &settings.IPv4Prefix, &settings.IPv6Prefix)
 	return settings
 }

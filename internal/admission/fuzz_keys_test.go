@@ -13,13 +13,14 @@ import (
 // x-forwarded-for, the list walk under it, query parameters, and the partition key. Seed corpora
 // are in testdata/fuzz/<target>; make test replays them, make fuzz explores from them.
 
-// canonicalIP is the address s denotes as the module writes it, or "" if s is not one.
+// canonicalIP is the address s denotes as the module writes it (unmapped, without a zone), or
+// "" if s is not one.
 func canonicalIP(s string) string {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
 		return ""
 	}
-	return a.Unmap().String()
+	return a.Unmap().WithZone("").String()
 }
 
 // refClientAddress is the client address docs/configuration.md promises, written independently of

@@ -50,7 +50,8 @@ func (v *requestView) pathAndQuery() (string, string) {
 // clientAddress is the client's IP address, from source.address, or from x-forwarded-for when
 // trusted hops are configured: the Nth entry from the right, since the entries nearest Envoy
 // were appended by the trusted proxies and anything further left may be the client's own
-// invention. IPv4-mapped IPv6 addresses are unmapped, so one client has one address.
+// invention. IPv4-mapped IPv6 addresses are unmapped and zones (fe80::1%eth0) dropped, so one
+// client has one address.
 func (v *requestView) clientAddress() (netip.Addr, bool) {
 	if v.clientDone {
 		return v.client, v.client.IsValid()
@@ -64,7 +65,7 @@ func (v *requestView) clientAddress() (netip.Addr, bool) {
 		if xff, found := v.req.HeaderValues("x-forwarded-for"); found {
 			if entry, ok := nthFromRight(xff, hops); ok {
 				if addr, err := netip.ParseAddr(entry); err == nil {
-					v.client = addr.Unmap()
+					v.client = addr.Unmap().WithZone("")
 					return v.client, true
 				}
 			}
@@ -72,7 +73,7 @@ func (v *requestView) clientAddress() (netip.Addr, bool) {
 	}
 	if sourceFound {
 		if addr, err := netip.ParseAddr(hostOf(source)); err == nil {
-			v.client = addr.Unmap()
+			v.client = addr.Unmap().WithZone("")
 		}
 	}
 	return v.client, v.client.IsValid()
@@ -164,8 +165,8 @@ func (v *requestView) appendPartitionKey(buf []byte, parts []config.KeyPart) (ke
 			if !found {
 				return buf, &parts[i]
 			}
-			var text [64]byte // an IPv6 address is at most 39 characters, a zone aside
-			ip := addr.AppendTo(text[:0])
+			var text [64]byte // an IPv6 address is at most 39 characters, and "/128"
+			ip := v.appendClientGroup(text[:0], addr, &parts[i])
 			buf = strconv.AppendInt(buf, int64(len(ip)), 10)
 			buf = append(buf, ':')
 			buf = append(buf, ip...)
@@ -180,6 +181,30 @@ func (v *requestView) appendPartitionKey(buf []byte, parts []config.KeyPart) (ke
 		buf = append(buf, value...)
 	}
 	return buf, nil
+}
+
+// appendClientGroup appends the part of a client address a client_ip key part keeps: the whole
+// address ("2001:db8::1"), or, with a shorter prefix, the network it groups clients by
+// ("2001:db8::/64"), so that a client owning a /64 has one bucket, not 2^64.
+func (v *requestView) appendClientGroup(dst []byte, addr netip.Addr, p *config.KeyPart) []byte {
+	bits, whole := p.IPv6Prefix, 128
+	if bits == 0 {
+		bits = v.clientIP.IPv6Prefix
+	}
+	if addr.Is4() {
+		bits, whole = p.IPv4Prefix, 32
+		if bits == 0 {
+			bits = v.clientIP.IPv4Prefix
+		}
+	}
+	if bits <= 0 || bits >= whole {
+		return addr.AppendTo(dst)
+	}
+	network, err := addr.Prefix(bits)
+	if err != nil {
+		return addr.AppendTo(dst)
+	}
+	return network.AppendTo(dst)
 }
 
 // queryParam returns the first value of name in a query string, percent-decoded.

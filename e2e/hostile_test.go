@@ -1,0 +1,27 @@
+package e2e
+
+import (
+	"testing"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// Hostile input through the real module: the spellings, addresses and keys a client picks to get
+// more than its limit.
+
+// With ipv6_prefix 64, a client that owns a /64 has one bucket however many addresses it uses;
+// zones are dropped.
+func TestIPv6ClientsAreGroupedByPrefix(t *testing.T) {
+	g := newRig(t, host.Envoy133, `{"client_ip": {"ipv6_prefix": 64},
+	  "rules": [{"name": "per-client", "key": [{"client_ip": {}}],
+	    "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"}]}]}`, 2)
+	runPolicy(t, g, []policyStep{
+		{name: "one address", req: httpReq("GET", "/", "[2001:db8:1:2::1]:40000"), status: 200},
+		{name: "another address of the /64", req: httpReq("GET", "/", "[2001:db8:1:2:aaaa::7]:40000"), status: 200},
+		{name: "a third address of the /64 is over", req: httpReq("GET", "/", "[2001:db8:1:2:ffff:ffff:ffff:ffff]:40000"), status: 429},
+		{name: "with a zone, still over", req: httpReq("GET", "/", "[2001:db8:1:2::1%eth0]:40000"), status: 429},
+		{name: "the next /64 is another client", req: httpReq("GET", "/", "[2001:db8:1:3::1]:40000"), status: 200},
+		{name: "IPv4 stays per address", req: httpReq("GET", "/", "192.0.2.1:40000"), status: 200},
+		{name: "IPv4 stays per address, another", req: httpReq("GET", "/", "192.0.2.2:40000"), status: 200},
+	})
+}
