@@ -28,3 +28,23 @@ func TestRefusedNotWidened(t *testing.T) {
 		}
 	}
 }
+
+// A fully qualified host name names the same host: it is stored without its trailing dot, and a
+// list holding both spellings repeats itself.
+func TestHostsWithATrailingDot(t *testing.T) {
+	cfg, err := config.Parse([]byte(withMatch(`{"hosts": ["API.example.com."]}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Rules[0].Match.Hosts; len(got) != 1 || got[0] != "api.example.com" {
+		t.Fatalf("hosts %q, want [api.example.com]", got)
+	}
+	for doc, want := range map[string]string{
+		withMatch(`{"hosts": ["api.example.com", "api.example.com."]}`): `rules[0].match.hosts[1]: "api.example.com." is already listed at rules[0].match.hosts[0]`,
+		withMatch(`{"hosts": ["."]}`):                                   `rules[0].match.hosts[0]: "." is not a host name`,
+	} {
+		if _, err := config.Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", doc, err, want)
+		}
+	}
+}

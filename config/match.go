@@ -228,6 +228,9 @@ func (v *validator) host(path string, value *jsonValue) (string, bool) {
 	case host == "":
 		v.add(path, `"" is not allowed: `+hostRule)
 		return "", false
+	case host == ".":
+		v.add(path, `"." is not a host name: `+hostRule)
+		return "", false
 	case host == "*":
 		v.add(path, `"*" would match every host, but wildcards are not supported: remove "hosts" to match any host`)
 		return "", false
@@ -252,7 +255,9 @@ func (v *validator) host(path string, value *jsonValue) (string, bool) {
 			return "", false
 		}
 	}
-	return strings.ToLower(host), true
+	// "api.example.com." is the same host, fully qualified; requests are compared without
+	// that dot too.
+	return strings.ToLower(strings.TrimSuffix(host, ".")), true
 }
 
 func isHostChar(r rune) bool {

@@ -25,3 +25,32 @@ func TestIPv6ClientsAreGroupedByPrefix(t *testing.T) {
 		{name: "IPv4 stays per address, another", req: httpReq("GET", "/", "192.0.2.2:40000"), status: 200},
 	})
 }
+
+// withAuthority returns r with its :authority replaced.
+func withAuthority(r host.Request, authority string) host.Request {
+	for i := range r.Headers {
+		if r.Headers[i][0] == ":authority" {
+			r.Headers[i][1] = authority
+		}
+	}
+	return r
+}
+
+// A host with a trailing dot is the same host, for match.hosts and the authority key part.
+func TestHostsWithATrailingDotThroughTheModule(t *testing.T) {
+	g := newRig(t, host.Envoy133, `{"rules": [
+	  {"name": "api", "match": {"hosts": ["api.example.com"]}, "key": [{"client_ip": {}}],
+	   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]},
+	  {"name": "per-host", "match": {"hosts": ["www.example.com"]}, "key": [{"authority": {}}],
+	   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`, 2)
+	get := func(authority, source string) host.Request {
+		return withAuthority(httpReq("GET", "/", source), authority)
+	}
+	runPolicy(t, g, []policyStep{
+		{name: "api", req: get("api.example.com", peer), status: 200},
+		{name: "api, fully qualified", req: get("api.example.com.", peer), status: 429},
+		{name: "api, fully qualified with a port", req: get("API.example.com.:80", peer), status: 429},
+		{name: "www", req: get("www.example.com:80", "192.0.2.1:1"), status: 200},
+		{name: "www, fully qualified, from elsewhere: the same key", req: get("WWW.example.com.:80", "192.0.2.2:1"), status: 429},
+	})
+}

@@ -33,3 +33,21 @@ func TestZonedAddressIsExempt(t *testing.T) {
 		t.Fatalf("fe80::1%%eth0: verdict %d, want exempt", out.Verdict)
 	}
 }
+
+// A trailing dot names the same host: for match.hosts and for the authority key part.
+func TestHostsWithATrailingDot(t *testing.T) {
+	g := mustGate(t, `{"rules": [
+	  {"name": "api", "match": {"hosts": ["api.example.com"]}, "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]},
+	  {"name": "per-host", "match": {"hosts": ["www.example.com"]}, "key": [{"authority": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	runSteps(t, g, newMemStore(), []step{
+		{"host", 0, req("192.0.2.1:1", ":authority", "api.example.com"), Allow, -1, 0},
+		{"fully qualified", 0, req("192.0.2.1:1", ":authority", "api.example.com."), Limited, 0, time.Hour},
+		{"fully qualified, upper case, port", 0, req("192.0.2.1:1", ":authority", "API.example.com.:80"), Limited, 0, time.Hour},
+		{"two dots is another name", 0, req("192.0.2.1:1", ":authority", "api.example.com.."), Allow, -1, 0},
+		{"authority key", 0, req("192.0.2.1:1", ":authority", "www.example.com:80"), Allow, -1, 0},
+		{"authority key, fully qualified", 0, req("192.0.2.2:1", ":authority", "WWW.example.com.:80"), Limited, 1, time.Hour},
+		{"authority key, another port", 0, req("192.0.2.2:1", ":authority", "www.example.com.:8080"), Allow, -1, 0},
+		{"authority key, no port", 0, req("192.0.2.2:1", ":authority", "www.example.com."), Allow, -1, 0},
+		{"authority key, no port again", 0, req("192.0.2.2:1", ":authority", "www.example.com"), Limited, 1, time.Hour},
+	})
+}

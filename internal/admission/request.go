@@ -120,9 +120,6 @@ func (v *requestView) keyPart(p config.KeyPart) (value string, found bool) {
 		return path, path != ""
 	case config.KeyMethod:
 		return nonEmpty(v.req.Header(":method"))
-	case config.KeyAuthority:
-		host, found := nonEmpty(v.req.Header(":authority"))
-		return strings.ToLower(host), found
 	case config.KeyQuery:
 		_, query := v.pathAndQuery()
 		return queryParam(query, p.Query)
@@ -170,6 +167,14 @@ func (v *requestView) appendPartitionKey(buf []byte, parts []config.KeyPart) (ke
 			buf = strconv.AppendInt(buf, int64(len(ip)), 10)
 			buf = append(buf, ':')
 			buf = append(buf, ip...)
+			continue
+		}
+		if parts[i].Kind == config.KeyAuthority {
+			authority, found := nonEmpty(v.req.Header(":authority"))
+			if !found {
+				return buf, &parts[i]
+			}
+			buf = appendAuthority(buf, authority)
 			continue
 		}
 		value, found := v.keyPart(parts[i])
@@ -288,7 +293,7 @@ func (v *requestView) matches(m *config.Match) bool {
 	}
 	if len(m.Hosts) > 0 {
 		host, _ := v.req.Header(":authority")
-		if !containsFold(m.Hosts, stripPort(host)) {
+		if !containsFold(m.Hosts, hostName(host)) {
 			return false
 		}
 	}
@@ -331,6 +336,42 @@ func containsFold(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// hostName is the host of an authority as match.hosts compares it: without its port and without
+// the trailing dot of a fully qualified name ("API.example.com.:80" → "API.example.com"), which
+// names the same host. Envoy strips that dot too when asked (strip_trailing_host_dot, in
+// source/common/http/header_utility.cc); an upstream resolves both spellings alike.
+func hostName(authority string) string {
+	return strings.TrimSuffix(stripPort(authority), ".")
+}
+
+// appendAuthority appends an authority key part, length-prefixed: lower-cased, port kept, the
+// trailing dot of the host removed ("API.example.com.:80" → "api.example.com:80").
+func appendAuthority(dst []byte, authority string) []byte {
+	name, port := authority, ""
+	if !strings.HasPrefix(authority, "[") {
+		if i := strings.LastIndexByte(authority, ':'); i >= 0 && strings.IndexByte(authority, ':') == i {
+			name, port = authority[:i], authority[i:]
+		}
+	} else if i := strings.IndexByte(authority, ']'); i > 0 {
+		name, port = authority[:i+1], authority[i+1:]
+	}
+	if len(name) > 1 {
+		name = strings.TrimSuffix(name, ".")
+	}
+	dst = strconv.AppendInt(dst, int64(len(name)+len(port)), 10)
+	dst = append(dst, ':')
+	for _, text := range [2]string{name, port} {
+		for i := 0; i < len(text); i++ {
+			c := text[i]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			dst = append(dst, c)
+		}
+	}
+	return dst
 }
 
 // stripPort removes a port from a host ("example.com:8080", "[::1]:443").
