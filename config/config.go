@@ -34,7 +34,8 @@ type KeyTable struct {
 	// WhenFull is what happens to a request of a new key none of whose candidate slots is free
 	// (each holds another key's bucket that is still in use).
 	WhenFull WhenFull
-	// MaxKeyBytes caps a partition key's length; a longer key counts as missing.
+	// MaxKeyBytes is the longest partition key (its values added up) kept as it is; a longer key
+	// is replaced by a keyed 128-bit hash of it and limited like any other.
 	MaxKeyBytes int
 }
 

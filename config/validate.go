@@ -184,7 +184,8 @@ const (
 		`"reject" (answer like an over-limit request until a slot frees up) or "allow" (let the request through uncounted)`
 	whenFullShareRemoved = `"share" was removed (it charged another key's bucket): use "overflow", the default, ` +
 		`which gives the keys that find no free slot a bucket of their own`
-	maxKeyBytesRule = "max_key_bytes is the longest partition key kept, in bytes; a longer key counts as missing, " +
+	maxKeyBytesRule = "max_key_bytes is the longest partition key kept as it is, in bytes (its values added up); " +
+		"a longer key is limited by a keyed hash of it, " +
 		"a whole number from 16 to 65536 (default 1024)"
 )
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
@@ -52,5 +53,27 @@ func TestHostsWithATrailingDotThroughTheModule(t *testing.T) {
 		{name: "api, fully qualified with a port", req: get("API.example.com.:80", peer), status: 429},
 		{name: "www", req: get("www.example.com:80", "192.0.2.1:1"), status: 200},
 		{name: "www, fully qualified, from elsewhere: the same key", req: get("WWW.example.com.:80", "192.0.2.2:1"), status: 429},
+	})
+}
+
+// A long key is a key: a 1,100-byte x-user is limited under missing_key allow, a long token is
+// never answered 401, and a 1,020-byte value is within the default 1,024.
+func TestLongKeysAreLimitedThroughTheModule(t *testing.T) {
+	g := newRig(t, host.Envoy133, `{"rules": [
+	  {"name": "users", "match": {"path": {"prefix": "/users/"}}, "key": [{"header": "x-user"}], "missing_key": {"action": "allow"},
+	   "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"}]},
+	  {"name": "tokens", "match": {"path": {"prefix": "/tokens/"}}, "key": [{"header": "authorization"}],
+	   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`, 2)
+	user, token, within := strings.Repeat("u", 1100), "Bearer "+strings.Repeat("j", 4000), strings.Repeat("w", 1020)
+	runPolicy(t, g, []policyStep{
+		{name: "1,100-byte user", req: httpReq("GET", "/users/a", peer, "x-user", user), status: 200},
+		{name: "1,100-byte user again", req: httpReq("GET", "/users/a", peer, "x-user", user), status: 200},
+		{name: "1,100-byte user, over", req: httpReq("GET", "/users/a", peer, "x-user", user), status: 429},
+		{name: "1,100-byte user, over on the other worker", req: httpReq("GET", "/users/a", peer, "x-user", user), status: 429},
+		{name: "1,020-byte user", req: httpReq("GET", "/users/a", peer, "x-user", within), status: 200},
+		{name: "1,020-byte user again", req: httpReq("GET", "/users/a", peer, "x-user", within), status: 200},
+		{name: "1,020-byte user, over", req: httpReq("GET", "/users/a", peer, "x-user", within), status: 429},
+		{name: "long token", req: httpReq("GET", "/tokens/a", peer, "authorization", token), status: 200},
+		{name: "long token, over", req: httpReq("GET", "/tokens/a", peer, "authorization", token), status: 429},
 	})
 }

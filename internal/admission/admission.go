@@ -244,7 +244,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
 		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
 		Global: out.Global[:0], charged: out.charged[:0]}
-	view := requestView{req: req, clientIP: g.clientIP}
+	view := requestView{req: req, clientIP: g.clientIP, secret: g.secret, maxKeyBytes: g.table.MaxKeyBytes}
 	if view.exempt(&g.exempt) {
 		out.Verdict = Exempt
 		return out
@@ -346,9 +346,6 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 func (g *Gate) ruleKey(view *requestView, r *rule, shadow bool) ([]byte, Verdict) {
 	key, missing := view.appendPartitionKey(g.keyBuf[:0], r.config.Key)
 	g.keyBuf = key
-	if missing == nil && len(key) > g.table.MaxKeyBytes {
-		missing = &tooLong
-	}
 	if missing == nil {
 		return key, Allow
 	}
@@ -362,25 +359,15 @@ func (g *Gate) ruleKey(view *requestView, r *rule, shadow bool) ([]byte, Verdict
 		// The fallback key space is separate: a user id and an address never share a bucket.
 		fallback, fallbackMissing := view.appendPartitionKey(append(g.keyBuf[:0], "fallback:"...), mk.Fallback)
 		g.keyBuf = fallback
-		if fallbackMissing == nil && len(fallback) > g.table.MaxKeyBytes {
-			fallbackMissing = &tooLong
-		}
 		if fallbackMissing == nil {
 			g.out.MissingKeys = append(g.out.MissingKeys, r.index)
 			return fallback, Allow
 		}
 		missing = fallbackMissing
 	}
-	part := describePart(*missing)
-	if missing == &tooLong {
-		part = "key of at most " + strconv.Itoa(g.table.MaxKeyBytes) + " bytes"
-	}
-	g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, mk.Status, part
+	g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, mk.Status, describePart(*missing)
 	return nil, MissingKey
 }
-
-// tooLong stands for a key longer than the key table allows; it is treated as missing.
-var tooLong = config.KeyPart{}
 
 // ruleCost is the number of units the request takes from each of the rule's limits.
 func ruleCost(req Request, c *config.Cost) (int64, bool) {

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -50,4 +51,41 @@ func TestHostsWithATrailingDot(t *testing.T) {
 		{"authority key, no port", 0, req("192.0.2.2:1", ":authority", "www.example.com."), Allow, -1, 0},
 		{"authority key, no port again", 0, req("192.0.2.2:1", ":authority", "www.example.com"), Limited, 1, time.Hour},
 	})
+}
+
+// A key longer than max_key_bytes is limited as a key (by its digest), never treated as missing;
+// the limit counts the values, not the framing between them.
+func TestLongKeysAreLimitedAsKeys(t *testing.T) {
+	g := mustGate(t, `{"key_table": {"max_key_bytes": 16}, "rules": [
+	  {"name": "one", "match": {"path": {"exact": "/one"}}, "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"}]},
+	  {"name": "two", "match": {"path": {"exact": "/two"}}, "key": [{"header": "k"}, {"header": "j"}], "missing_key": {"action": "allow"},
+	   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]},
+	  {"name": "fallback", "match": {"path": {"exact": "/fallback"}}, "key": [{"header": "x"}],
+	   "missing_key": {"action": "fallback", "key": [{"header": "k"}]}, "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	sixteen, long, longToo := strings.Repeat("s", 16), strings.Repeat("L", 17), strings.Repeat("L", 16)+"M"
+	huge := strings.Repeat("h", 64<<10)
+	get := func(path string, headers ...string) fakeRequest {
+		return req("192.0.2.1:1", append([]string{":path", path}, headers...)...)
+	}
+	runSteps(t, g, newMemStore(), []step{
+		{"exactly the limit", 0, get("/one", "k", sixteen), Allow, -1, 0},
+		{"exactly the limit again", 0, get("/one", "k", sixteen), Allow, -1, 0},
+		{"exactly the limit, over", 0, get("/one", "k", sixteen), Limited, 0, time.Hour},
+		{"one byte over", 0, get("/one", "k", long), Allow, -1, 0},
+		{"one byte over again", 0, get("/one", "k", long), Allow, -1, 0},
+		{"one byte over is limited like any key", 0, get("/one", "k", long), Limited, 0, time.Hour},
+		{"another long value has its own bucket", 0, get("/one", "k", longToo), Allow, -1, 0},
+		{"64 KiB", 0, get("/one", "k", huge), Allow, -1, 0},
+		{"64 KiB again", 0, get("/one", "k", huge), Allow, -1, 0},
+		{"64 KiB, over", 0, get("/one", "k", huge), Limited, 0, time.Hour},
+		{"two parts of 10 bytes: 20 over 16", 0, get("/two", "k", "0123456789", "j", "abcdefghij"), Allow, -1, 0},
+		{"two parts of 10 bytes, over", 0, get("/two", "k", "0123456789", "j", "abcdefghij"), Limited, 1, time.Hour},
+		{"the parts split elsewhere are another key", 0, get("/two", "k", "0123456789a", "j", "bcdefghij"), Allow, -1, 0},
+		{"long fallback key", 0, get("/fallback", "k", huge), Allow, -1, 0},
+		{"long fallback key, over", 0, get("/fallback", "k", huge), Limited, 2, time.Hour},
+	})
+	// Long values are digested as they are read: the key buffer never holds one.
+	if c := cap(g.keyBuf); c > 1024 {
+		t.Fatalf("the key buffer grew to %d bytes for a limit of 16", c)
+	}
 }

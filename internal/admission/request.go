@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tollgate-proxy/tollgate/config"
 )
@@ -27,6 +28,9 @@ type Request interface {
 type requestView struct {
 	req      Request
 	clientIP config.ClientIP
+	// secret keys the digests of long keys; maxKeyBytes is the longest key kept as it is.
+	secret      [2]uint64
+	maxKeyBytes int
 
 	pathDone, clientDone bool
 	path                 string // without the query string
@@ -155,8 +159,20 @@ func describePart(p config.KeyPart) string {
 // appendPartitionKey appends the key parts to buf as one key. Each part is length-prefixed so
 // that no two different part lists produce the same key ("a|b"+"c" never equals "a"+"b|c").
 // missing is the first part the request lacks.
+//
+// A key whose values add up to more than max_key_bytes is still a key: it is replaced by its
+// digest, a keyed 128-bit hash, so that a long value (a JWT, a hostile header) is limited like
+// any other and never counts as missing. A single value over the limit is digested on its own
+// first, so the buffer never holds more than a few times the limit whatever the request sends.
+// A digest starts with '#', which no length prefix does.
 func (v *requestView) appendPartitionKey(buf []byte, parts []config.KeyPart) (key []byte, missing *config.KeyPart) {
+	limit := v.maxKeyBytes
+	if limit <= 0 {
+		limit = config.DefaultMaxKeyBytes
+	}
+	start, framing := len(buf), 0
 	for i := range parts {
+		before := len(buf)
 		if parts[i].Kind == config.KeyClientIP {
 			addr, found := v.clientAddress()
 			if !found {
@@ -166,6 +182,7 @@ func (v *requestView) appendPartitionKey(buf []byte, parts []config.KeyPart) (ke
 			ip := v.appendClientGroup(text[:0], addr, &parts[i])
 			buf = strconv.AppendInt(buf, int64(len(ip)), 10)
 			buf = append(buf, ':')
+			framing += len(buf) - before
 			buf = append(buf, ip...)
 			continue
 		}
@@ -174,18 +191,50 @@ func (v *requestView) appendPartitionKey(buf []byte, parts []config.KeyPart) (ke
 			if !found {
 				return buf, &parts[i]
 			}
-			buf = appendAuthority(buf, authority)
+			var prefix int
+			buf, prefix = appendAuthority(buf, authority)
+			framing += prefix
 			continue
 		}
 		value, found := v.keyPart(parts[i])
 		if !found {
 			return buf, &parts[i]
 		}
+		if len(value) > limit {
+			buf = appendDigest(buf, v.secret, unsafe.Slice(unsafe.StringData(value), len(value)))
+			continue
+		}
 		buf = strconv.AppendInt(buf, int64(len(value)), 10)
 		buf = append(buf, ':')
+		framing += len(buf) - before
 		buf = append(buf, value...)
 	}
+	if len(buf)-start-framing > limit {
+		var digest [keyDigestSize]byte
+		d := appendDigest(digest[:0], v.secret, buf[start:])
+		buf = append(buf[:start], d...)
+	}
 	return buf, nil
+}
+
+// keyDigestSize is the length of a digest standing for a long value or key: '#' and 32 hex
+// digits.
+const keyDigestSize = 33
+
+// appendDigest appends '#' and a 128-bit hash of msg keyed with the table's secret (two
+// SipHash-2-4 under keys derived from it), so that clients cannot search for collisions.
+func appendDigest(dst []byte, secret [2]uint64, msg []byte) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '#')
+	for _, h := range [2]uint64{
+		sipHash24(secret[0]^0x6b65792d64696765, secret[1], msg), // "key-dige"
+		sipHash24(secret[0], secret[1]^0x73742d6869676821, msg), // "st-high!"
+	} {
+		for shift := 60; shift >= 0; shift -= 4 {
+			dst = append(dst, hexDigits[h>>uint(shift)&0xf])
+		}
+	}
+	return dst
 }
 
 // appendClientGroup appends the part of a client address a client_ip key part keeps: the whole
@@ -347,8 +396,9 @@ func hostName(authority string) string {
 }
 
 // appendAuthority appends an authority key part, length-prefixed: lower-cased, port kept, the
-// trailing dot of the host removed ("API.example.com.:80" → "api.example.com:80").
-func appendAuthority(dst []byte, authority string) []byte {
+// trailing dot of the host removed ("API.example.com.:80" → "api.example.com:80"). prefix is
+// the length of the length prefix.
+func appendAuthority(dst []byte, authority string) (out []byte, prefix int) {
 	name, port := authority, ""
 	if !strings.HasPrefix(authority, "[") {
 		if i := strings.LastIndexByte(authority, ':'); i >= 0 && strings.IndexByte(authority, ':') == i {
@@ -360,8 +410,10 @@ func appendAuthority(dst []byte, authority string) []byte {
 	if len(name) > 1 {
 		name = strings.TrimSuffix(name, ".")
 	}
+	before := len(dst)
 	dst = strconv.AppendInt(dst, int64(len(name)+len(port)), 10)
 	dst = append(dst, ':')
+	prefix = len(dst) - before
 	for _, text := range [2]string{name, port} {
 		for i := 0; i < len(text); i++ {
 			c := text[i]
@@ -371,7 +423,7 @@ func appendAuthority(dst []byte, authority string) []byte {
 			dst = append(dst, c)
 		}
 	}
-	return dst
+	return dst, prefix
 }
 
 // stripPort removes a port from a host ("example.com:8080", "[::1]:443").

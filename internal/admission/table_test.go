@@ -205,18 +205,6 @@ func TestCandidateSlotsAreDistinct(t *testing.T) {
 	}
 }
 
-func TestLongKeysCountAsMissing(t *testing.T) {
-	g := mustGate(t, `{"key_table": {"max_key_bytes": 16},
-	  "rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
-	out := g.Admit(header("k", "0123456789abcdef"), newMemStore(), sec)
-	if out.Verdict != MissingKey || out.MissingPart != "key of at most 16 bytes" {
-		t.Fatalf("%+v", out)
-	}
-	if out := g.Admit(header("k", "0123456789a"), newMemStore(), sec); out.Verdict != Allow {
-		t.Fatalf("a key within the limit: %+v", out)
-	}
-}
-
 func TestSecretIsSharedAndStable(t *testing.T) {
 	store := newMemStore()
 	a, b := tableGate(t, "reject"), tableGate(t, "reject")
