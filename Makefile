@@ -36,7 +36,7 @@ LDFLAGS  := -X github.com/tollgate-proxy/tollgate/internal/version.Version=$(VER
 FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows \
 	./internal/admission:FuzzDecodeSlot ./internal/admission:FuzzClientAddress \
 	./internal/admission:FuzzNthFromRight ./internal/admission:FuzzQueryParam \
-	./internal/admission:FuzzPartitionKey ./internal/wire:FuzzDecodePairs \
+	./internal/admission:FuzzPartitionKey ./internal/admission:FuzzPathReadings ./internal/wire:FuzzDecodePairs \
 	./config:FuzzDecodeMatchesEncodingJSON ./config:FuzzIsProtobufMessage ./internal/rls:FuzzDecodeResponse \
 	./internal/simulate:FuzzParseEnvoyJSON ./internal/simulate:FuzzParseCombined
 # envoyproxy/ratelimit for the global-limit tests (e2e/ratelimit, which pins the same version):

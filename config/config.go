@@ -24,6 +24,32 @@ type Config struct {
 	RateLimitHeaders HeaderStyle
 	// KeyTable bounds the shared memory the buckets take.
 	KeyTable KeyTable
+	// EscapedSlashes says what happens to a request whose path spells a separator as %2F or %5C.
+	EscapedSlashes EscapedSlashes
+}
+
+// EscapedSlashes is the policy for paths with %2F or %5C, which some upstreams read as
+// separators and others do not.
+type EscapedSlashes uint8
+
+const (
+	// EscapedSlashesAllow lets such requests through, matched under every reading of the path
+	// (the default): a limit applies if any reading matches it, an exemption only if every
+	// reading is exempt.
+	EscapedSlashesAllow EscapedSlashes = iota
+	// EscapedSlashesReject answers them with 400, as Envoy's path_with_escaped_slashes_action
+	// REJECT_REQUEST does.
+	EscapedSlashesReject
+)
+
+var escapedSlashesNames = [...]string{EscapedSlashesAllow: "allow", EscapedSlashesReject: "reject"}
+
+// String returns the spelling used in the JSON configuration.
+func (e EscapedSlashes) String() string {
+	if int(e) < len(escapedSlashesNames) {
+		return escapedSlashesNames[e]
+	}
+	return "EscapedSlashes(" + strconv.Itoa(int(e)) + ")"
 }
 
 // KeyTable configures the fixed table of slots that holds every bucket in Envoy's shared data,

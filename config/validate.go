@@ -57,7 +57,7 @@ const (
 
 // Field names known at each level, in the order they are documented.
 var (
-	documentFields = []string{"rules", "failure_mode", "client_ip", "exempt", "shadow", "response", "rate_limit_headers", "key_table"}
+	documentFields = []string{"rules", "failure_mode", "client_ip", "exempt", "shadow", "response", "rate_limit_headers", "key_table", "escaped_slashes"}
 	keyTableFields = []string{"max_keys", "when_full", "max_key_bytes"}
 	whenFullNames  = []string{"reject", "overflow", "allow"}
 	ruleFields     = []string{"name", "match", "key", "missing_key", "limits", "cost", "shadow", "global"}
@@ -122,6 +122,8 @@ const (
 		"a whole number from 1 to 32 (default 32, the whole address)"
 	ipv6PrefixRule = "ipv6_prefix is how many leading bits of an IPv6 client address a client_ip key keeps, " +
 		"a whole number from 1 to 128 (default 128, the whole address; 64 groups a client's /64, the block one client usually owns)"
+	escapedSlashesRule = `escaped_slashes is "allow" (the default: a path with %2F or %5C is matched under every reading, ` +
+		`a limit applying if any reading matches it, an exemption only if every reading is exempt) or "reject" (answer such requests with 400)`
 	trustedHopsRule = "xff_num_trusted_hops is how many trusted proxies in front of Envoy append to x-forwarded-for, " +
 		"a whole number from 0 to 10 (0, the default, uses the connection's address only)"
 )
@@ -170,6 +172,11 @@ func (v *validator) document(root *jsonValue) *Config {
 	}
 	if table := root.member("key_table"); table != nil {
 		v.keyTable("key_table", table, &cfg.KeyTable)
+	}
+	if escaped := root.member("escaped_slashes"); escaped != nil {
+		if index, ok := v.enum("escaped_slashes", escaped, escapedSlashesNames[:], "an escaped_slashes policy", escapedSlashesRule); ok {
+			cfg.EscapedSlashes = EscapedSlashes(index)
+		}
 	}
 	return cfg
 }

@@ -77,3 +77,44 @@ func TestLongKeysAreLimitedThroughTheModule(t *testing.T) {
 		{name: "long token, over", req: httpReq("GET", "/tokens/a", peer, "authorization", token), status: 429},
 	})
 }
+
+// The spellings that slipped past a prefix rule and through an exemption against nginx, Tomcat,
+// Jetty and IIS upstreams: a limit applies if any reading of the path matches it, an exemption
+// only if every reading is exempt.
+func TestPathSpellingsThroughTheModule(t *testing.T) {
+	g := newRig(t, host.Envoy133, `{"exempt": {"paths": [{"prefix": "/public/"}]}, "rules": [
+	  {"name": "api", "match": {"path": {"prefix": "/api/"}}, "key": [{"client_ip": {}}],
+	   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]},
+	  {"name": "ip", "match": {"path": {"prefix": "/ip/"}}, "key": [{"client_ip": {}}],
+	   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`, 2)
+	steps := []policyStep{{name: "/api/x uses the one token", req: httpReq("GET", "/api/x", peer), status: 200}}
+	for _, path := range []string{"/api%2Fx", "/api%2fx", "/x/..%2Fapi/x", "/api;/x", "/api;v=1/x", `/api\x`} {
+		steps = append(steps, policyStep{name: path, req: httpReq("GET", path, peer), status: 429})
+	}
+	steps = append(steps, policyStep{name: "/ip/x uses the one token", req: httpReq("GET", "/ip/x", peer), status: 200})
+	for _, path := range []string{"/public/..%2fip/x", "/public/%2e%2e%2fip/x", "/public/..;/ip/x", `/public/..\ip/x`} {
+		steps = append(steps, policyStep{name: path, req: httpReq("GET", path, peer), status: 429})
+	}
+	for _, path := range []string{"/public/x", "/public/a%2Fb", "/public/a;v=1"} {
+		steps = append(steps, policyStep{name: path + " is exempt", req: httpReq("GET", path, peer), status: 200})
+	}
+	runPolicy(t, g, steps)
+	if n := g.counter("tollgate.exempt"); n != 3 {
+		t.Fatalf("tollgate.exempt = %d, want 3", n)
+	}
+}
+
+// escaped_slashes "reject" answers 400 for %2F and %5C in the path, and counts it.
+func TestEscapedSlashesRejectThroughTheModule(t *testing.T) {
+	g := newRig(t, host.Envoy133, `{"escaped_slashes": "reject", "rules": [{"name": "r", "key": [{"client_ip": {}}],
+	  "limits": [{"capacity": 100, "refill_tokens": 1, "refill_interval": "1h"}]}]}`, 2)
+	runPolicy(t, g, []policyStep{
+		{name: "plain", req: httpReq("GET", "/api/x", peer), status: 200},
+		{name: "%2F", req: httpReq("GET", "/api%2Fx", peer), status: 400, body: "%2F or %5C"},
+		{name: "%5c", req: httpReq("GET", "/api%5cx", peer), status: 400, body: "%2F or %5C"},
+		{name: "in the query", req: httpReq("GET", "/api/x?next=%2F", peer), status: 200},
+	})
+	if n := g.counter("tollgate.escaped_slashes_rejected"); n != 2 {
+		t.Fatalf("tollgate.escaped_slashes_rejected = %d, want 2", n)
+	}
+}

@@ -16,5 +16,6 @@
 //
 // Counters: tollgate.rule.<rule>.{admitted,limited,shadow_limited,missing_key,invalid_cost},
 // for rules with a global limit also tollgate.rule.<rule>.global_{ok,over_limit,error,timeout,
-// cancelled}, tollgate.exempt, tollgate.internal_errors, tollgate.key_table_full.
+// cancelled}, tollgate.exempt, tollgate.internal_errors, tollgate.key_table_full,
+// tollgate.escaped_slashes_rejected.
 package main

@@ -37,8 +37,8 @@ type pluginContext struct {
 	gate  *admission.Gate
 	rules []ruleMetrics
 	// Plugin-wide counters.
-	exempt, internalErrors, tableFull abi.Counter
-	debug                             bool
+	exempt, internalErrors, tableFull, escapedSlashes abi.Counter
+	debug                                             bool
 	// shadowRules is true when any rule is a shadow rule: then the shadow header a client sent
 	// itself is removed from every request.
 	shadowRules bool
@@ -113,7 +113,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	}
 	p.rules = make([]ruleMetrics, len(cfg.Rules))
 	ok := define("tollgate.exempt", &p.exempt) && define("tollgate.internal_errors", &p.internalErrors) &&
-		define("tollgate.key_table_full", &p.tableFull)
+		define("tollgate.key_table_full", &p.tableFull) && define("tollgate.escaped_slashes_rejected", &p.escapedSlashes)
 	for i, r := range cfg.Rules {
 		m := &p.rules[i]
 		prefix := "tollgate.rule." + r.Name + "."
@@ -287,6 +287,11 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 		h.reply(uint32(out.Status), detailsMissingKey, grpcUnauthenticated,
 			"the request has no "+out.MissingPart+" (rate limit rule "+p.ruleName(out.Rule)+")\n", challenge...)
 		return types.ActionPause
+	case admission.EscapedSlash:
+		_ = p.escapedSlashes.Increment(1)
+		h.reply(400, detailsEscapedSlash, grpcInvalidArgument,
+			"the path spells a slash as %2F or %5C, which this gateway refuses (escaped_slashes \"reject\")\n")
+		return types.ActionPause
 	case admission.BadCost:
 		_ = p.rules[out.Rule].invalidCost.Increment(1)
 		h.reply(400, detailsInvalidCost, grpcInvalidArgument,
@@ -395,6 +400,7 @@ func (h *httpContext) logDecision(out *admission.Outcome) {
 var verdictNames = map[admission.Verdict]string{
 	admission.Allow: "allow", admission.Limited: "limited", admission.MissingKey: "missing_key",
 	admission.Exempt: "exempt", admission.BadCost: "invalid_cost", admission.Failed: "failed",
+	admission.EscapedSlash: "escaped_slash",
 }
 
 // request reads request attributes through the ABI. Its strings live in the ABI's scratch arena

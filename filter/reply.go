@@ -14,6 +14,7 @@ const (
 	detailsGlobalRateLimited   = "tollgate_global_rate_limited"   // the rate limit service said OVER_LIMIT
 	detailsMissingKey          = "tollgate_missing_key"           // the request lacks its rule's key
 	detailsInvalidCost         = "tollgate_invalid_cost"          // the cost header is not a whole number
+	detailsEscapedSlash        = "tollgate_escaped_slash"         // %2F or %5C in the path, escaped_slashes reject
 	detailsFailureDenied       = "tollgate_failure_denied"        // an internal error, failure_mode deny
 	detailsGlobalFailureDenied = "tollgate_global_failure_denied" // the rate limit service failed, deny
 )

@@ -40,6 +40,8 @@ const (
 	BadCost
 	// Failed: shared data failed or stayed contended; the failure mode decides.
 	Failed
+	// EscapedSlash: the path has %2F or %5C and escaped_slashes is "reject": answer 400.
+	EscapedSlash
 )
 
 // LimitStatus describes one applied limit after the decision, for rate-limit headers.
@@ -118,6 +120,7 @@ type Policy struct {
 	table    config.KeyTable
 	// collectStatus fills Outcome.Limits: rate-limit headers are configured.
 	collectStatus bool
+	escaped       config.EscapedSlashes
 
 	secret     [2]uint64
 	secretKey  string
@@ -148,7 +151,7 @@ type limit struct {
 // Compile compiles a validated configuration. namespace separates the keys of different
 // plugins: Istio gives every WasmPlugin of a proxy one shared-data namespace.
 func Compile(cfg *config.Config, namespace string) (*Policy, error) {
-	p := &Policy{exempt: cfg.Exempt, clientIP: cfg.ClientIP, shadow: cfg.Shadow, table: cfg.KeyTable,
+	p := &Policy{exempt: cfg.Exempt, clientIP: cfg.ClientIP, shadow: cfg.Shadow, table: cfg.KeyTable, escaped: cfg.EscapedSlashes,
 		collectStatus: cfg.RateLimitHeaders != config.HeadersOff,
 		secretKey:     "tollgate/v2/" + namespace + "/secret", slotPrefix: "tollgate/v2/" + namespace + "/slot/",
 		choices: defaultChoices}
@@ -192,6 +195,7 @@ type Gate struct {
 	*Policy // shared, never written by the Gate
 
 	out     Outcome
+	paths   pathReadings // the readings of the request's path
 	applied []applied
 	buf     [SlotSize]byte
 	hashBuf []byte
@@ -244,7 +248,11 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
 		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
 		Global: out.Global[:0], charged: out.charged[:0]}
-	view := requestView{req: req, clientIP: g.clientIP, secret: g.secret, maxKeyBytes: g.table.MaxKeyBytes}
+	view := requestView{req: req, clientIP: g.clientIP, secret: g.secret, maxKeyBytes: g.table.MaxKeyBytes, paths: &g.paths}
+	if g.escaped == config.EscapedSlashesReject && view.hasEscapedSlash() {
+		out.Verdict = EscapedSlash
+		return out
+	}
 	if view.exempt(&g.exempt) {
 		out.Verdict = Exempt
 		return out

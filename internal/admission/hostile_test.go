@@ -89,3 +89,103 @@ func TestLongKeysAreLimitedAsKeys(t *testing.T) {
 		t.Fatalf("the key buffer grew to %d bytes for a limit of 16", c)
 	}
 }
+
+// The readings of a path: the plain RFC 3986 one first, the most decoded last, each once.
+func TestPathReadings(t *testing.T) {
+	for path, want := range map[string][]string{
+		"/api/x":                {"/api/x"},
+		"":                      {""},
+		"/api%2Fx":              {"/api%2Fx", "/api/x"},
+		"/x/..%2Fapi/x":         {"/x/..%2Fapi/x", "/api/x"},
+		"/api;/x":               {"/api;/x", "/api/x"},
+		"/api;v=1/x":            {"/api;v=1/x", "/api/x"},
+		`/api\x`:                {`/api\x`, "/api/x"},
+		"/public/..%2fip/x":     {"/public/..%2fip/x", "/ip/x"},
+		"/public/%2e%2e%2fip/x": {"/public/..%2fip/x", "/ip/x"},
+		"/public/..;/ip/x":      {"/public/..;/ip/x", "/ip/x"},
+		`/public/..\ip/x`:       {`/public/..\ip/x`, "/ip/x"},
+		"/a;b%2F../api":         {"/a;b%2F../api", "/api", "/a/api"},
+		"/files/a%2Fb;v=2":      {"/files/a%2Fb;v=2", "/files/a/b;v=2", "/files/a%2Fb", "/files/a/b"},
+		"/%5c%5C/api/":          {"/%5c%5C/api/", "/api/"},
+		"/a/./b/../c;x/.;/d%41": {"/a/c;x/.;/dA", "/a/c/dA"},
+	} {
+		got := new(pathReadings).read(path)
+		if strings.Join(got, " | ") != strings.Join(want, " | ") {
+			t.Errorf("readings of %q: %q, want %q", path, got, want)
+		}
+	}
+}
+
+// A limit applies if any reading of the path matches it; an exemption only if every reading is
+// exempt. The spellings an attacker used against nginx, Tomcat and IIS upstreams.
+func TestPathSpellingsCannotSlipPastARule(t *testing.T) {
+	g := mustGate(t, `{"exempt": {"paths": [{"prefix": "/public/"}, {"exact": "/healthz"}]}, "rules": [
+	  {"name": "api", "match": {"path": {"prefix": "/api/"}}, "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]},
+	  {"name": "ip", "match": {"path": {"prefix": "/ip/"}}, "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]},
+	  {"name": "login", "match": {"path": {"exact": "/login"}}, "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	get := func(path string) fakeRequest { return req("192.0.2.1:1", ":path", path) }
+	steps := []step{{"the one token", 0, get("/api/x"), Allow, -1, 0}}
+	for _, path := range []string{"/api%2Fx", "/api%2fx", "/x/..%2Fapi/x", "/api;/x", "/api;v=1/x", `/api\x`, "/api%5cx", "/api/x;jsessionid=1"} {
+		steps = append(steps, step{path, 0, get(path), Limited, 0, time.Hour})
+	}
+	steps = append(steps, step{"the exempt prefix", 0, get("/public/x"), Exempt, -1, 0},
+		step{"an exempt path with an escaped slash inside it", 0, get("/public/a%2Fb"), Exempt, -1, 0},
+		step{"ip's one token", 0, get("/ip/x"), Allow, -1, 0})
+	for _, path := range []string{"/public/..%2fip/x", "/public/%2e%2e%2fip/x", "/public/..;/ip/x", `/public/..\ip/x`, "/public/..%5Cip/x"} {
+		steps = append(steps, step{path, 0, get(path), Limited, 1, time.Hour})
+	}
+	steps = append(steps, step{"login", 0, get("/login"), Allow, -1, 0},
+		step{"login with a trailing slash", 0, get("/login/"), Limited, 2, time.Hour},
+		step{"login with a parameter", 0, get("/login;x=1"), Limited, 2, time.Hour},
+		step{"an exact exemption takes no trailing slash", 0, get("/healthz/"), Allow, -1, 0},
+		step{"the exact exemption", 0, get("/healthz"), Exempt, -1, 0})
+	runSteps(t, g, newMemStore(), steps)
+}
+
+// escaped_slashes "reject" answers a path with %2F or %5C, in any case, before anything else.
+func TestEscapedSlashesReject(t *testing.T) {
+	g := mustGate(t, `{"escaped_slashes": "reject", "exempt": {"paths": [{"prefix": "/public/"}]},
+	  "rules": [{"name": "r", "key": [{"client_ip": {}}], "limits": [{"capacity": 100, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	get := func(path string) fakeRequest { return req("192.0.2.1:1", ":path", path) }
+	runSteps(t, g, newMemStore(), []step{
+		{"plain", 0, get("/api/x"), Allow, -1, 0},
+		{"%2F", 0, get("/api%2Fx"), EscapedSlash, -1, 0},
+		{"%2f", 0, get("/api%2fx"), EscapedSlash, -1, 0},
+		{"%5C", 0, get("/api%5Cx"), EscapedSlash, -1, 0},
+		{"%5c in an exempt path", 0, get("/public/..%5cx"), EscapedSlash, -1, 0},
+		{"in the query string it is a value", 0, get("/api/x?next=%2Fhome"), Allow, -1, 0},
+		{"other escapes", 0, get("/api/%20%2e%41"), Allow, -1, 0},
+		{"a truncated escape", 0, get("/api/%2"), Allow, -1, 0},
+	})
+}
+
+// The path key part takes the most decoded reading: spellings of one path share its bucket.
+func TestPathKeyIsTheMostDecodedReading(t *testing.T) {
+	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"path": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	get := func(path string) fakeRequest { return req("192.0.2.1:1", ":path", path) }
+	runSteps(t, g, newMemStore(), []step{
+		{"a/b", 0, get("/a/b"), Allow, -1, 0},
+		{"a%2Fb", 0, get("/a%2Fb"), Limited, 0, time.Hour},
+		{"a;x/b", 0, get("/a;x/b"), Limited, 0, time.Hour},
+		{"a/c", 0, get("/a/c"), Allow, -1, 0},
+	})
+}
+
+// Reading paths allocates nothing once the buffer has grown, and the work is a fixed number of
+// passes over the path.
+func TestPathReadingsDoNotAllocate(t *testing.T) {
+	g := mustGate(t, `{"exempt": {"paths": [{"prefix": "/public/"}]}, "rules": [{"name": "r", "match": {"path": {"prefix": "/api/"}},
+	  "key": [{"path": {}}, {"header": "k"}], "limits": [{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
+	g.collectStatus = false
+	store := &steadyStore{values: map[string][]byte{}, cas: map[string]uint32{}}
+	var r Request = req("192.0.2.1:1", ":path", `/public/..%2Fapi;v=1/x\y/./z?q=1`, "k", strings.Repeat("k", 2000))
+	g.Admit(r, store, sec)
+	allocs := testing.AllocsPerRun(100, func() {
+		if out := g.Admit(r, store, sec); out.Verdict != Allow {
+			t.Fatalf("%+v", out)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per decision, want 0", allocs)
+	}
+}

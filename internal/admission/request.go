@@ -32,23 +32,57 @@ type requestView struct {
 	secret      [2]uint64
 	maxKeyBytes int
 
+	// paths holds the readings of the path (paths.go), in the Gate's reused buffer.
+	paths *pathReadings
+
 	pathDone, clientDone bool
-	path                 string // without the query string
+	rawPath              string // without the query string
+	readings             []string
 	query                string
 	client               netip.Addr // invalid when unknown
 }
 
-func (v *requestView) pathAndQuery() (string, string) {
+// split reads :path once: the path without its query string, and the query string.
+func (v *requestView) split() {
 	if !v.pathDone {
 		v.pathDone = true
 		full, _ := v.req.Header(":path")
-		v.path, v.query = full, ""
+		v.rawPath, v.query = full, ""
 		if i := strings.IndexByte(full, '?'); i >= 0 {
-			v.path, v.query = full[:i], full[i+1:]
+			v.rawPath, v.query = full[:i], full[i+1:]
 		}
-		v.path = normalizePath(v.path)
 	}
-	return v.path, v.query
+}
+
+// pathReadings returns the readings of the request's path (see paths.go), computed once.
+func (v *requestView) pathReadings() []string {
+	if v.readings == nil {
+		v.split()
+		if v.paths == nil {
+			v.paths = new(pathReadings)
+		}
+		v.readings = v.paths.read(v.rawPath)
+	}
+	return v.readings
+}
+
+// keyPath is the path a path key part takes: the most decoded reading, so that the spellings of
+// one path share one bucket.
+func (v *requestView) keyPath() string {
+	v.pathReadings()
+	return v.paths.mostDecoded
+}
+
+// hasEscapedSlash reports whether the path (without the query string) has %2F or %5C.
+func (v *requestView) hasEscapedSlash() bool {
+	v.split()
+	return hasEscapedSlash(v.rawPath)
+}
+
+// queryString is the request's query string, without the '?'.
+func (v *requestView) queryString() string {
+	v.split()
+	return v.query
 }
 
 // clientAddress is the client's IP address, from source.address, or from x-forwarded-for when
@@ -120,13 +154,12 @@ func (v *requestView) keyPart(p config.KeyPart) (value string, found bool) {
 	case config.KeyHeader:
 		return nonEmpty(v.req.Header(p.Header))
 	case config.KeyPath:
-		path, _ := v.pathAndQuery()
+		path := v.keyPath()
 		return path, path != ""
 	case config.KeyMethod:
 		return nonEmpty(v.req.Header(":method"))
 	case config.KeyQuery:
-		_, query := v.pathAndQuery()
-		return queryParam(query, p.Query)
+		return queryParam(v.queryString(), p.Query)
 	case config.KeyAttribute:
 		return nonEmpty(v.req.Property(p.Attribute))
 	}
@@ -309,14 +342,6 @@ func unhex(c byte) byte {
 	return c - '0'
 }
 
-func (v *requestView) pathMatches(m *config.PathMatch) bool {
-	path, _ := v.pathAndQuery()
-	if m.Exact != "" {
-		return path == m.Exact
-	}
-	return strings.HasPrefix(path, m.Prefix)
-}
-
 func (v *requestView) headerMatches(m config.HeaderMatch) bool {
 	value, found := v.req.Header(m.Name)
 	switch m.Kind {
@@ -331,7 +356,7 @@ func (v *requestView) headerMatches(m config.HeaderMatch) bool {
 
 // matches reports whether a rule applies to the request.
 func (v *requestView) matches(m *config.Match) bool {
-	if m.Path != nil && !v.pathMatches(m.Path) {
+	if m.Path != nil && !limitPathMatches(m.Path, v.pathReadings()) {
 		return false
 	}
 	if len(m.Methods) > 0 {
@@ -356,10 +381,8 @@ func (v *requestView) matches(m *config.Match) bool {
 
 // exempt reports whether the request matches any exemption.
 func (v *requestView) exempt(e *config.Exemptions) bool {
-	for i := range e.Paths {
-		if v.pathMatches(&e.Paths[i]) {
-			return true
-		}
+	if len(e.Paths) > 0 && exemptPath(e.Paths, v.pathReadings()) {
+		return true
 	}
 	if len(e.ClientCIDRs) > 0 {
 		if addr, ok := v.clientAddress(); ok {
@@ -438,48 +461,4 @@ func stripPort(host string) string {
 		return host[:i]
 	}
 	return host
-}
-
-// normalizePath puts a request path in the form rules are matched against, so that spellings of
-// one path cannot slip past a rule or into an exemption ("/healthz/../api", "//api", "/%61pi"):
-// percent-encoded unreserved characters are decoded (RFC 3986 §2.3), runs of slashes merged, and
-// "." and ".." segments removed (§5.2.4), as Envoy's normalize_path and merge_slashes do. Case
-// is kept: paths are case-sensitive.
-func normalizePath(p string) string {
-	if !strings.ContainsAny(p, "%.") && !strings.Contains(p, "//") {
-		return p
-	}
-	decoded := make([]byte, 0, len(p))
-	for i := 0; i < len(p); i++ {
-		if p[i] == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]) {
-			if c := unhex(p[i+1])<<4 | unhex(p[i+2]); isUnreserved(c) {
-				decoded = append(decoded, c)
-				i += 2
-				continue
-			}
-		}
-		decoded = append(decoded, p[i])
-	}
-	var out []string
-	for _, segment := range strings.Split(string(decoded), "/") {
-		switch segment {
-		case "", ".":
-		case "..":
-			if len(out) > 0 {
-				out = out[:len(out)-1]
-			}
-		default:
-			out = append(out, segment)
-		}
-	}
-	trailing := strings.HasSuffix(string(decoded), "/") || strings.HasSuffix(string(decoded), "/.") || strings.HasSuffix(string(decoded), "/..")
-	result := "/" + strings.Join(out, "/")
-	if trailing && len(out) > 0 {
-		result += "/"
-	}
-	return result
-}
-
-func isUnreserved(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
 }
