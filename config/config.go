@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -398,9 +399,25 @@ func (e *Error) Error() string {
 	return strings.Join(lines, "; ")
 }
 
+// MaxSize is the largest configuration accepted, in bytes (1 MiB). A configuration holds rules,
+// not data: the largest valid one, every list at its maximum, is far smaller. Refusing a larger
+// one before parsing bounds the memory a hostile or mistaken document can take, in the module and
+// in the CLI.
+const MaxSize = 1 << 20
+
+// ErrTooLarge is the error for a configuration of more than MaxSize bytes.
+var ErrTooLarge = &Error{Problems: []Problem{{Message: "the configuration is larger than 1 MiB (1048576 bytes), " +
+	"the most Tollgate reads: a configuration holds rules, not data; check that this is the file meant"}}}
+
 // Parse decodes and validates. On failure it returns a *Error listing every
 // problem found (not just the first).
 func Parse(data []byte) (*Config, error) {
+	if len(data) > MaxSize {
+		return nil, ErrTooLarge
+	}
+	if problem := encodingProblem(data); problem != "" {
+		return nil, &Error{Problems: []Problem{{Message: problem}}}
+	}
 	root, syntax := decodeDocument(data)
 	if syntax != nil {
 		return nil, &Error{Problems: []Problem{*syntax}}
@@ -411,4 +428,34 @@ func Parse(data []byte) (*Config, error) {
 		return nil, &Error{Problems: problems}
 	}
 	return cfg, nil
+}
+
+// encodingProblem names a document that is not plain UTF-8: a byte-order mark, or UTF-16 or
+// UTF-32 text, which JSON in a configuration is never meant to be (RFC 8259 §8.1); "" otherwise.
+func encodingProblem(data []byte) string {
+	const resave = ": save the file as UTF-8 without a byte-order mark"
+	switch {
+	case bytes.HasPrefix(data, []byte{0xef, 0xbb, 0xbf}):
+		return "the configuration starts with a UTF-8 byte-order mark (EF BB BF), which JSON does not allow" + resave
+	case bytes.HasPrefix(data, []byte{0xff, 0xfe, 0, 0}), bytes.HasPrefix(data, []byte{0, 0, 0xfe, 0xff}):
+		return "the configuration is UTF-32 text (its byte-order mark is " + hexBytes(data[:4]) + ")" + resave
+	case bytes.HasPrefix(data, []byte{0xff, 0xfe}), bytes.HasPrefix(data, []byte{0xfe, 0xff}):
+		return "the configuration is UTF-16 text (its byte-order mark is " + hexBytes(data[:2]) + ")" + resave
+	case len(data) >= 2 && (data[0] == 0) != (data[1] == 0):
+		// JSON text starts with an ASCII character: a NUL next to it is UTF-16 or UTF-32.
+		return "the configuration is UTF-16 or UTF-32 text without a byte-order mark (NUL bytes between its characters)" + resave
+	}
+	return ""
+}
+
+func hexBytes(b []byte) string {
+	const digits = "0123456789ABCDEF"
+	out := make([]byte, 0, 3*len(b))
+	for i, c := range b {
+		if i > 0 {
+			out = append(out, ' ')
+		}
+		out = append(out, digits[c>>4], digits[c&0xf])
+	}
+	return string(out)
 }

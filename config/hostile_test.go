@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -46,5 +47,78 @@ func TestHostsWithATrailingDot(t *testing.T) {
 		if _, err := config.Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want %q", doc, err, want)
 		}
+	}
+}
+
+// A document that is not plain UTF-8, or too large, is refused in one line that says so, before
+// it is parsed.
+func TestRefusedBeforeParsing(t *testing.T) {
+	valid := withTop(`"failure_mode": "allow"`)
+	utf16 := func(bigEndian bool, bom bool) string {
+		var b []byte
+		if bom {
+			if bigEndian {
+				b = append(b, 0xfe, 0xff)
+			} else {
+				b = append(b, 0xff, 0xfe)
+			}
+		}
+		for _, c := range []byte(valid) {
+			if bigEndian {
+				b = append(b, 0, c)
+			} else {
+				b = append(b, c, 0)
+			}
+		}
+		return string(b)
+	}
+	for _, tc := range []struct{ name, doc, want string }{
+		{"UTF-8 byte-order mark", "\xef\xbb\xbf" + valid, "the configuration starts with a UTF-8 byte-order mark (EF BB BF), which JSON does not allow: save the file as UTF-8 without a byte-order mark"},
+		{"UTF-16LE", utf16(false, true), "the configuration is UTF-16 text (its byte-order mark is FF FE): save the file as UTF-8 without a byte-order mark"},
+		{"UTF-16BE", utf16(true, true), "the configuration is UTF-16 text (its byte-order mark is FE FF)"},
+		{"UTF-16 without a mark", utf16(true, false), "the configuration is UTF-16 or UTF-32 text without a byte-order mark"},
+		{"UTF-32LE", "\xff\xfe\x00\x00{\x00\x00\x00", "the configuration is UTF-32 text (its byte-order mark is FF FE 00 00)"},
+		{"over 1 MiB", valid[:len(valid)-1] + `, "shadow": false` + strings.Repeat(" ", config.MaxSize) + "}", "the configuration is larger than 1 MiB (1048576 bytes)"},
+	} {
+		_, err := config.Parse([]byte(tc.doc))
+		var cfgErr *config.Error
+		if !errors.As(err, &cfgErr) || len(cfgErr.Problems) != 1 || !strings.Contains(cfgErr.Problems[0].String(), tc.want) {
+			t.Errorf("%s: got %v, want one problem containing %q", tc.name, err, tc.want)
+		}
+	}
+	// Exactly the maximum is still read.
+	padded := valid[:len(valid)-1] + strings.Repeat(" ", config.MaxSize-len(valid)) + "}"
+	if _, err := config.Parse([]byte(padded)); len(padded) != config.MaxSize || err != nil {
+		t.Fatalf("a document of exactly %d bytes: %v", len(padded), err)
+	}
+}
+
+// exempt.headers that a client can set itself are flagged; x-envoy-internal, which Envoy removes
+// from external requests, is not.
+func TestWarnings(t *testing.T) {
+	cfg, err := config.Parse([]byte(withExempt(`{"headers": [{"name": "X-Canary", "exact": "1"}, {"name": "x-envoy-internal", "exact": "true"},
+	  {"name": "x-internal-token", "present": true}, {"name": "x-public", "present": false}]}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range config.Warnings(cfg) {
+		got = append(got, w.String())
+	}
+	want := []string{
+		`exempt.headers[0]: a client can send x-canary: "1" itself and skip every limit: exempt on a header only if a proxy`,
+		`exempt.headers[2]: a client can send x-internal-token itself, with any value, and skip every limit`,
+		`exempt.headers[3]: a client that leaves x-public out of its requests skips every limit`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("warnings %q, want %d", got, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("warning %d: %q, want it to start with %q", i, got[i], want[i])
+		}
+	}
+	if w := config.Warnings(configWith(baseRule())); len(w) != 0 {
+		t.Fatalf("warnings for a plain configuration: %v", w)
 	}
 }

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
 
@@ -116,5 +118,41 @@ func TestEscapedSlashesRejectThroughTheModule(t *testing.T) {
 	})
 	if n := g.counter("tollgate.escaped_slashes_rejected"); n != 2 {
 		t.Fatalf("tollgate.escaped_slashes_rejected = %d, want 2", n)
+	}
+}
+
+// A configuration over config.MaxSize is refused by the module before it is copied in, with one
+// critical line; one byte under that is read and judged on its content.
+func TestOversizeConfigurationIsRefusedByTheModule(t *testing.T) {
+	const rule = `{"rules": [{"name": "r", "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]`
+	for _, tc := range []struct {
+		name string
+		doc  string
+		want string // "" for a valid configuration
+	}{
+		{"over the maximum", rule + strings.Repeat(" ", config.MaxSize) + "}", "tollgate: invalid configuration: " + config.ErrTooLarge.Problems[0].Message},
+		{"at the maximum", rule + strings.Repeat(" ", config.MaxSize-len(rule)-1) + "}", ""},
+		{"a byte-order mark", "\xef\xbb\xbf" + rule + "}", "tollgate: invalid configuration: the configuration starts with a UTF-8 byte-order mark"},
+	} {
+		var critical []string
+		h, err := host.New(context.Background(), module(t), host.Options{
+			PluginName: "tollgate", PluginConfig: []byte(tc.doc), CompilationCache: cache,
+			Log: func(e host.LogEntry) {
+				if e.Level == 5 {
+					critical = append(critical, e.Message)
+				}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = h.NewVM(context.Background())
+		h.Close(context.Background())
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v (%q)", tc.name, err, critical)
+		case tc.want != "" && (err == nil || len(critical) != 1 || !strings.HasPrefix(critical[0], tc.want)):
+			t.Errorf("%s: start %v, critical lines %q; want one starting with %q", tc.name, err, critical, tc.want)
+		}
 	}
 }

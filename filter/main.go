@@ -71,6 +71,11 @@ type ruleMetrics struct {
 }
 
 func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPluginStartStatus {
+	if pluginConfigurationSize > config.MaxSize {
+		// Refused before it is copied into the VM's memory.
+		abi.Log(abi.LogLevelCritical, "tollgate: invalid configuration: "+config.ErrTooLarge.Problems[0].String())
+		return types.OnPluginStartStatusFailed
+	}
 	data, err := abi.GetPluginConfiguration()
 	if err != nil && pluginConfigurationSize > 0 {
 		abi.Log(abi.LogLevelCritical, "tollgate: cannot read the plugin configuration: "+err.Error())

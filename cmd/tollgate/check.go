@@ -17,6 +17,10 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	name := args[0]
 	data, err := readInput(name, stdin)
+	if errors.Is(err, config.ErrTooLarge) {
+		printProblems(stderr, name, err)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate check: %v\n", err)
 		return 1
@@ -27,6 +31,10 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: valid: %d rule(s), failure_mode %s\n", name, len(cfg.Rules), cfg.FailureMode)
+	// Valid but probably not meant: one line each, and still exit 0.
+	for _, w := range config.Warnings(cfg) {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", name, w)
+	}
 	for _, r := range cfg.Rules {
 		if g := r.Global; g != nil {
 			fmt.Fprintf(stdout, "%s: rule %s: global limit from cluster %s, domain %s, timeout %s, failure_mode %s\n",
@@ -36,11 +44,31 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// readInput reads a configuration from a file, or stdin for "-", refusing one larger than
+// config.MaxSize as soon as it has read that much: /dev/zero or a mistaken multi-gigabyte file
+// must end in one line, not in running out of memory.
 func readInput(name string, stdin io.Reader) ([]byte, error) {
 	if name == "-" {
-		return io.ReadAll(stdin)
+		return readConfig(stdin)
 	}
-	return os.ReadFile(name)
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readConfig(f)
+}
+
+// readConfig reads at most config.MaxSize bytes; more is config.ErrTooLarge.
+func readConfig(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, config.MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > config.MaxSize {
+		return nil, config.ErrTooLarge
+	}
+	return data, nil
 }
 
 // printProblems writes one line per configuration problem, prefixed with the file name.

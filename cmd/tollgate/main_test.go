@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-proxy/tollgate/config"
 )
 
 func runCLI(stdin string, args ...string) (code int, stdout, stderr string) {
@@ -107,5 +110,40 @@ func TestVersion(t *testing.T) {
 	}
 	if code, _, stderr := runCLI("", "version", "extra"); code != 2 || !strings.Contains(stderr, "takes no arguments") {
 		t.Errorf("version extra: exit %d, stderr %q; want 2 and a usage error", code, stderr)
+	}
+}
+
+// Hostile and mistaken files: read with a limit and refused in one line, encodings named,
+// warnings printed without changing the exit code.
+func TestCheckRefusesBeforeParsing(t *testing.T) {
+	const rule = `"rules": [{"name": "r", "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]`
+	big := writeFile(t, "big.json", `{`+rule+`, "shadow": false`+strings.Repeat(" ", 2<<20)+`}`)
+	bom := writeFile(t, "bom.json", "\xef\xbb\xbf{"+rule+"}")
+	utf16 := writeFile(t, "utf16.json", "\xff\xfe{\x00}\x00")
+	warned := writeFile(t, "warned.json", `{`+rule+`, "exempt": {"headers": [{"name": "x-canary", "exact": "1"}]}}`)
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		stdin  string
+		code   int
+		stdout string
+		stderr []string // whole lines
+	}{
+		{"/dev/zero", []string{"check", "/dev/zero"}, "", 1, "", []string{"/dev/zero: " + config.ErrTooLarge.Problems[0].Message}},
+		{"over 1 MiB", []string{"check", big}, "", 1, "", []string{big + ": " + config.ErrTooLarge.Problems[0].Message}},
+		{"over 1 MiB on stdin", []string{"check", "-"}, strings.Repeat(" ", 1<<20) + "{}", 1, "", []string{"-: " + config.ErrTooLarge.Problems[0].Message}},
+		{"UTF-8 byte-order mark", []string{"check", bom}, "", 1, "", []string{bom + ": the configuration starts with a UTF-8 byte-order mark (EF BB BF), which JSON does not allow: save the file as UTF-8 without a byte-order mark"}},
+		{"UTF-16", []string{"check", utf16}, "", 1, "", []string{utf16 + ": the configuration is UTF-16 text (its byte-order mark is FF FE): save the file as UTF-8 without a byte-order mark"}},
+		{"a warning keeps exit 0", []string{"check", warned}, "", 0, warned + ": valid: 1 rule(s)", []string{warned + `: warning: exempt.headers[0]: a client can send x-canary: "1" itself and skip every limit: ` +
+			`exempt on a header only if a proxy in front of Envoy removes or overwrites it on every client request (x-envoy-internal, which Envoy removes from external requests with "use_remote_address: true", is safe)`}},
+		{"serve refuses a large file too", []string{"serve", "--config", big, "--upstream", "http://127.0.0.1:1"}, "", 1, "", []string{big + ": " + config.ErrTooLarge.Problems[0].Message}},
+	} {
+		code, stdout, stderr := runCLI(tt.stdin, tt.args...)
+		if code != tt.code || !strings.Contains(stdout, tt.stdout) {
+			t.Errorf("%s: exit %d, stdout %q; want exit %d and %q (stderr %q)", tt.name, code, stdout, tt.code, tt.stdout, stderr)
+		}
+		if got := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n"); !slices.Equal(got, tt.stderr) {
+			t.Errorf("%s: stderr lines\n%q\nwant\n%q", tt.name, got, tt.stderr)
+		}
 	}
 }

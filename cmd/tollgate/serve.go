@@ -42,7 +42,11 @@ func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "tollgate serve: listening on http://%s, proxying to %s without the filter\n", ln.Addr(), opts.upstream)
 		return serveUntilSignal(srv, ln, stderr)
 	}
-	pluginConfig, err := os.ReadFile(opts.configPath)
+	pluginConfig, err := readInput(opts.configPath, nil)
+	if errors.Is(err, config.ErrTooLarge) {
+		printProblems(stderr, opts.configPath, err)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
 		return 1

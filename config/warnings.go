@@ -1,0 +1,38 @@
+package config
+
+import "strconv"
+
+// Warnings lists what is valid in a configuration but most likely not what its author meant, one
+// Problem per finding, naming the field. They never make a configuration invalid: `tollgate
+// check` prints them and still exits 0.
+func Warnings(cfg *Config) []Problem {
+	var warnings []Problem
+	for i, h := range cfg.Exempt.Headers {
+		if h.Name == "" || envoyRemovesFromClients(h.Name) {
+			continue
+		}
+		var what string
+		switch h.Kind {
+		case HeaderAbsent:
+			what = "a client that leaves " + h.Name + " out of its requests skips every limit"
+		case HeaderPresent:
+			what = "a client can send " + h.Name + " itself, with any value, and skip every limit"
+		default:
+			what = "a client can send " + h.Name + ": " + strconv.Quote(h.Value) + " itself and skip every limit"
+		}
+		warnings = append(warnings, Problem{
+			Field: indexPath("exempt.headers", i),
+			Message: what + ": exempt on a header only if a proxy in front of Envoy removes or overwrites it " +
+				`on every client request (x-envoy-internal, which Envoy removes from external requests with "use_remote_address: true", is safe)`,
+		})
+	}
+	return warnings
+}
+
+// envoyRemovesFromClients reports whether Envoy itself removes a header from requests of
+// external clients at the edge (use_remote_address: true), so that only trusted hops can set it:
+// x-envoy-internal is set by Envoy alone (Envoy's docs/root/configuration/http/http_conn_man/
+// header_sanitizing.rst lists it among the headers sanitized from external requests).
+func envoyRemovesFromClients(name string) bool {
+	return name == "x-envoy-internal"
+}
