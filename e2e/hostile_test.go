@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/host"
@@ -155,4 +156,21 @@ func TestOversizeConfigurationIsRefusedByTheModule(t *testing.T) {
 			t.Errorf("%s: start %v, critical lines %q; want one starting with %q", tc.name, err, critical, tc.want)
 		}
 	}
+}
+
+// X-RateLimit-Reset is what the documentation says, on admitted responses and on a 429 alike:
+// seconds until the limit is whole again. Retry-After says when the request would be admitted.
+func TestXRateLimitResetMeansWholeAgain(t *testing.T) {
+	g := newRig(t, host.Envoy133, `{"rate_limit_headers": "x-ratelimit", "rules": [{"name": "r", "key": [{"client_ip": {}}],
+	  "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "10s"}]}]}`, 2)
+	get := httpReq("GET", "/", peer)
+	runPolicy(t, g, []policyStep{
+		{name: "2 left, whole in 10 s", req: get, status: 200, headers: map[string]string{"x-ratelimit-remaining": "2", "x-ratelimit-reset": "10"}},
+		{name: "1 left, whole in 20 s", req: get, status: 200, headers: map[string]string{"x-ratelimit-remaining": "1", "x-ratelimit-reset": "20"}},
+		{name: "0 left, whole in 30 s", req: get, status: 200, headers: map[string]string{"x-ratelimit-remaining": "0", "x-ratelimit-reset": "30"}},
+		{name: "rejected: retry in 10 s, whole in 30 s", req: get, status: 429,
+			headers: map[string]string{"retry-after": "10", "x-ratelimit-remaining": "0", "x-ratelimit-reset": "30"}},
+		{name: "4 s later: retry in 6 s, whole in 26 s", at: 4 * time.Second, req: get, status: 429,
+			headers: map[string]string{"retry-after": "6", "x-ratelimit-reset": "26"}},
+	})
 }

@@ -24,7 +24,8 @@ import (
 //
 // HeadersXRateLimit reports the most restrictive limit (the one that rejected, else the one with
 // the fewest units left) as X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
-// (seconds until it is whole again, or until the request would be admitted).
+// (seconds until it is whole again, on a rejection as on an admitted response; Retry-After says
+// when a rejected request would be admitted).
 func rateLimitHeaders(cfg *config.Config, out *admission.Outcome) [][2]string {
 	if len(out.Limits) == 0 {
 		return nil

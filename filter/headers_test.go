@@ -92,7 +92,9 @@ func TestRateLimitHeaders(t *testing.T) {
 	gate.Admit(request, store, 0)
 	out = gate.Admit(request, store, 0)
 	x = rateLimitHeaders(&xRateLimit, out)
-	if out.Verdict != admission.Limited || x[0][1] != "2" || x[1][1] != "0" || x[2][1] != "1" {
+	// X-RateLimit-Reset is the time until the limit is whole again, on a rejection too (two tokens,
+	// 2 s); Retry-After is when the request would be admitted.
+	if out.Verdict != admission.Limited || x[0][1] != "2" || x[1][1] != "0" || x[2][1] != "2" {
 		t.Fatalf("rejected: %+v %q", out, x)
 	}
 	// On a rejection RateLimit carries the rejecting limit only, its t equal to Retry-After.

@@ -51,8 +51,8 @@ type LimitStatus struct {
 	Quota         int64 // the limit's capacity
 	WindowSeconds int64 // time to restore the whole quota
 	Remaining     int64 // whole units left
-	// Reset is the time until the limit is whole again; for the limit that rejected, the time
-	// until the request would be admitted.
+	// Reset is the time until the limit is whole again (X-RateLimit-Reset), on a rejection too:
+	// Retry-After and Next say when the request would be admitted.
 	Reset time.Duration
 	// Next is the time until one more unit than Remaining is available (0 when whole); for the
 	// limit that rejected, the time until the request would be admitted.
@@ -433,7 +433,7 @@ func (g *Gate) collect(group []applied, rejecting *applied, now int64) {
 		}
 		switch {
 		case a == rejecting:
-			status.Reset, status.Next, status.Rejecting = a.decision.RetryAfter, a.decision.RetryAfter, true
+			status.Next, status.Rejecting = a.decision.RetryAfter, true
 		case a.skip:
 			continue
 		default:

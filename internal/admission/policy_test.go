@@ -320,7 +320,9 @@ func TestLimitStatus(t *testing.T) {
 	}
 	g.Admit(req("192.0.2.1:1", "k", "secret-key"), store, 0)
 	out = g.Admit(req("192.0.2.1:1", "k", "secret-key"), store, 0)
-	rejecting := LimitStatus{Rule: 1, Limit: 1, Quota: 2, WindowSeconds: 2, Remaining: 0, Reset: time.Second, Next: time.Second,
+	// Reset is the time until the limit is whole again, 2 s for two tokens; Next, when the
+	// request would be admitted.
+	rejecting := LimitStatus{Rule: 1, Limit: 1, Quota: 2, WindowSeconds: 2, Remaining: 0, Reset: 2 * time.Second, Next: time.Second,
 		Rejecting: true, PartitionHash: daily}
 	if out.Verdict != Limited || out.RetryAfter != time.Second || len(out.Limits) != 3 || out.Limits[2] != rejecting {
 		t.Fatalf("rejected: %+v, limits %+v", out, out.Limits)
