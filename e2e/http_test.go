@@ -98,3 +98,46 @@ func TestThroughHTTP(t *testing.T) {
 		t.Fatalf("the upstream saw %d requests, want 4: rejected requests must not reach it", upstreamHits.Load())
 	}
 }
+
+// An admitted request whose upstream does not answer within the upstream timeout gets 504, and
+// still counts as admitted: the module decided before the upstream was asked.
+func TestUpstreamTimeoutThroughHTTP(t *testing.T) {
+	release := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer upstream.Close()
+	defer close(release) // after the 504: the upstream never answers in time
+	upstreamURL, _ := url.Parse(upstream.URL)
+	h, err := host.New(context.Background(), module(t), host.Options{
+		PluginName: "tollgate", VMID: "tollgate", PluginConfig: []byte(seedConfig), CompilationCache: cache,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	gw, err := gateway.New(context.Background(), h, 1, upstreamURL, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.SetUpstreamTimeout(time.Millisecond)
+	front := httptest.NewServer(gw)
+	defer front.Close()
+	req, _ := http.NewRequest("GET", front.URL+"/slow", nil)
+	req.Header.Set("X-Api-Key", "alice")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), "Gateway Timeout") {
+		t.Fatalf("status %d body %q, want 504", resp.StatusCode, body)
+	}
+	if n, _ := h.Metrics().Value("tollgate.rule.per-api-key.admitted"); n != 1 {
+		t.Fatalf("admitted counter %d, want 1", n)
+	}
+}

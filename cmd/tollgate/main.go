@@ -1,7 +1,7 @@
 // Command tollgate validates Tollgate configurations and runs the module locally.
 //
 //	tollgate check FILE
-//	tollgate serve --config FILE --listen ADDR --upstream URL [--wasm FILE] [--workers N]
+//	tollgate serve --config FILE --listen ADDR --upstream URL [--wasm FILE] [--workers N] [--upstream-timeout D] [--drain-timeout D]
 //	tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR [--compare FILE] [--show-keys]
 //	tollgate demo-upstream --listen ADDR
 //	tollgate version
@@ -24,8 +24,10 @@ import (
 const usage = `usage:
   tollgate check FILE                 validate a plugin configuration (FILE "-" reads stdin)
   tollgate serve --config FILE --upstream URL [--listen ADDR] [--admin ADDR] [--wasm FILE] [--workers N] [--envoy 1.33|1.39]
-                 [--grpc-cluster NAME=HOST:PORT ...]
-                                      run the module in the embedded host in front of URL
+                 [--grpc-cluster NAME=HOST:PORT ...] [--upstream-timeout D] [--drain-timeout D]
+                                      run the module in the embedded host in front of URL; the
+                                      upstream gets D (15s) to answer, else 504; SIGTERM lets
+                                      requests in flight finish within the drain timeout (20s)
   tollgate serve --no-filter --upstream URL [--listen ADDR]
                                       the same proxy without the module, a baseline for load tests
   tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,9 +39,11 @@ func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
 			return 1
 		}
-		srv := &http.Server{Handler: gateway.NewPassThrough(opts.upstream, errorLog), ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
+		gw := gateway.NewPassThrough(opts.upstream, errorLog)
+		gw.SetUpstreamTimeout(opts.upstreamTimeout)
+		srv := &http.Server{Handler: gw, ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
 		fmt.Fprintf(stdout, "tollgate serve: listening on http://%s, proxying to %s without the filter\n", ln.Addr(), opts.upstream)
-		return serveUntilSignal(srv, ln, stderr)
+		return serveUntilSignal(srv, ln, opts, stderr)
 	}
 	pluginConfig, err := readInput(opts.configPath, nil)
 	if errors.Is(err, config.ErrTooLarge) {
@@ -94,6 +97,7 @@ func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
 		return 1
 	}
+	gw.SetUpstreamTimeout(opts.upstreamTimeout)
 
 	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {
@@ -116,25 +120,49 @@ func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "tollgate serve: metrics on http://%s/stats and /stats/prometheus\n", adminLn.Addr())
 	}
 
-	return serveUntilSignal(srv, ln, stderr)
+	return serveUntilSignal(srv, ln, opts, stderr)
 }
 
-// serveUntilSignal serves until the listener fails or SIGINT/SIGTERM asks for a graceful stop.
-func serveUntilSignal(srv *http.Server, ln net.Listener, stderr io.Writer) int {
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+// serveUntilSignal serves until the listener fails or SIGINT/SIGTERM asks for a graceful stop:
+// the listener closes, the requests in flight get opts.drainTimeout to finish, and any still
+// running then is cut, which makes the exit status 1 (a supervisor should know that answers
+// were lost). A clean stop exits 0.
+func serveUntilSignal(srv *http.Server, ln net.Listener, opts serveOptions, stderr io.Writer) int {
+	stop := opts.stop
+	if stop == nil {
+		signals := make(chan os.Signal, 1)
+		signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(signals)
+		stop = signals
+	}
+	var inFlight atomic.Int64
+	handler := srv.Handler
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		handler.ServeHTTP(w, r)
+	})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
 	case err := <-done:
 		fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
 		return 1
-	case <-stop:
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	case sig := <-stop:
+		fmt.Fprintf(stderr, "tollgate serve: %v: stopping; requests in flight have %s to finish\n", sig, opts.drainTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), opts.drainTimeout)
 		defer cancel()
-		if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(stderr, "tollgate serve: shutdown: %v\n", err)
+		err := srv.Shutdown(ctx)
+		if err == nil {
+			return 0
 		}
-		return 0
+		cut := inFlight.Load()
+		srv.Close()
+		if errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(stderr, "tollgate serve: %d request(s) still in flight after %s were cut\n", cut, opts.drainTimeout)
+		} else {
+			fmt.Fprintf(stderr, "tollgate serve: stop: %v\n", err)
+		}
+		return 1
 	}
 }

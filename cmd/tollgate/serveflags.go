@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
+	"time"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
@@ -25,6 +27,11 @@ type serveOptions struct {
 	noFilter bool
 	admin    string
 	clusters grpcClusters
+	// upstreamTimeout bounds each upstream response (504 when it fires); drainTimeout is how long
+	// a stop waits for the requests in flight before it cuts them.
+	upstreamTimeout, drainTimeout time.Duration
+	// stop, when set, replaces SIGINT and SIGTERM (tests).
+	stop <-chan os.Signal
 }
 
 // parseServeFlags reads and checks the flags of tollgate serve. When they are wrong it says why
@@ -42,6 +49,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, bool) {
 	logLevel := fs.String("log-level", "info", "lowest module log level shown: trace, debug, info, warn, error, critical")
 	noFilter := fs.Bool("no-filter", false, "proxy without the module (no --config needed): a baseline for load tests")
 	admin := fs.String("admin", "", "`ADDR` for the admin listener serving /stats and /stats/prometheus (off when empty)")
+	upstreamTimeout := fs.Duration("upstream-timeout", 15*time.Second,
+		"longest wait for the upstream's whole response, as Envoy's route timeout (504 when it fires)")
+	drainTimeout := fs.Duration("drain-timeout", 20*time.Second,
+		"on SIGINT or SIGTERM, how long the requests in flight may finish before they are cut (exit 1 if any is)")
 	clusters := grpcClusters{}
 	fs.Var(clusters, "grpc-cluster", "`NAME=HOST:PORT` of a gRPC cluster the global limits call, e.g. ratelimit=127.0.0.1:8081 (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -77,6 +88,12 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, bool) {
 	if minLevel < 0 {
 		problems = append(problems, fmt.Sprintf("--log-level %q is not a level: use trace, debug, info, warn, error or critical", *logLevel))
 	}
+	if *upstreamTimeout <= 0 || *upstreamTimeout > time.Hour {
+		problems = append(problems, fmt.Sprintf("--upstream-timeout %s is out of range: use a duration from 1ms to 1h, e.g. 15s", *upstreamTimeout))
+	}
+	if *drainTimeout <= 0 || *drainTimeout > time.Hour {
+		problems = append(problems, fmt.Sprintf("--drain-timeout %s is out of range: use a duration from 1ms to 1h, e.g. 20s", *drainTimeout))
+	}
 	if len(problems) > 0 {
 		for _, p := range problems {
 			fmt.Fprintln(stderr, "tollgate serve: "+p)
@@ -95,5 +112,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, bool) {
 		noFilter:   *noFilter,
 		admin:      *admin,
 		clusters:   clusters,
+
+		upstreamTimeout: *upstreamTimeout,
+		drainTimeout:    *drainTimeout,
 	}, true
 }

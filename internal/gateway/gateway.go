@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
@@ -26,7 +27,16 @@ type Gateway struct {
 	upstream *url.URL
 	proxy    *httputil.ReverseProxy
 	errorLog *log.Logger
+	// upstreamTimeout bounds the wait for the upstream's whole response (0: none), like Envoy's
+	// route timeout; when it fires the client gets 504.
+	upstreamTimeout time.Duration
 }
+
+// SetUpstreamTimeout bounds how long a request waits for the upstream's response, from when it is
+// sent until the response is complete, as Envoy's route timeout does (15 s there by default):
+// a response not begun by then is answered 504 Gateway Timeout, one cut short is reset. 0 waits
+// for ever. Call it before serving.
+func (g *Gateway) SetUpstreamTimeout(d time.Duration) { g.upstreamTimeout = d }
 
 // New starts workers VMs of the host and returns a gateway in front of upstream.
 func New(ctx context.Context, h *host.Host, workers int, upstream *url.URL, errorLog *log.Logger) (*Gateway, error) {
@@ -63,6 +73,10 @@ func newGateway(upstream *url.URL, errorLog *log.Logger) *Gateway {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			g.logf("upstream %s: %v", upstream, err)
+			if errors.Is(err, context.DeadlineExceeded) && g.upstreamTimeout > 0 {
+				http.Error(w, "Gateway Timeout: the upstream did not answer within "+g.upstreamTimeout.String(), http.StatusGatewayTimeout)
+				return
+			}
 			http.Error(w, "Bad Gateway: the upstream did not answer", http.StatusBadGateway)
 		},
 		ErrorLog: errorLog,
@@ -75,7 +89,7 @@ type streamKey struct{}
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(g.vms) == 0 {
-		g.proxy.ServeHTTP(w, r) // pass-through: no filter
+		g.forward(w, r) // pass-through: no filter
 		return
 	}
 	vm := g.vms[g.next.Add(1)%uint64(len(g.vms))]
@@ -111,7 +125,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			out.Header.Add(h[0], h[1])
 		}
 	}
-	g.proxy.ServeHTTP(w, out)
+	g.forward(w, out)
+}
+
+// forward proxies r to the upstream, within the upstream timeout.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
+	if g.upstreamTimeout > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), g.upstreamTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
+	g.proxy.ServeHTTP(w, r)
 }
 
 // responseHeaders passes the upstream's response headers through the module.
