@@ -69,6 +69,12 @@ func revalidate(cfg *config.Config) error {
 	if cfg.ClientIP.XFFNumTrustedHops < 0 || cfg.ClientIP.XFFNumTrustedHops > 10 {
 		return errors.New("xff_num_trusted_hops " + strconv.Itoa(cfg.ClientIP.XFFNumTrustedHops))
 	}
+	if p4, p6 := cfg.ClientIP.IPv4Prefix, cfg.ClientIP.IPv6Prefix; p4 < 1 || p4 > 32 || p6 < 1 || p6 > 128 {
+		return errors.New("client_ip prefixes " + strconv.Itoa(p4) + " and " + strconv.Itoa(p6))
+	}
+	if cfg.EscapedSlashes != config.EscapedSlashesAllow && cfg.EscapedSlashes != config.EscapedSlashesReject {
+		return errors.New("escaped_slashes " + cfg.EscapedSlashes.String())
+	}
 	if err := revalidateExempt(cfg.Exempt); err != nil {
 		return errors.New("exempt: " + err.Error())
 	}
@@ -179,6 +185,10 @@ func revalidateKeyPart(part config.KeyPart) error {
 		part.Kind != config.KeyAttribute && part.Attribute != nil {
 		return errors.New("stray fields in a " + part.Kind.String() + " key part")
 	}
+	if part.Kind != config.KeyClientIP && (part.IPv4Prefix != 0 || part.IPv6Prefix != 0) ||
+		part.IPv4Prefix < 0 || part.IPv4Prefix > 32 || part.IPv6Prefix < 0 || part.IPv6Prefix > 128 {
+		return errors.New("prefixes in a " + part.Kind.String() + " key part")
+	}
 	switch part.Kind {
 	case config.KeyClientIP, config.KeyPath, config.KeyMethod, config.KeyAuthority:
 		return nil
@@ -283,7 +293,8 @@ func revalidateMatch(match config.Match) error {
 	}
 	seenHosts := make(map[string]bool)
 	for _, host := range match.Hosts {
-		if len(host) < 1 || len(host) > 253 || strings.Trim(host, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" || seenHosts[host] {
+		if len(host) < 1 || len(host) > 253 || strings.Trim(host, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" || seenHosts[host] ||
+			strings.HasSuffix(host, ".") {
 			return errors.New("host " + strconv.Quote(host))
 		}
 		seenHosts[host] = true
@@ -397,8 +408,10 @@ func revalidateResponse(response config.Response) error {
 // encode writes cfg back out in the configuration's JSON schema.
 func encode(t *testing.T, cfg *config.Config) []byte {
 	document := map[string]any{
-		"failure_mode":       cfg.FailureMode.String(),
-		"client_ip":          map[string]any{"xff_num_trusted_hops": cfg.ClientIP.XFFNumTrustedHops},
+		"failure_mode": cfg.FailureMode.String(),
+		"client_ip": map[string]any{"xff_num_trusted_hops": cfg.ClientIP.XFFNumTrustedHops,
+			"ipv4_prefix": cfg.ClientIP.IPv4Prefix, "ipv6_prefix": cfg.ClientIP.IPv6Prefix},
+		"escaped_slashes":    cfg.EscapedSlashes.String(),
 		"shadow":             cfg.Shadow,
 		"rate_limit_headers": cfg.RateLimitHeaders.String(),
 		"key_table": map[string]any{"max_keys": cfg.KeyTable.MaxKeys, "when_full": cfg.KeyTable.WhenFull.String(),
@@ -507,6 +520,15 @@ func encodeKey(key []config.KeyPart) []map[string]any {
 			parts = append(parts, map[string]any{"query": part.Query})
 		case config.KeyAttribute:
 			parts = append(parts, map[string]any{"attribute": part.Attribute})
+		case config.KeyClientIP:
+			options := map[string]any{}
+			if part.IPv4Prefix != 0 {
+				options["ipv4_prefix"] = part.IPv4Prefix
+			}
+			if part.IPv6Prefix != 0 {
+				options["ipv6_prefix"] = part.IPv6Prefix
+			}
+			parts = append(parts, map[string]any{"client_ip": options})
 		default:
 			parts = append(parts, map[string]any{part.Kind.String(): struct{}{}})
 		}

@@ -122,3 +122,25 @@ func TestWarnings(t *testing.T) {
 		t.Fatalf("warnings for a plain configuration: %v", w)
 	}
 }
+
+func TestEscapedSlashes(t *testing.T) {
+	for doc, want := range map[string]config.EscapedSlashes{
+		withTop(`"failure_mode": "allow"`):     config.EscapedSlashesAllow,
+		withTop(`"escaped_slashes": "allow"`):  config.EscapedSlashesAllow,
+		withTop(`"escaped_slashes": "reject"`): config.EscapedSlashesReject,
+	} {
+		cfg, err := config.Parse([]byte(doc))
+		if err != nil || cfg.EscapedSlashes != want {
+			t.Errorf("%s: %v, %v; want %v", doc, cfg, err, want)
+		}
+	}
+	for doc, want := range map[string]string{
+		withTop(`"escaped_slashes": "rejected"`):       `escaped_slashes: "rejected" is not an escaped_slashes policy: escaped_slashes is "allow" (the default: a path with %2F or %5C is matched under every reading, a limit applying if any reading matches it, an exemption only if every reading is exempt) or "reject" (answer such requests with 400) (did you mean "reject"?)`,
+		withTop(`"escaped_slashes": true`):             `escaped_slashes: got true, want a string`,
+		withRuleMembers(`"escaped_slashes": "reject"`): `rules[0]: unknown field "escaped_slashes"`,
+	} {
+		if _, err := config.Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", doc, err, want)
+		}
+	}
+}

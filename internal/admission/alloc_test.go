@@ -40,6 +40,9 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 		"client address and two limits": `{"rules": [{"name": "r", "key": [{"client_ip": {}}, {"header": "k"}], "limits": [
 		  {"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "1s"},
 		  {"algorithm": "sliding_window", "capacity": 1000000000, "window": "1m"}]}]}`,
+		"grouped address, host, path readings and match": `{"client_ip": {"ipv4_prefix": 24},
+		  "rules": [{"name": "r", "match": {"hosts": ["api.example.com"], "path": {"exact": "/"}},
+		  "key": [{"client_ip": {}}, {"authority": {}}, {"path": {}}], "limits": [{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "1s"}]}]}`,
 	} {
 		g := mustGate(t, doc)
 		g.collectStatus = false
