@@ -166,7 +166,8 @@ func decodeParts(data []byte) []string {
 	return parts
 }
 
-// partitionKeyOf builds the key a rule with one header part per value would build.
+// partitionKeyOf builds the key a rule with one header part per value would build, with
+// max_key_bytes at its smallest, 16, so that long values and long keys are digested.
 func partitionKeyOf(values []string) (string, *config.KeyPart, []config.KeyPart) {
 	spec := make([]config.KeyPart, len(values))
 	headers := map[string]string{}
@@ -175,7 +176,7 @@ func partitionKeyOf(values []string) (string, *config.KeyPart, []config.KeyPart)
 		spec[i] = config.KeyPart{Kind: config.KeyHeader, Header: name}
 		headers[name] = value
 	}
-	v := requestView{req: fakeRequest{headers: headers}}
+	v := requestView{req: fakeRequest{headers: headers}, maxKeyBytes: 16, secret: [2]uint64{1, 2}}
 	keyBytes, missing := v.appendPartitionKey(nil, spec)
 	key := string(keyBytes)
 	return key, missing, spec
