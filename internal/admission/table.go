@@ -206,9 +206,11 @@ const (
 
 // decide charges every limit of a group or none. It finds every limit's bucket and decides; if
 // one rejects, nothing is written and the rejection with the longest wait is returned.
-// Otherwise the new buckets are claimed and checked, and each new state is written with the CAS
-// it was read (or claimed) with; if another worker wrote one of them first, the writes already
-// made are undone, the claims given up, and the whole group is decided again.
+// Otherwise the new buckets are claimed and checked (a new bucket that rejects on its start state
+// rejects the group), and each new state is written with the CAS it was read (or claimed) with;
+// if another worker wrote one of them first, or a draw from the overflow bucket finds its key's
+// bucket created meanwhile (drawRaced), the writes already made are undone, the claims given up,
+// and the whole group is decided again.
 func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applied, error) {
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		var worst *applied
@@ -248,9 +250,13 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 				a.held = false
 			}
 			if err == nil {
-				var raced bool
-				if raced, err = g.drawRaced(store, group); err == nil && !raced {
+				raced, readErr := g.drawRaced(store, group)
+				if readErr == nil && !raced {
 					return Allow, nil, nil
+				}
+				if readErr != nil {
+					g.refund(store, group, now, true)
+					return Failed, nil, readErr
 				}
 			}
 			g.refund(store, group[:written], now, true)
