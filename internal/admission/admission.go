@@ -227,6 +227,7 @@ type applied struct {
 	held       bool   // slot holds a checked claim this attempt has not committed
 	stamp      int64  // the latest stamp seen: a new bucket starts then
 	writeOwner uint64 // the owner the slot is written with (the overflow bucket's, there)
+	drawers    uint64 // the overflow bucket's drawers with this key's marks (placeOverflow)
 	skip       bool   // no free slot and when_full is allow: not counted
 	next       cells
 	decision   limiter.Decision

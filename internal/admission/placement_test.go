@@ -123,8 +123,10 @@ const (
 
 // placementRegressions are seeds beyond placementRuns that once found a hole: 8925 is a worker
 // whose now was older than an idle takeover it observed starting the key's next bucket before
-// the old one was idle (what the slots' stamps prevent).
-var placementRegressions = []int{8925}
+// the old one was idle (what the slots' stamps prevent); 1181 is a key drawing from the
+// overflow bucket while another worker created its own bucket from the overflow bucket's state
+// as it was before that draw (what the overflow draw's second read of the candidates prevents).
+var placementRegressions = []int{8925, 1181}
 
 func TestPlacementUnderAdversarialInterleavings(t *testing.T) {
 	runs := placementRuns
@@ -143,7 +145,7 @@ func TestPlacementUnderAdversarialInterleavings(t *testing.T) {
 		}
 		seeds = []int{n}
 	}
-	var steps, admitted, requests, failed int
+	var steps, admitted, requests, failed, moved int
 	var events placementEvents
 	for _, seed := range seeds {
 		r := runPlacement(t, uint64(seed))
@@ -152,19 +154,21 @@ func TestPlacementUnderAdversarialInterleavings(t *testing.T) {
 		admitted += r.admitted
 		requests += r.requests
 		failed += r.failed
+		moved += r.moved
 		if t.Failed() {
 			return
 		}
 	}
-	t.Logf("%d runs, %d steps, %d requests, %d admitted, %d failed (contended for %d attempts); %+v",
-		len(seeds), steps, requests, admitted, failed, MaxAttempts, events)
-	if len(seeds) > 1 && (events.idleTakeovers == 0 || events.claimTakeovers == 0 || events.released == 0) {
-		t.Errorf("the runs never reached a kind of transition: %+v", events)
+	t.Logf("%d runs, %d steps, %d requests, %d admitted, %d failed (contended for %d attempts); %d keys admitted from both the overflow bucket and their own; %+v",
+		len(seeds), steps, requests, admitted, failed, MaxAttempts, moved, events)
+	if len(seeds) > 1 && (events.idleTakeovers == 0 || events.claimTakeovers == 0 || events.released == 0 || moved == 0) {
+		t.Errorf("the runs never reached a kind of transition: %+v, %d keys moved between the overflow bucket and their own", events, moved)
 	}
 }
 
 type placementResult struct {
 	steps, requests, admitted, failed int
+	moved                             int // keys admitted both from the overflow bucket and from their own
 	events                            placementEvents
 }
 
@@ -279,23 +283,33 @@ func runPlacement(t *testing.T, seed uint64) placementResult {
 	if whenFull == "allow" {
 		return result // keys with no free slot go uncounted: there is no bound to check
 	}
-	// Per key, what its own buckets admitted; with when_full overflow, what the keys that found
-	// no free slot were admitted together, which one bucket bounds.
+	// Per key, everything it was admitted, from its own buckets and from the overflow bucket
+	// together, stays within one token bucket's bound: a key that drew from the overflow bucket
+	// and then got a bucket of its own (or the other way round) gets no more than its limit.
+	// With when_full overflow, what the keys that found no free slot were admitted together is
+	// also bounded by one bucket.
 	var overflowed []*placementRequest
 	for k := 0; k < keys; k++ {
 		var mine []*placementRequest
+		fromOverflow, fromOwn := 0, 0
 		for _, req := range requests {
-			switch {
-			case req.key != k || req.verdict != Allow:
-			case req.overflow:
-				overflowed = append(overflowed, req)
-			default:
-				mine = append(mine, req)
+			if req.key != k || req.verdict != Allow {
+				continue
 			}
+			mine = append(mine, req)
+			if req.overflow {
+				overflowed = append(overflowed, req)
+				fromOverflow++
+			} else {
+				fromOwn++
+			}
+		}
+		if fromOverflow > 0 && fromOwn > 0 {
+			result.moved++
 		}
 		for _, b := range shape.buckets {
 			if err := checkInFlightBound(mine, b); err != nil {
-				t.Fatalf("%s\nkey %d: %v", where(), k, err)
+				t.Fatalf("%s\nkey %d (%d admitted from its own bucket, %d from the overflow bucket): %v", where(), k, fromOwn, fromOverflow, err)
 			}
 		}
 	}

@@ -50,7 +50,13 @@ const casCreate = math.MaxUint32
 //     bucket before the old one was idle.
 //   - A key none of whose candidates is free is the when_full policy's case; the default
 //     charges one overflow bucket per rule and limit, kept under its own key, so a flood of
-//     new keys throttles itself and never touches the buckets in use.
+//     new keys throttles itself and never touches the buckets in use. The overflow bucket
+//     marks its drawers since it was last idle in a 64-bit mask; a new bucket whose owner is
+//     marked starts from the overflow bucket's state instead of a fresh one, so a key that
+//     moves from the overflow bucket to a bucket of its own gets no more than its limit from
+//     both together. An admission from the overflow bucket reads the key's candidates again
+//     after its write, and the new bucket's check reads the overflow bucket after its claim:
+//     of a draw and a bucket created at the same time, one always sees the other.
 //
 // Owners are SipHash-2-4 of the rule, the limit and the partition key, keyed with a secret the
 // first VM draws and stores in shared data: clients cannot aim their keys at someone else's
@@ -63,7 +69,8 @@ const casCreate = math.MaxUint32
 //	offset 3  uint8    kind << 4 | algorithm (config.Algorithm)
 //	offset 4  uint32   fingerprint of the limit that wrote it
 //	offset 8  uint64   owner: the bucket's hash
-//	offset 16 int64    idle at: monotonic ns from which the slot may go to another key
+//	offset 16 int64    idle at: monotonic ns from which the slot may go to another key; in the
+//	                   overflow bucket, which is never taken over, its drawers (drawerMarks)
 //	offset 24 int64    cell 0 ┐ token bucket: level (credits), last update (ns), credits per token
 //	offset 32 int64    cell 1 ├ windows: window start (ns), count, previous window's count
 //	offset 40 int64    cell 2 ┘ (zero in claims and released slots)
@@ -199,9 +206,11 @@ const (
 
 // decide charges every limit of a group or none. It finds every limit's bucket and decides; if
 // one rejects, nothing is written and the rejection with the longest wait is returned.
-// Otherwise the new buckets are claimed and checked, and each new state is written with the CAS
-// it was read (or claimed) with; if another worker wrote one of them first, the writes already
-// made are undone, the claims given up, and the whole group is decided again.
+// Otherwise the new buckets are claimed and checked (a new bucket that rejects on its start state
+// rejects the group), and each new state is written with the CAS it was read (or claimed) with;
+// if another worker wrote one of them first, or a draw from the overflow bucket finds its key's
+// bucket created meanwhile (drawRaced), the writes already made are undone, the claims given up,
+// and the whole group is decided again.
 func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applied, error) {
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		var worst *applied
@@ -217,7 +226,11 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 		if worst != nil {
 			return Limited, worst, nil
 		}
-		ok, err := g.claim(store, group, now)
+		ok, limited, err := g.claim(store, group, now)
+		if limited != nil {
+			g.release(store, group, now)
+			return Limited, limited, nil
+		}
 		if err == nil && ok {
 			written := 0
 			for ; written < len(group); written++ {
@@ -225,15 +238,26 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 				if a.skip || a.cost == 0 {
 					continue // nothing to charge; the slot stays as it is
 				}
+				idleAt := a.limit.algo.idleAt(a.next)
+				if a.place == placeOverflow {
+					idleAt = int64(a.drawers)
+				}
 				encodeSlot(g.buf[:], &slot{kind: kindLive, algorithm: a.limit.tag, fingerprint: a.limit.fingerprint,
-					owner: a.writeOwner, idleAt: a.limit.algo.idleAt(a.next), cells: a.next, stamp: a.stamp})
+					owner: a.writeOwner, idleAt: idleAt, cells: a.next, stamp: a.stamp})
 				if err = store.Set(g.keyOf(a.limit, a.slot), g.buf[:], a.cas); err != nil {
 					break
 				}
 				a.held = false
 			}
 			if err == nil {
-				return Allow, nil, nil
+				raced, readErr := g.drawRaced(store, group)
+				if readErr == nil && !raced {
+					return Allow, nil, nil
+				}
+				if readErr != nil {
+					g.refund(store, group, now, true)
+					return Failed, nil, readErr
+				}
 			}
 			g.refund(store, group[:written], now, true)
 		}
@@ -316,10 +340,12 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 }
 
 // readOverflow decides a limit on the bucket its rule and limit share among all keys that found
-// no free candidate.
+// no free candidate. The write marks the key among the bucket's drawers, which are forgotten
+// when the bucket is idle again.
 func (g *Gate) readOverflow(store Store, a *applied, now int64) error {
 	l := a.limit
 	a.place, a.slot, a.writeOwner, a.stamp = placeOverflow, overflowSlot, l.overflowOwner, now
+	a.drawers = drawerMarks(a.owner)
 	value, cas, err := store.Get(l.overflowKey)
 	state := l.algo.initial(now)
 	switch {
@@ -332,10 +358,78 @@ func (g *Gate) readOverflow(store Store, a *applied, now int64) error {
 			g.out.Corrupt++
 		} else if s.kind == kindLive && s.owner == l.overflowOwner {
 			state, a.stamp = l.resume(&s, now), max(now, s.stamp)
+			if l.algo.idleAt(state) > now {
+				a.drawers |= uint64(s.idleAt)
+			}
 		}
 	}
 	a.cas = cas
 	return g.decideOn(a, state, now)
+}
+
+// drawerMarks are the bits of the overflow bucket's drawers that stand for owner: two of 64,
+// from the owner's top bits (its candidates come from the low bits and further mixes). A key
+// none of whose draws is felt any more may find its bits set by others: it then starts its
+// own bucket from the overflow bucket's state, which errs towards admitting less.
+func drawerMarks(owner uint64) uint64 {
+	return 1<<(owner>>58) | 1<<(owner>>52&63)
+}
+
+// drawRaced reads the candidates of every key the group charged to the overflow bucket again,
+// after the write. If one holds a bucket or a claim of the key by now, that bucket may have
+// started from the overflow bucket's state as it was before this draw (startState reads it
+// after the claim): the caller undoes the group's writes and decides it again, on the key's own
+// bucket. Either the new bucket's read of the overflow bucket comes after this draw and starts
+// from it, or these reads come after the claim and see it.
+func (g *Gate) drawRaced(store Store, group []applied) (bool, error) {
+	for i := range group {
+		a := &group[i]
+		if a.place != placeOverflow || a.cost == 0 {
+			continue
+		}
+		slots := candidateSlots(a.owner, g.table.MaxKeys, g.choices)
+		for j := 0; j < g.choices; j++ {
+			value, _, err := store.Get(g.slotKey(slots[j]))
+			switch {
+			case isNotFound(err):
+				continue
+			case err != nil:
+				return false, errors.New("cannot read shared data: " + err.Error())
+			}
+			if s, ok := decodeSlot(value); ok && s.owner == a.owner && (s.kind == kindLive || s.kind == kindPending) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// startState is the state a checked claim's new bucket starts from, as of the latest stamp
+// seen: a fresh one, unless the key drew from the overflow bucket since that was last idle (its
+// marks are among the drawers). Then it starts from the overflow bucket's state: whatever the
+// key drew there is still missing from it, so its draws from both together stay within one
+// limit. Only that read is added to a new bucket's path, and only under when_full overflow.
+func (g *Gate) startState(store Store, a *applied) (cells, error) {
+	l := a.limit
+	if g.table.WhenFull != config.WhenFullOverflow {
+		return l.algo.initial(a.stamp), nil
+	}
+	value, _, err := store.Get(l.overflowKey)
+	switch {
+	case isNotFound(err):
+		return l.algo.initial(a.stamp), nil
+	case err != nil:
+		return cells{}, errors.New("cannot read shared data: " + err.Error())
+	}
+	s, ok := decodeSlot(value)
+	if !ok || s.kind != kindLive || s.owner != l.overflowOwner {
+		return l.algo.initial(a.stamp), nil
+	}
+	a.stamp = max(a.stamp, s.stamp)
+	if marks := drawerMarks(a.owner); uint64(s.idleAt)&marks != marks {
+		return l.algo.initial(a.stamp), nil
+	}
+	return l.resume(&s, a.stamp), nil
 }
 
 // resume is the state of a limit's live bucket as stored: as it is, converted if a changed
@@ -364,9 +458,10 @@ func (g *Gate) decideOn(a *applied, state cells, now int64) error {
 // claim turns the group's new buckets into checked claims: it writes a claim into each free
 // candidate, then checks each claim (its own or another worker's of the same key). ok is false
 // when a claim was lost or another bucket or earlier claim of the key turned up; the caller
-// releases the claims held and starts again. A checked claim's fresh state is decided again
-// as of the latest stamp the check saw.
-func (g *Gate) claim(store Store, group []applied, now int64) (bool, error) {
+// releases the claims held and starts again. A checked claim's new bucket is decided again on
+// its start state (startState) as of the latest stamp seen; limited is the claim whose new
+// bucket rejects with the longest wait, if any: the caller releases the claims and rejects.
+func (g *Gate) claim(store Store, group []applied, now int64) (ok bool, limited *applied, err error) {
 	for i := range group {
 		a := &group[i]
 		if a.place != placeFree || a.cost == 0 {
@@ -375,7 +470,7 @@ func (g *Gate) claim(store Store, group []applied, now int64) (bool, error) {
 		encodeSlot(g.buf[:], &slot{kind: kindPending, algorithm: a.limit.tag, fingerprint: a.limit.fingerprint,
 			owner: a.owner, idleAt: satAdd(a.stamp, claimTimeout), stamp: a.stamp})
 		if err := store.Set(g.slotKey(a.slot), g.buf[:], a.cas); err != nil {
-			return false, err
+			return false, nil, err
 		}
 		a.place = placeClaim
 	}
@@ -386,14 +481,22 @@ func (g *Gate) claim(store Store, group []applied, now int64) (bool, error) {
 		}
 		ok, err := g.check(store, a, now)
 		if err != nil || !ok {
-			return false, err
+			return false, nil, err
 		}
-		a.next, a.decision = a.limit.algo.take(a.limit.algo.initial(a.stamp), a.stamp, a.cost)
+		start, err := g.startState(store, a)
+		if err != nil {
+			return false, nil, err
+		}
+		a.next, a.decision = a.limit.algo.take(start, a.stamp, a.cost)
 		if !a.decision.Allowed {
-			return false, nil // more than a full bucket holds: decided again, rejected
+			// The wait was counted from the stamp: from now it is that much longer.
+			a.decision.RetryAfter = time.Duration(satAdd(int64(a.decision.RetryAfter), a.stamp-now))
+			if limited == nil || a.decision.RetryAfter > limited.decision.RetryAfter {
+				limited = a
+			}
 		}
 	}
-	return true, nil
+	return limited == nil, limited, nil
 }
 
 // check reads a claim's slot, then every other candidate of its key. The claim stands if the

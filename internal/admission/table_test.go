@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -451,5 +452,80 @@ func TestPreviousLayoutIsReplacedQuietly(t *testing.T) {
 		if s := slotAt(g, store, index); s.kind != kindLive {
 			t.Errorf("%s: the slot holds %+v, want the key's bucket", c.name, s)
 		}
+	}
+}
+
+// A key that drew from the overflow bucket and then finds a candidate free starts its own bucket
+// from the overflow bucket's state, so it gets no more than its limit from both together; a key
+// that did not draw starts fresh; once the overflow bucket is idle again, its drawers are
+// forgotten.
+func TestOverflowDrawerStartsFromTheOverflowState(t *testing.T) {
+	g := tableGate(t, "overflow") // capacity 2, one token a second
+	store := newMemStore()
+	fillTable(t, g, store, 0) // every bucket has 1 token left, full again at 1 s
+	l := &g.rules[0].limits[0]
+	drawers := func() uint64 {
+		s, _ := decodeSlot(store.values[l.overflowKey])
+		return uint64(s.idleAt)
+	}
+	free := func(key string) {
+		owner := g.owner(l, []byte(partKey(key)))
+		putSlot(g, store, candidateSlots(owner, g.table.MaxKeys, g.choices)[0], slot{kind: kindReleased, idleAt: math.MinInt64})
+	}
+	// A key that never draws, whose marks the drawer's do not cover.
+	drawer := g.owner(l, []byte(partKey("drawer")))
+	bystander := ""
+	for i := 0; bystander == ""; i++ {
+		if m := drawerMarks(g.owner(l, []byte(partKey("by-"+strconv.Itoa(i))))); m&drawerMarks(drawer) != m {
+			bystander = "by-" + strconv.Itoa(i)
+		}
+	}
+	ms := int64(time.Millisecond)
+	for _, c := range []struct {
+		name      string
+		at        int64
+		key       string
+		free      bool // the key's first candidate is freed before the request
+		verdict   Verdict
+		tableFull int
+		remaining int64 // -1: not checked
+		retry     time.Duration
+	}{
+		{"drawer, no free candidate: the overflow bucket", 0, "drawer", false, Allow, 1, 1, 0},
+		{"drawer, a candidate frees up: its bucket starts with the overflow bucket's 1 token", 0, "drawer", true, Allow, 0, 0, 0},
+		{"drawer, its own bucket", 0, "drawer", false, Limited, 0, -1, time.Second},
+		{"a key that never drew starts fresh", 0, "bystander", true, Allow, 0, 1, 0},
+		{"drawer, half a token later", 500 * ms, "drawer", false, Limited, 0, -1, 500 * time.Millisecond},
+		{"drawer, a token later", 1000 * ms, "drawer", false, Allow, 0, 0, 0},
+	} {
+		key := c.key
+		if key == "bystander" {
+			key = bystander
+		}
+		if c.free {
+			free(key)
+		}
+		out := g.Admit(header("k", key), store, c.at)
+		if out.Verdict != c.verdict || out.TableFull != c.tableFull || (c.remaining >= 0 && out.Limits[0].Remaining != c.remaining) ||
+			(c.verdict == Limited && out.RetryAfter != c.retry) {
+			t.Fatalf("%s: %+v, want verdict %d, table full %d, remaining %d, retry %v", c.name, out, c.verdict, c.tableFull, c.remaining, c.retry)
+		}
+	}
+	if m := drawerMarks(drawer); drawers()&m != m {
+		t.Fatalf("drawers %x do not mark the drawer (%x)", drawers(), m)
+	}
+
+	// The overflow bucket gave its one token at 0 and is full again at 1 s: a draw from then on
+	// forgets the drawers before it.
+	next := applied{limit: l, owner: g.owner(l, []byte(partKey(bystander))), cost: 1}
+	if err := g.readOverflow(store, &next, 2*sec); err != nil || !next.decision.Allowed {
+		t.Fatalf("a draw at 2 s: %v, %+v", err, next.decision)
+	}
+	if next.drawers != drawerMarks(next.owner) {
+		t.Fatalf("a draw from the idle overflow bucket writes drawers %x, want only its own %x", next.drawers, drawerMarks(next.owner))
+	}
+	// Before then, a draw keeps them.
+	if err := g.readOverflow(store, &next, 500*ms); err != nil || next.drawers != drawers()|drawerMarks(next.owner) {
+		t.Fatalf("a draw at 0.5 s: %v, drawers %x, want %x", err, next.drawers, drawers()|drawerMarks(next.owner))
 	}
 }
