@@ -7,7 +7,7 @@
 #   make fuzz    every fuzz target for FUZZTIME each (an execution count: 300000x)
 #   make soak    the long runs: a million requests in the Envoy 1.33 profile (poll_oneoff), the
 #                exactness property over many more seeds, CAS retry rates over more requests,
-#                the key table's placement property over 20,000 interleavings
+#                the key table's placement property over 20,000 interleavings, a million-key flood
 #   make check   gofmt, go vet (native and wasip1), go mod tidy
 #   make ratelimit  envoyproxy/ratelimit for the global-limit tests (needs the Go module proxy)
 #   make image   the Wasm OCI image Istio and Envoy Gateway pull, as an OCI layout in build/image
@@ -98,10 +98,10 @@ fuzz:
 	done
 
 # The long runs behind TOLLGATE_SOAK=1 (minutes): the poll_oneoff soak, the exactness property over
-# 1500 seeds, the hot-key retry rates over 25,000 requests per worker.
+# 1500 seeds, the hot-key retry rates over 25,000 requests per worker, a million-key flood.
 soak:
 	TOLLGATE_SOAK=1 $(GO) test -count=1 -v -timeout 60m \
-		-run '^(TestSoakPollOneoff|TestExactUnderConcurrency|TestHotKeyCASRetryRate)$$' ./e2e
+		-run '^(TestSoakPollOneoff|TestExactUnderConcurrency|TestHotKeyCASRetryRate|TestKeyFloodIsBoundedAndSparesWellBehavedKeys)$$' ./e2e
 	TOLLGATE_SOAK=1 $(GO) test -count=1 -v -timeout 60m -run '^TestPlacementUnderAdversarialInterleavings$$' ./internal/admission
 
 check lint:
