@@ -2,7 +2,8 @@
 #
 #   make build   the module (build/tollgate.wasm) and the CLI (build/tollgate)
 #   make run     the module in the embedded host, in front of a demo upstream
-#   make test    the whole suite (it builds the module itself)
+#   make test    the whole suite (it builds the module itself), with every skip named
+#   make test-race  the packages that run natively, under the race detector (CI runs both)
 #   make bench   benchmarks
 #   make fuzz    every fuzz target for FUZZTIME each (an execution count: 300000x)
 #   make soak    the long runs: a million requests in the Envoy 1.33 profile (poll_oneoff), the
@@ -46,7 +47,7 @@ RATELIMIT_BIN := build/ratelimit/$(RATELIMIT_VERSION)
 # Packages linked into the module: they must also vet for wasip1.
 WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/rls ./internal/version ./config ./limiter
 
-.PHONY: build run test bench fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
+.PHONY: build run test test-race bench fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
 
 # build/tollgate.wasm.sha256 is in sha256sum's format ("HEX  tollgate.wasm"): `sha256sum -c` in
 # build/ checks it, and its first field is what Envoy's vm_config.code.remote.sha256 wants.
@@ -73,10 +74,20 @@ run: build
 # The global-limit tests need redis-server on PATH and envoyproxy/ratelimit (see ratelimit);
 # they skip, naming what is missing, unless CI=true, where they fail. The latency a global check
 # adds, measured in the same run, ends up in build/global-latency.txt.
+# internal/testsummary prints what go test prints without -v (failed tests' output, a line per
+# package), then every skipped test with its reason and a count; it fails on any failure,
+# including go test's own exit status.
 test:
 	@rm -f build/global-latency.txt
-	$(GO) test -count=1 ./...
+	@{ $(GO) test -count=1 -json ./... || echo "go test: exit status $$?"; } | $(GO) run ./internal/testsummary
 	@if [ -f build/global-latency.txt ]; then cat build/global-latency.txt; fi
+
+# The race detector over the packages that run natively: everything but the e2e and bench
+# packages, which drive the module through the host and are slow under it (internal/host's own
+# tests cover the host's concurrency). CI runs it after make test.
+RACE_PKGS := ./limiter/... ./config/... ./filter/... ./internal/... ./cmd/... ./deploy/...
+test-race:
+	@{ $(GO) test -count=1 -race -json $(RACE_PKGS) || echo "go test -race: exit status $$?"; } | $(GO) run ./internal/testsummary
 
 # envoyproxy/ratelimit's service and config checker at RATELIMIT_VERSION, from the Go module proxy.
 ratelimit:
