@@ -18,6 +18,7 @@ import (
 // admitted exactly its limit the whole time. make test floods a table of 1,000 slots with 100,000
 // keys; make soak (TOLLGATE_SOAK=1) a table of 10,000 slots with 1,000,000.
 func TestKeyFloodIsBoundedAndSparesWellBehavedKeys(t *testing.T) {
+	t.Parallel()
 	const (
 		steps   = 100
 		workers = 4
@@ -88,6 +89,7 @@ func TestKeyFloodIsBoundedAndSparesWellBehavedKeys(t *testing.T) {
 // Hostile request shapes: a 64 KiB key, binary bytes, an empty value, thousands of headers. Each
 // is answered, nothing traps, and the table stays bounded.
 func TestHostileKeys(t *testing.T) {
+	t.Parallel()
 	g := newRig(t, host.Envoy133, `{"key_table": {"max_keys": 64},
 	  "rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
 	    "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`, 2)

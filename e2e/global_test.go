@@ -140,6 +140,7 @@ const globalConfigOK = `{"rules": [{"name": "per-key", "key": [{"header": "x-api
 // and the global limit in the rate-limit headers; and the request the service rejected gets back
 // what the local limit charged.
 func TestGlobalLimitAnswers(t *testing.T) {
+	t.Parallel()
 	for _, p := range profiles {
 		t.Run(p.String(), func(t *testing.T) {
 			rls := startScriptedRLS(t)
@@ -244,6 +245,7 @@ func (g *rig) get(vm *host.VM, path, key string) *host.Response {
 // the clock: an error comes back well within a timeout of a minute, and a service that never
 // answers (it waits for the call to end) can only be ended by the timeout of 40ms.
 func TestGlobalFailureModes(t *testing.T) {
+	t.Parallel()
 	steps := []struct {
 		name, timeout string
 		answer        func(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
@@ -300,6 +302,7 @@ func TestGlobalFailureModes(t *testing.T) {
 // A cluster the proxy does not know fails the call at once: the failure mode applies, and
 // nothing is held.
 func TestGlobalUnknownCluster(t *testing.T) {
+	t.Parallel()
 	g := newGlobalRig(t, host.Envoy139, failureModesConfig("40ms"), nil)
 	if resp := g.get(g.vms[0], "/open", "k"); resp.Status != 200 {
 		t.Fatalf("allow: got %d", resp.Status)
@@ -320,6 +323,7 @@ func TestGlobalUnknownCluster(t *testing.T) {
 // counts it, and gives back the local charge. The client goes away once the service holds the
 // call.
 func TestGlobalStreamEndsWhileHeld(t *testing.T) {
+	t.Parallel()
 	rls := startScriptedRLS(t)
 	held := make(chan struct{}, 1)
 	rls.set(func(ctx context.Context, _ *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -359,6 +363,7 @@ func TestGlobalStreamEndsWhileHeld(t *testing.T) {
 // the call still out. The other call's service never answers and its timeout is a minute: a
 // module that waited for it would count a timeout, and leave the call pending until then.
 func TestGlobalTwoRules(t *testing.T) {
+	t.Parallel()
 	rls := startScriptedRLS(t)
 	rls.set(func(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 		if ruleOf(req) == "slow" {

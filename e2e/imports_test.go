@@ -78,6 +78,7 @@ func notProvided(imports []string, profile host.Profile) []string {
 // The module loads in the oldest supported Envoy: it imports nothing Envoy 1.33 lacks, declares
 // proxy-wasm ABI 0.2.1, and exports what Envoy needs to start it.
 func TestModuleLoadsInTheMinimumEnvoy(t *testing.T) {
+	t.Parallel()
 	wasm := module(t)
 	mi := readInterface(t, wasm)
 	t.Logf("the module imports %d functions: %s", len(mi.imports), strings.Join(mi.imports, " "))
@@ -133,6 +134,7 @@ func TestModuleLoadsInTheMinimumEnvoy(t *testing.T) {
 // The check above does catch a module Envoy 1.33 cannot load: one that touches the file system
 // imports WASI functions that only Envoy 1.39 provides.
 func TestImportCheckCatchesFunctionsEnvoy133Lacks(t *testing.T) {
+	t.Parallel()
 	wasm := testbuild.Module(t, "./internal/host/testdata/fsimport")
 	mi := readInterface(t, wasm)
 	missing := notProvided(mi.imports, minimumEnvoy)
@@ -148,6 +150,7 @@ func TestImportCheckCatchesFunctionsEnvoy133Lacks(t *testing.T) {
 // nothing else: the dependencies of the tests and tools (go-control-plane, Istio's API, YAML,
 // wazero) must never reach it.
 func TestModuleLinksNoOtherModules(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./filter")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
