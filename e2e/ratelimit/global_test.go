@@ -367,7 +367,7 @@ func TestShippedDescriptorConfigInTheService(t *testing.T) {
 		&commonv3.RateLimitDescriptor_Entry{Key: rule.Global.RuleEntry, Value: rule.Name},
 		&commonv3.RateLimitDescriptor_Entry{Key: rule.Global.KeyEntry, Value: admission.GlobalKey(rule.Name, "frank")})
 	descriptor.HitsAddend = wrapperspb.UInt64(1)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	resp, err := svc.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: rule.Global.Domain, Descriptors: []*commonv3.RateLimitDescriptor{descriptor}})
 	if err != nil {
