@@ -9,7 +9,7 @@
 #   make soak    the long runs: a million requests in the Envoy 1.33 profile (poll_oneoff), the
 #                exactness property over many more seeds, CAS retry rates over more requests,
 #                the key table's placement property over 20,000 interleavings, a million-key flood
-#   make check   gofmt, go vet (native and wasip1), go mod tidy
+#   make check   gofmt, go vet (native and wasip1), go mod tidy, staticcheck (pinned)
 #   make ratelimit  envoyproxy/ratelimit for the global-limit tests (needs the Go module proxy)
 #   make image   the Wasm OCI image Istio and Envoy Gateway pull, as an OCI layout in build/image
 #                (no Docker needed); IMAGE=REGISTRY/REPOSITORY:TAG make push pushes it
@@ -44,6 +44,9 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows \
 # built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
 RATELIMIT_BIN := build/ratelimit/$(RATELIMIT_VERSION)
+# staticcheck for make check, pinned; go run fetches it from the Go module proxy (it is no
+# dependency of the module). It checks the native build; go vet also checks the wasip1 files.
+STATICCHECK_VERSION ?= v0.8.2
 # Packages linked into the module: they must also vet for wasip1.
 WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/rls ./internal/version ./config ./limiter
 
@@ -123,6 +126,7 @@ check lint:
 	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags tollgate_stats ./filter
 	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags tollgate_faults ./filter
 	$(GO) mod tidy -diff
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 # The image holds build/tollgate.wasm as plugin.wasm in one layer (cmd/tollgate-image says which
 # media types and why; docs/istio.md and docs/envoy-gateway.md how to use it). make image writes
