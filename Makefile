@@ -78,12 +78,12 @@ run: build
 # they skip, naming what is missing, unless CI=true, where they fail. The latency a global check
 # adds, measured in the same run, ends up in build/global-latency.txt.
 # internal/testsummary prints what go test prints without -v (failed tests' output, a line per
-# package), then every skipped test with its reason and a count; it fails on any failure,
-# including go test's own exit status.
+# package), then every skipped test with its reason, the latency report, and a closing count; it
+# fails on any failure, including go test's own exit status.
 test:
 	@rm -f build/global-latency.txt
-	@{ $(GO) test -count=1 -json ./... || echo "go test: exit status $$?"; } | $(GO) run ./internal/testsummary
-	@if [ -f build/global-latency.txt ]; then cat build/global-latency.txt; fi
+	@{ $(GO) test -count=1 -json ./... || echo "go test: exit status $$?"; } | \
+		$(GO) run ./internal/testsummary -report build/global-latency.txt
 
 # The race detector over the packages that run natively: everything but the e2e and bench
 # packages, which drive the module through the host and are slow under it (internal/host's own

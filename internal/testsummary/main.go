@@ -1,12 +1,16 @@
 // Command testsummary reads `go test -json` on standard input and prints what `go test` prints
 // without -v — the output of failed tests and one line per package — then every skipped test with
-// its reason, so that a skip is never silent, and a closing count. It exits 1 when a test, a
-// package or a build failed. make test pipes the suite through it.
+// its reason, so that a skip is never silent, and a closing count, which stays the last line. It
+// exits 1 when a test, a package or a build failed. make test pipes the suite through it.
+//
+// Each file named with -report (a report a test wrote, such as build/global-latency.txt) is
+// printed before the closing count, when it exists.
 package main
 
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,10 +37,19 @@ type summary struct {
 	passed   int                            // tests
 	failures int                            // tests
 	broken   bool                           // a build failed, or a line was not an event
+	reports  []string                       // files to print before the closing count
 }
+
+// files is a flag that may be given several times.
+type files []string
+
+func (f *files) String() string     { return strings.Join(*f, ",") }
+func (f *files) Set(v string) error { *f = append(*f, v); return nil }
 
 func main() {
 	s := &summary{out: os.Stdout, running: map[string]map[string][]string{}}
+	flag.Var((*files)(&s.reports), "report", "a `file` to print before the closing count, if it exists (repeatable)")
+	flag.Parse()
 	if err := s.read(os.Stdin); err != nil {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(1)
@@ -159,6 +172,11 @@ func (s *summary) close() bool {
 		fmt.Fprintf(s.out, "skipped (%d):\n", len(s.skipped))
 		for _, skip := range s.skipped {
 			fmt.Fprintln(s.out, "  "+skip)
+		}
+	}
+	for _, path := range s.reports {
+		if data, err := os.ReadFile(path); err == nil {
+			fmt.Fprint(s.out, string(data))
 		}
 	}
 	ok := !s.broken && len(s.failed) == 0 && s.failures == 0

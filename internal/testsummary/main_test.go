@@ -2,14 +2,16 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func run(t *testing.T, input string) (string, bool) {
+func run(t *testing.T, input string, reports ...string) (string, bool) {
 	t.Helper()
 	var out bytes.Buffer
-	s := &summary{out: &out, running: map[string]map[string][]string{}}
+	s := &summary{out: &out, running: map[string]map[string][]string{}, reports: reports}
 	if err := s.read(strings.NewReader(input)); err != nil {
 		t.Fatal(err)
 	}
@@ -75,5 +77,17 @@ func TestBuildFailuresAndStrayLinesFailTheRun(t *testing.T) {
 		if ok || !strings.Contains(out, "FAIL: ") {
 			t.Errorf("%q: ok %v, output:\n%s", input, ok, out)
 		}
+	}
+}
+
+// A report the tests wrote comes before the closing count; one that does not exist is no error.
+func TestReportsComeBeforeTheClosingCount(t *testing.T) {
+	report := filepath.Join(t.TempDir(), "latency.txt")
+	if err := os.WriteFile(report, []byte("p50 1ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, ok := run(t, `{"Action":"pass",`+pkg+`}`, report, filepath.Join(t.TempDir(), "absent.txt"))
+	if !ok || !strings.HasSuffix(out, "p50 1ms\nPASS: 0 tests passed, 0 skipped, 0 failed\n") {
+		t.Fatalf("ok %v, output:\n%s", ok, out)
 	}
 }
