@@ -87,9 +87,11 @@ test:
 
 # The race detector over the packages that run natively: everything but the e2e and bench
 # packages, which drive the module through the host and are slow under it (internal/host's own
-# tests cover the host's concurrency). -short trims the limiter's single-threaded reference-model
-# properties to a tenth of their seeds; make test runs them all. CI runs it after make test.
-RACE_PKGS := ./limiter/... ./config/... ./filter/... ./internal/... ./cmd/... ./deploy/...
+# tests cover the host's concurrency), and cmd/tollgate-image, whose tests are gzip and sha256 of
+# whole modules on one goroutine (four minutes under the detector, for nothing it could find).
+# -short trims the limiter's single-threaded reference-model properties to a tenth of their
+# seeds; make test runs them all. CI runs it after make test.
+RACE_PKGS := ./limiter/... ./config/... ./filter/... ./internal/... ./cmd/tollgate/... ./deploy/...
 test-race:
 	@{ $(GO) test -count=1 -race -short -json $(RACE_PKGS) || echo "go test -race: exit status $$?"; } | $(GO) run ./internal/testsummary
 
