@@ -87,8 +87,8 @@ test:
 
 # The race detector over the packages that run natively: everything but the e2e and bench
 # packages, which drive the module through the host and are slow under it (internal/host's own
-# tests cover the host's concurrency), and cmd/tollgate-image, whose tests are gzip and sha256 of
-# whole modules on one goroutine (four minutes under the detector, for nothing it could find).
+# tests cover the host's concurrency), and cmd/tollgate-image, which starts no goroutine and whose
+# tests spend their time compressing and hashing whole modules (four minutes under the detector).
 # -short trims the limiter's single-threaded reference-model properties to a tenth of their
 # seeds; make test runs them all. CI runs it after make test.
 RACE_PKGS := ./limiter/... ./config/... ./filter/... ./internal/... ./cmd/tollgate/... ./deploy/...
