@@ -2,13 +2,14 @@
 #
 #   make build   the module (build/tollgate.wasm) and the CLI (build/tollgate)
 #   make run     the module in the embedded host, in front of a demo upstream
-#   make test    the whole suite (it builds the module itself)
+#   make test    the whole suite (it builds the module itself), with every skip named
+#   make test-race  the packages that run natively, under the race detector (CI runs both)
 #   make bench   benchmarks
 #   make fuzz    every fuzz target for FUZZTIME each (an execution count: 300000x)
 #   make soak    the long runs: a million requests in the Envoy 1.33 profile (poll_oneoff), the
 #                exactness property over many more seeds, CAS retry rates over more requests,
-#                the key table's placement property over 20,000 interleavings
-#   make check   gofmt, go vet (native and wasip1), go mod tidy
+#                the key table's placement property over 20,000 interleavings, a million-key flood
+#   make check   gofmt, go vet (native and wasip1), go mod tidy, staticcheck (pinned)
 #   make ratelimit  envoyproxy/ratelimit for the global-limit tests (needs the Go module proxy)
 #   make image   the Wasm OCI image Istio and Envoy Gateway pull, as an OCI layout in build/image
 #                (no Docker needed); IMAGE=REGISTRY/REPOSITORY:TAG make push pushes it
@@ -43,10 +44,13 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows \
 # built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
 RATELIMIT_BIN := build/ratelimit/$(RATELIMIT_VERSION)
+# staticcheck for make check, pinned; go run fetches it from the Go module proxy (it is no
+# dependency of the module). It checks the native build; go vet also checks the wasip1 files.
+STATICCHECK_VERSION ?= v0.8.2
 # Packages linked into the module: they must also vet for wasip1.
 WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/rls ./internal/version ./config ./limiter
 
-.PHONY: build run test bench fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
+.PHONY: build run test test-race bench fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
 
 # build/tollgate.wasm.sha256 is in sha256sum's format ("HEX  tollgate.wasm"): `sha256sum -c` in
 # build/ checks it, and its first field is what Envoy's vm_config.code.remote.sha256 wants.
@@ -73,10 +77,23 @@ run: build
 # The global-limit tests need redis-server on PATH and envoyproxy/ratelimit (see ratelimit);
 # they skip, naming what is missing, unless CI=true, where they fail. The latency a global check
 # adds, measured in the same run, ends up in build/global-latency.txt.
+# internal/testsummary prints what go test prints without -v (failed tests' output, a line per
+# package), then every skipped test with its reason, the latency report, and a closing count; it
+# fails on any failure, including go test's own exit status.
 test:
 	@rm -f build/global-latency.txt
-	$(GO) test -count=1 ./...
-	@if [ -f build/global-latency.txt ]; then cat build/global-latency.txt; fi
+	@{ $(GO) test -count=1 -json ./... || echo "go test: exit status $$?"; } | \
+		$(GO) run ./internal/testsummary -report build/global-latency.txt
+
+# The race detector over the packages that run natively: everything but the e2e and bench
+# packages, which drive the module through the host and are slow under it (internal/host's own
+# tests cover the host's concurrency), and cmd/tollgate-image, which starts no goroutine and whose
+# tests spend their time compressing and hashing whole modules (four minutes under the detector).
+# -short trims the limiter's single-threaded reference-model properties to a tenth of their
+# seeds; make test runs them all. CI runs it after make test.
+RACE_PKGS := ./limiter/... ./config/... ./filter/... ./internal/... ./cmd/tollgate/... ./deploy/...
+test-race:
+	@{ $(GO) test -count=1 -race -short -json $(RACE_PKGS) || echo "go test -race: exit status $$?"; } | $(GO) run ./internal/testsummary
 
 # envoyproxy/ratelimit's service and config checker at RATELIMIT_VERSION, from the Go module proxy.
 ratelimit:
@@ -98,10 +115,10 @@ fuzz:
 	done
 
 # The long runs behind TOLLGATE_SOAK=1 (minutes): the poll_oneoff soak, the exactness property over
-# 1500 seeds, the hot-key retry rates over 25,000 requests per worker.
+# 1500 seeds, the hot-key retry rates over 25,000 requests per worker, a million-key flood.
 soak:
 	TOLLGATE_SOAK=1 $(GO) test -count=1 -v -timeout 60m \
-		-run '^(TestSoakPollOneoff|TestExactUnderConcurrency|TestHotKeyCASRetryRate)$$' ./e2e
+		-run '^(TestSoakPollOneoff|TestExactUnderConcurrency|TestHotKeyCASRetryRate|TestKeyFloodIsBoundedAndSparesWellBehavedKeys)$$' ./e2e
 	TOLLGATE_SOAK=1 $(GO) test -count=1 -v -timeout 60m -run '^TestPlacementUnderAdversarialInterleavings$$' ./internal/admission
 
 check lint:
@@ -111,6 +128,7 @@ check lint:
 	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags tollgate_stats ./filter
 	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags tollgate_faults ./filter
 	$(GO) mod tidy -diff
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 # The image holds build/tollgate.wasm as plugin.wasm in one layer (cmd/tollgate-image says which
 # media types and why; docs/istio.md and docs/envoy-gateway.md how to use it). make image writes

@@ -4,67 +4,23 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tetratelabs/wazero"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
-var (
-	buildDir string
-	cache    = wazero.NewCompilationCache()
+var cache = wazero.NewCompilationCache()
 
-	buildMu sync.Mutex
-	built   = map[string][]byte{}
-)
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tollgate-bench-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	buildDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// build compiles a package of this repository into a module as `make build` does (wasip1,
-// c-shared, -trimpath), with the given build tags, once per test binary.
+// build compiles a package of this repository into a module as `make build` does, with the given
+// build tags, once per test binary (internal/testbuild).
 func build(tb testing.TB, pkg string, tags ...string) []byte {
 	tb.Helper()
-	id := pkg + " " + strings.Join(tags, ",")
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if wasm, ok := built[id]; ok {
-		return wasm
-	}
-	out := filepath.Join(buildDir, fmt.Sprintf("module-%d.wasm", len(built)))
-	args := []string{"build", "-buildmode=c-shared", "-trimpath"}
-	if len(tags) > 0 {
-		args = append(args, "-tags", strings.Join(tags, ","))
-	}
-	cmd := exec.Command("go", append(args, "-o", out, pkg)...)
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("build %s: %v\n%s", id, err, msg)
-	}
-	wasm, err := os.ReadFile(out)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	built[id] = wasm
-	return wasm
+	return testbuild.Module(tb, pkg, tags...)
 }
 
 // The modules under test. statsTag adds the diagnostic export tollgate_stats.

@@ -189,6 +189,7 @@ func checkTollgateFilter(path string, w *httpwasmv3.Wasm, b *bootstrapv3.Bootstr
 	if pc.GetFailurePolicy() == wasmv3.FailurePolicy_UNSPECIFIED {
 		add("failure_policy", "not set: its default differs between Envoy versions; say FAIL_CLOSED, FAIL_OPEN or FAIL_RELOAD")
 	}
+	//lint:ignore SA1019 the deprecated field is what this check warns about
 	if pc.GetFailOpen() {
 		add("fail_open", "deprecated: use failure_policy: FAIL_OPEN")
 	}

@@ -229,7 +229,8 @@ func checkGlobalClusters(c *envoyConfig) error {
 }
 
 func speaksHTTP2(cl *clusterv3.Cluster) bool {
-	if cl.GetHttp2ProtocolOptions() != nil { //nolint:staticcheck // the deprecated field still works
+	//lint:ignore SA1019 the deprecated field still works in Envoy
+	if cl.GetHttp2ProtocolOptions() != nil {
 		return true
 	}
 	packed, ok := cl.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]

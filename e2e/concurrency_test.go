@@ -10,6 +10,7 @@ import (
 // With the clock frozen no token refills, so however the four workers interleave, exactly the
 // bucket's capacity is admitted: every admission is a successful CAS on the one shared value.
 func TestFourWorkersAdmitExactlyCapacity(t *testing.T) {
+	t.Parallel()
 	const (
 		workers  = 4
 		requests = 1000

@@ -14,6 +14,7 @@ import (
 // An invalid configuration fails the plugin start, as Envoy then refuses the filter, with one
 // critical log line per problem, each naming the field.
 func TestInvalidConfigurationFailsStartWithOneLinePerProblem(t *testing.T) {
+	t.Parallel()
 	doc := `{"rules": [{"name": "r", "key": [{"header": "x-api-key"}],
 	  "limits": [{"capacity": 0, "refill_tokens": 1, "refill_interval": "forever"}]}], "mode": 1}`
 	var logs []host.LogEntry
@@ -60,6 +61,7 @@ func TestInvalidConfigurationFailsStartWithOneLinePerProblem(t *testing.T) {
 // envoy.yaml carries the plugin configuration as a block scalar after `value: |`; it must be a
 // configuration the module accepts. (The full check against Envoy's API schema is separate.)
 func TestEnvoyYAMLCarriesAValidConfiguration(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("../envoy.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ const hotConfig = `{"rules": [{"name": "hot", "key": [{"header": "x-api-key"}],
 // request is admitted and charged exactly once, no request runs out of retries, and the bucket
 // ends exactly `requests` tokens lower.
 func TestHotKeyCASRetryRate(t *testing.T) {
+	t.Parallel()
 	perWorker := 400
 	if os.Getenv("TOLLGATE_SOAK") == "1" {
 		perWorker = 25_000
@@ -89,6 +90,7 @@ func statusOrErr(resp *host.Response, err error) string {
 // attempts (admission.MaxAttempts, 16), applies failure_mode, counts each request in
 // tollgate.internal_errors and logs the error once; when the contention ends it decides again.
 func TestCASRetriesRunOutFailureMode(t *testing.T) {
+	t.Parallel()
 	const maxAttempts = 16
 	for _, c := range []struct {
 		mode   string

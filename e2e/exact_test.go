@@ -180,6 +180,7 @@ const (
 )
 
 func TestExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	seeds := make([]uint64, 0, exactSeeds)
 	n := exactSeeds
 	if os.Getenv("TOLLGATE_SOAK") == "1" {

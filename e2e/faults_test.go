@@ -34,6 +34,7 @@ func wantStatus(mode string) int {
 func keyReq(key string) host.Request { return httpReq("GET", "/", peer, "x-api-key", key) }
 
 func TestSharedDataErrorsFollowFailureMode(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"allow", "deny"} {
 		for _, op := range []string{"get", "set"} {
 			t.Run(mode+"/"+op, func(t *testing.T) {
@@ -79,6 +80,7 @@ func TestSharedDataErrorsFollowFailureMode(t *testing.T) {
 // The module remembers only the last error it logged, and the message names the slot, so a store
 // failing for two keys in turn logs a line per request rather than one per distinct error.
 func TestDistinctErrorsLoggedOnceEach(t *testing.T) {
+	t.Parallel()
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
 	g.host.SharedData().SetFault(func(op, key string) wire.Status {
 		if strings.HasPrefix(key, slotPrefix) {
@@ -137,6 +139,7 @@ func corruptValues(valid []byte) map[string][]byte {
 // key then has at most a fresh bucket: the module never traps, never fails the request, and
 // never admits more than the capacity from the replaced slot.
 func TestCorruptSlotValuesAreReplaced(t *testing.T) {
+	t.Parallel()
 	g := newRigWith(t, host.Envoy133, failureConfig("deny"), 1, rigOptions{})
 	g.send(g.vms[0], keyReq("alice"), nil)
 	slot := g.onlySlot()
@@ -172,6 +175,7 @@ func TestCorruptSlotValuesAreReplaced(t *testing.T) {
 // A value under the module's key that it did not write means another plugin shares the
 // namespace, or memory was corrupted: it is logged once and counted, as any internal error.
 func TestCorruptSlotValuesAreReported(t *testing.T) {
+	t.Parallel()
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
 	g.send(g.vms[0], keyReq("alice"), nil)
 	g.host.SharedData().Set("tollgate", g.onlySlot(), []byte("garbage"), 0)
@@ -185,6 +189,7 @@ func TestCorruptSlotValuesAreReported(t *testing.T) {
 // not write is never overwritten (running VMs may still hash with the old secret, and a second
 // secret would give every key a second bucket): a VM that finds one refuses to start, naming it.
 func TestCorruptSecretIsNeverReplaced(t *testing.T) {
+	t.Parallel()
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
 	foreign := []byte("someone else's value")
 	g.host.SharedData().Set("tollgate", secretKey, foreign, 0)
@@ -204,6 +209,7 @@ func TestCorruptSecretIsNeverReplaced(t *testing.T) {
 // the time it was last updated, so a step back admits nothing extra, and time moving on again
 // continues from where it was.
 func TestMonotonicClockStepsBackwards(t *testing.T) {
+	t.Parallel()
 	config := `{"rules": [
 	  {"name": "tb", "match": {"headers": [{"name": "x-rule", "exact": "tb"}]}, "key": [{"header": "x-api-key"}],
 	   "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}]},
@@ -264,6 +270,7 @@ func TestMonotonicClockStepsBackwards(t *testing.T) {
 // small whole number. Coming back from such a leap leaves the keys used during it without refill
 // until the clock catches up again, which is the price of never refilling on a step back.
 func TestMonotonicClockLeapsForward(t *testing.T) {
+	t.Parallel()
 	g := newRigWith(t, host.Envoy133, `{"rules": [
 	  {"name": "tb", "key": [{"header": "x-api-key"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]},
 	  {"name": "fixed", "key": [{"header": "x-api-key"}], "limits": [{"algorithm": "fixed_window", "capacity": 4, "window": "1s"}]},
@@ -302,6 +309,7 @@ func TestMonotonicClockLeapsForward(t *testing.T) {
 // Property lookups failing for a rule keyed on something else change nothing; for a client_ip
 // key the module keeps serving, and is back to normal when the lookups work again.
 func TestPropertyLookupFailuresKeepTheModuleServing(t *testing.T) {
+	t.Parallel()
 	g := newRigWith(t, host.Envoy133, `{"rules": [
 	  {"name": "by-key", "match": {"path": {"prefix": "/key"}}, "key": [{"header": "x-api-key"}],
 	   "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]},
@@ -342,6 +350,7 @@ func TestPropertyLookupFailuresKeepTheModuleServing(t *testing.T) {
 // counted in tollgate.internal_errors. Taken for a missing key it would get 401 (counted in
 // missing_key) and, for x-forwarded-for, silently fall back to source.address.
 func TestPropertyLookupFailureFollowsFailureMode(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"allow", "deny"} {
 		t.Run(mode, func(t *testing.T) {
 			g := newRigWith(t, host.Envoy133, `{"failure_mode": "`+mode+`", "rules": [{"name": "by-ip", "key": [{"client_ip": {}}],
@@ -360,6 +369,7 @@ func TestPropertyLookupFailureFollowsFailureMode(t *testing.T) {
 // that cannot read it refuses to start (Envoy then keeps the previous configuration) rather than
 // use another namespace, where every key's limit would be doubled.
 func TestPluginNameLookupFailureRefusesToStart(t *testing.T) {
+	t.Parallel()
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
 	g.host.SetPropertyFault(func(path []string) wire.Status {
 		if path[0] == "plugin_name" {

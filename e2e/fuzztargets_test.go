@@ -11,6 +11,7 @@ import (
 // make fuzz runs every fuzz target of the repository: the Makefile's FUZZ_TARGETS lists each
 // func FuzzX in a _test.go file as package:FuzzX.
 func TestMakeFuzzRunsEveryTarget(t *testing.T) {
+	t.Parallel()
 	makefile, err := os.ReadFile(filepath.Join("..", "Makefile"))
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ func grpcReq(key string, headers ...string) host.Request {
 }
 
 func TestLocalRepliesToGrpcAndHTTPClients(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		status  int
 		details string
@@ -104,6 +105,7 @@ func TestLocalRepliesToGrpcAndHTTPClients(t *testing.T) {
 // Internal errors with failure_mode deny answer 503 with their own details; a gRPC client gets
 // UNAVAILABLE, Envoy's mapping of 503, which is what a retry should follow.
 func TestFailureDeniedReplies(t *testing.T) {
+	t.Parallel()
 	g := newRig(t, host.Envoy139, `{"failure_mode": "deny", "rules": [{"name": "by-ip", "key": [{"client_ip": {}}],
 	  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`, 1)
 	g.host.SetPropertyFault(func(path []string) wire.Status { return wire.StatusInternalFailure })
@@ -126,8 +128,9 @@ func TestFailureDeniedReplies(t *testing.T) {
 
 // The rate limit service's OVER_LIMIT and its failure with failure_mode deny, to a gRPC client.
 func TestGlobalRepliesToGrpcClients(t *testing.T) {
+	t.Parallel()
 	rls := startScriptedRLS(t)
-	g := newGlobalRig(t, host.Envoy139, globalConfigFailureModes, map[string]string{"rls": rls.addr})
+	g := newGlobalRig(t, host.Envoy139, failureModesConfig("60s"), map[string]string{"rls": rls.addr})
 	grpc := func(path string) host.Request {
 		return httpReq("POST", path, peer, "content-type", "application/grpc", "x-api-key", "k")
 	}
@@ -151,9 +154,10 @@ func TestGlobalRepliesToGrpcClients(t *testing.T) {
 // the request is decided in its own callback and continued once, by returning Continue. With
 // deny it gets 503.
 func TestGlobalClusterWithoutHealthyHosts(t *testing.T) {
+	t.Parallel()
 	for _, p := range profiles {
 		t.Run(p.String(), func(t *testing.T) {
-			g := newRigWith(t, p, globalConfigFailureModes, 1, rigOptions{adjust: func(o *host.Options) {
+			g := newRigWith(t, p, failureModesConfig("60s"), 1, rigOptions{adjust: func(o *host.Options) {
 				o.GrpcClusters = map[string]string{"rls": "127.0.0.1:1"}
 				o.GrpcUnhealthyClusters = []string{"rls"}
 			}})
@@ -189,6 +193,7 @@ func TestGlobalClusterWithoutHealthyHosts(t *testing.T) {
 // A host without the plugin_name property (a proxy-wasm host other than Envoy): the plugin
 // starts, warns once, and namespaces its keys by plugin_root_id, or by a fixed name without one.
 func TestKeysWithoutPluginName(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ rootID, namespace string }{{"edge", "edge"}, {"", "tollgate"}} {
 		t.Run("root id "+strconv.Quote(c.rootID), func(t *testing.T) {
 			g := newRigWith(t, host.Envoy139, failureConfig("allow"), 0, rigOptions{adjust: func(o *host.Options) {
@@ -225,6 +230,7 @@ func TestKeysWithoutPluginName(t *testing.T) {
 // buckets, in shared data, survive it; FAIL_OPEN lets requests through unlimited; FAIL_CLOSED
 // fails them.
 func TestFailurePolicyAfterATrap(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		at   time.Duration
 		req  host.Request

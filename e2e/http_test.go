@@ -18,6 +18,7 @@ import (
 
 // The same module behind a real HTTP listener, as `tollgate serve` runs it: what a client sees.
 func TestThroughHTTP(t *testing.T) {
+	t.Parallel()
 	var upstreamHits atomic.Int64
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		upstreamHits.Add(1)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 )
 
 // minimumEnvoy is the oldest Envoy generation Tollgate supports (docs/envoy.md, "Supported versions"),
@@ -34,7 +34,8 @@ type moduleInterface struct {
 func readInterface(t *testing.T, wasm []byte) moduleInterface {
 	t.Helper()
 	ctx := context.Background()
-	r := wazero.NewRuntime(ctx)
+	// The hosts' configuration and compilation cache: the module is compiled once for both.
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
 	defer r.Close(ctx)
 	compiled, err := r.CompileModule(ctx, wasm)
 	if err != nil {
@@ -77,6 +78,7 @@ func notProvided(imports []string, profile host.Profile) []string {
 // The module loads in the oldest supported Envoy: it imports nothing Envoy 1.33 lacks, declares
 // proxy-wasm ABI 0.2.1, and exports what Envoy needs to start it.
 func TestModuleLoadsInTheMinimumEnvoy(t *testing.T) {
+	t.Parallel()
 	wasm := module(t)
 	mi := readInterface(t, wasm)
 	t.Logf("the module imports %d functions: %s", len(mi.imports), strings.Join(mi.imports, " "))
@@ -132,17 +134,8 @@ func TestModuleLoadsInTheMinimumEnvoy(t *testing.T) {
 // The check above does catch a module Envoy 1.33 cannot load: one that touches the file system
 // imports WASI functions that only Envoy 1.39 provides.
 func TestImportCheckCatchesFunctionsEnvoy133Lacks(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "fsimport.wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "./internal/host/testdata/fsimport")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the fsimport probe: %v\n%s", err, msg)
-	}
-	wasm, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	wasm := testbuild.Module(t, "./internal/host/testdata/fsimport")
 	mi := readInterface(t, wasm)
 	missing := notProvided(mi.imports, minimumEnvoy)
 	if !slices.Contains(missing, "wasi_snapshot_preview1.path_filestat_get") {
@@ -157,6 +150,7 @@ func TestImportCheckCatchesFunctionsEnvoy133Lacks(t *testing.T) {
 // nothing else: the dependencies of the tests and tools (go-control-plane, Istio's API, YAML,
 // wazero) must never reach it.
 func TestModuleLinksNoOtherModules(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./filter")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")

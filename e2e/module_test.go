@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,44 +10,16 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 )
 
-// modulePath is where the build writes the module, relative to this package.
-var modulePath = filepath.Join("..", "build", "tollgate.wasm")
+var cache = wazero.NewCompilationCache()
 
-var (
-	moduleOnce  sync.Once
-	moduleBytes []byte
-	moduleErr   error
-	cache       = wazero.NewCompilationCache()
-)
-
-// module builds the filter exactly as `make build` does, once per test binary, and returns it.
+// module is the product module, built from this tree once per test binary (internal/testbuild).
 // A build failure fails the test: the suite never runs against a stale or missing module.
 func module(t testing.TB) []byte {
 	t.Helper()
-	moduleOnce.Do(func() {
-		out, err := filepath.Abs(modulePath)
-		if err == nil {
-			err = os.MkdirAll(filepath.Dir(out), 0o755)
-		}
-		if err != nil {
-			moduleErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./filter")
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			moduleErr = fmt.Errorf("build %s: %v\n%s", modulePath, err, out)
-			return
-		}
-		moduleBytes, moduleErr = os.ReadFile(out)
-	})
-	if moduleErr != nil {
-		t.Fatal(moduleErr)
-	}
-	return moduleBytes
+	return testbuild.Product(t)
 }
 
 // profiles are the Envoy generations every scenario runs under.

@@ -18,6 +18,7 @@ func faultReq(point string) host.Request {
 }
 
 func TestPanicWhileDecidingFollowsFailureMode(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"allow", "deny"} {
 		t.Run(mode, func(t *testing.T) {
 			g := newRigWith(t, host.Envoy133, failureConfig(mode), 1, rigOptions{wasm: faultModule(t)})
@@ -58,6 +59,7 @@ func TestPanicWhileDecidingFollowsFailureMode(t *testing.T) {
 // A panic in the response phase is recovered by the ABI layer: the response goes out, the VM
 // keeps serving.
 func TestPanicInResponsePhaseIsRecovered(t *testing.T) {
+	t.Parallel()
 	g := newRigWith(t, host.Envoy133, failureConfig("deny"), 1, rigOptions{wasm: faultModule(t)})
 	vm := g.vms[0]
 	resp := g.send(vm, faultReq("response"), nil)
@@ -80,6 +82,7 @@ func TestPanicInResponsePhaseIsRecovered(t *testing.T) {
 // A panic while creating the stream's context is recovered by the ABI layer: the VM keeps
 // serving, and the stream, which then has no context, is let through.
 func TestPanicCreatingTheStreamIsRecovered(t *testing.T) {
+	t.Parallel()
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{wasm: faultModule(t)})
 	vm := g.vms[0]
 	g.send(vm, faultReq("context"), nil) // arms the panic for the next stream
@@ -103,6 +106,7 @@ func TestPanicCreatingTheStreamIsRecovered(t *testing.T) {
 // With failure_mode deny, a request whose stream context could not be created must not pass
 // unlimited: a recovered panic follows the failure mode.
 func TestPanicCreatingTheStreamFollowsFailureMode(t *testing.T) {
+	t.Parallel()
 	g := newRigWith(t, host.Envoy133, failureConfig("deny"), 1, rigOptions{wasm: faultModule(t)})
 	g.send(g.vms[0], faultReq("context"), nil)
 	resp := g.send(g.vms[0], keyReq("alice"), nil)
@@ -115,6 +119,7 @@ func TestPanicCreatingTheStreamFollowsFailureMode(t *testing.T) {
 // refuses anything else), imports everything the product does (its hooks use runtime/debug,
 // which may add a WASI import or two), and its hooks do nothing to requests without the header.
 func TestFaultModuleMatchesTheProduct(t *testing.T) {
+	t.Parallel()
 	imports := func(wasm []byte) map[string]bool {
 		h, err := host.New(context.Background(), wasm, host.Options{Profile: minimumEnvoy, CompilationCache: cache})
 		if err != nil {

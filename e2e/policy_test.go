@@ -55,6 +55,7 @@ const peer = "192.0.2.10:40000"
 // The seed's comparison: a fixed window admits a burst across its boundary that a token bucket
 // of the same long-run rate rejects.
 func TestSeedComparisonFixedWindowAgainstTokenBucket(t *testing.T) {
+	t.Parallel()
 	fixed := `{"rules": [{"name": "fixed", "key": [{"client_ip": {}}],
 	  "limits": [{"algorithm": "fixed_window", "capacity": 2, "window": "1000ms"}]}]}`
 	bucket := `{"rules": [{"name": "bucket", "key": [{"client_ip": {}}],
@@ -77,6 +78,7 @@ func TestSeedComparisonFixedWindowAgainstTokenBucket(t *testing.T) {
 }
 
 func TestSlidingWindowThroughTheModule(t *testing.T) {
+	t.Parallel()
 	g := newRig(t, host.Envoy133, `{"rules": [{"name": "sliding", "key": [{"client_ip": {}}],
 	  "limits": [{"algorithm": "sliding_window", "capacity": 2, "window": "1s"}]}], "rate_limit_headers": "x-ratelimit"}`, 1)
 	req := httpReq("GET", "/", peer)
@@ -91,6 +93,7 @@ func TestSlidingWindowThroughTheModule(t *testing.T) {
 }
 
 func TestForwardedForSpoofingThroughTheModule(t *testing.T) {
+	t.Parallel()
 	g := newRig(t, host.Envoy133, `{"client_ip": {"xff_num_trusted_hops": 1},
 	  "rules": [{"name": "per-ip", "key": [{"client_ip": {}}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"}]}]}`, 2)
 	lb := "10.0.0.2:443"
@@ -104,6 +107,7 @@ func TestForwardedForSpoofingThroughTheModule(t *testing.T) {
 }
 
 func TestKeyPartsThroughTheModule(t *testing.T) {
+	t.Parallel()
 	g := newRig(t, host.Envoy133, `{"rules": [{"name": "composite",
 	  "key": [{"path": {}}, {"method": {}}, {"authority": {}}, {"query": "tenant"}, {"attribute": ["xds", "route_name"]}],
 	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`, 1)
@@ -122,6 +126,7 @@ func TestKeyPartsThroughTheModule(t *testing.T) {
 }
 
 func TestRulesMatchingFallbackAndExemptionsThroughTheModule(t *testing.T) {
+	t.Parallel()
 	g := newRig(t, host.Envoy133, `{
 	  "exempt": {"paths": [{"exact": "/healthz"}], "client_cidrs": ["10.0.0.0/8"], "headers": [{"name": "x-canary", "exact": "1"}]},
 	  "rules": [
@@ -159,6 +164,7 @@ func TestRulesMatchingFallbackAndExemptionsThroughTheModule(t *testing.T) {
 }
 
 func TestMissingKeyOptionsThroughTheModule(t *testing.T) {
+	t.Parallel()
 	g := newRig(t, host.Envoy133, `{"rules": [
 	  {"name": "team", "key": [{"header": "x-team"}], "missing_key": {"action": "allow"},
 	   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]},
@@ -181,6 +187,7 @@ func TestMissingKeyOptionsThroughTheModule(t *testing.T) {
 }
 
 func TestCostThroughTheModule(t *testing.T) {
+	t.Parallel()
 	g := newRig(t, host.Envoy133, `{"rules": [{"name": "batch", "key": [{"client_ip": {}}],
 	  "cost": {"header": "x-batch-size", "max": 5},
 	  "limits": [{"capacity": 6, "refill_tokens": 1, "refill_interval": "1s"}]}]}`, 1)
@@ -200,6 +207,7 @@ func TestCostThroughTheModule(t *testing.T) {
 }
 
 func TestSeveralLimitsThroughTheModule(t *testing.T) {
+	t.Parallel()
 	g := newRig(t, host.Envoy133, `{"rules": [{"name": "r", "key": [{"client_ip": {}}], "limits": [
 	  {"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"},
 	  {"capacity": 3, "refill_tokens": 3, "refill_interval": "1m"}]}], "rate_limit_headers": "x-ratelimit"}`, 2)
@@ -216,6 +224,7 @@ func TestSeveralLimitsThroughTheModule(t *testing.T) {
 }
 
 func TestShadowModeThroughTheModule(t *testing.T) {
+	t.Parallel()
 	g := newRig(t, host.Envoy133, `{"rules": [{"name": "trial", "shadow": true, "key": [{"client_ip": {}}],
 	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`, 1)
 	var marked []string
@@ -251,6 +260,7 @@ func TestShadowModeThroughTheModule(t *testing.T) {
 }
 
 func TestResponseOptionsThroughTheModule(t *testing.T) {
+	t.Parallel()
 	g := newRig(t, host.Envoy133, `{"rules": [{"name": "r", "key": [{"client_ip": {}}],
 	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1m"}]}],
 	  "response": {"status": 503, "body": "{\"error\": \"slow down\", \"retry_after\": {retry_after}}", "content_type": "application/json",

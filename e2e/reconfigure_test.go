@@ -59,6 +59,7 @@ func ruleJSON(name, limits string) string {
 }
 
 func TestReconfigureCarriesBucketsOver(t *testing.T) {
+	t.Parallel()
 	const (
 		tb10 = `{"capacity": 10, "refill_tokens": 1, "refill_interval": "1s"}`
 		tb5  = `{"capacity": 5, "refill_tokens": 1, "refill_interval": "1s"}`
@@ -120,6 +121,7 @@ func TestReconfigureCarriesBucketsOver(t *testing.T) {
 // The slots of a removed rule are reclaimed: while its buckets are in use nobody takes them
 // (that would hand their tokens out); once they are idle, other keys take them over.
 func TestReconfigureReclaimsSlotsOfRemovedRules(t *testing.T) {
+	t.Parallel()
 	slow := `{"capacity": 1, "refill_tokens": 1, "refill_interval": "10s"}`
 	table := `"key_table": {"max_keys": 16, "when_full": "reject"}`
 	g := newRigWith(t, host.Envoy133, `{"rules": [`+ruleJSON("gone", slow)+`, `+ruleJSON("stay", slow)+`], `+table+`}`,
@@ -171,6 +173,7 @@ func TestReconfigureReclaimsSlotsOfRemovedRules(t *testing.T) {
 // A configuration the module rejects is refused by the canary; the workers keep serving with the
 // configuration they have, with their buckets.
 func TestReconfigureRejectedKeepsServing(t *testing.T) {
+	t.Parallel()
 	g := newRigWith(t, host.Envoy133, `{"rules": [`+ruleJSON("r", `{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}`)+`]}`, 2, rigOptions{})
 	g.admittedRun("r", "alice", 2)
 	root := g.vms[0].RootID()
@@ -193,6 +196,7 @@ func TestReconfigureRejectedKeepsServing(t *testing.T) {
 // modulo max_keys), so each key starts again with a full bucket, as documented: resizing the
 // table is a reset of the buckets.
 func TestReconfigureMaxKeysStartsBucketsAfresh(t *testing.T) {
+	t.Parallel()
 	rule := ruleJSON("r", `{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}`)
 	g := newRigWith(t, host.Envoy133, `{"rules": [`+rule+`], "key_table": {"max_keys": 1000}}`, 1, rigOptions{secret: [2]uint64{3, 5}})
 	g.admittedRun("r", "alice", 4)

@@ -3,16 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 )
 
 // Helpers of the reliability tests: exactness under concurrency, contention, faults,
@@ -128,37 +124,9 @@ func slotOwner(value []byte) uint64 {
 	return binary.LittleEndian.Uint64(value[8:])
 }
 
-var (
-	faultOnce  sync.Once
-	faultBytes []byte
-	faultErr   error
-)
-
-// faultModule builds the filter with -tags tollgate_faults (filter/faults_on.go): requests
-// carrying x-tollgate-fault panic at the named point. Built once per test binary, next to the
-// product module.
+// faultModule is the filter built with -tags tollgate_faults (filter/faults_on.go): requests
+// carrying x-tollgate-fault panic at the named point.
 func faultModule(t testing.TB) []byte {
 	t.Helper()
-	faultOnce.Do(func() {
-		out, err := filepath.Abs(filepath.Join("..", "build", "tollgate_faults.wasm"))
-		if err == nil {
-			err = os.MkdirAll(filepath.Dir(out), 0o755)
-		}
-		if err != nil {
-			faultErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-tags", "tollgate_faults", "-o", out, "./filter")
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			faultErr = fmt.Errorf("build the fault module: %v\n%s", err, msg)
-			return
-		}
-		faultBytes, faultErr = os.ReadFile(out)
-	})
-	if faultErr != nil {
-		t.Fatal(faultErr)
-	}
-	return faultBytes
+	return testbuild.Module(t, "./filter", "tollgate_faults")
 }

@@ -18,6 +18,7 @@ import (
 // host with two worker VMs, under both Envoy generations. e2e/envoy runs the same steps against
 // a real Envoy; here the clock stands still, so Retry-After must be exact.
 func TestSharedScenarioInProcess(t *testing.T) {
+	t.Parallel()
 	upstream := httptest.NewServer(scenario.Upstream())
 	defer upstream.Close()
 	upstreamURL, err := url.Parse(upstream.URL)

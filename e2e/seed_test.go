@@ -89,6 +89,7 @@ func compareGolden(t *testing.T, name string, got []string) {
 }
 
 func TestSeedTraceSingleKey(t *testing.T) {
+	t.Parallel()
 	steps := []seedStep{{ms(0), "alice"}, {ms(100), "alice"}, {ms(200), "alice"}, {ms(300), "alice"},
 		{ms(500), "alice"}, {ms(1300), "alice"}, {ms(1400), "alice"}, {ms(3500), "alice"}}
 	for _, p := range profiles {
@@ -102,6 +103,7 @@ func TestSeedTraceSingleKey(t *testing.T) {
 }
 
 func TestSeedTraceTwoKeys(t *testing.T) {
+	t.Parallel()
 	steps := []seedStep{{ms(0), "alice"}, {ms(100), "alice"}, {ms(200), "alice"}, {ms(250), "bob"},
 		{ms(300), "alice"}, {ms(350), "none"}, {ms(400), "bob"}, {ms(1300), "alice"}}
 	for _, p := range profiles {
@@ -117,6 +119,7 @@ func TestSeedTraceTwoKeys(t *testing.T) {
 // Steps of the wall clock (NTP, an operator) do not touch the buckets: the module's time base is
 // the host's monotonic clock.
 func TestWallClockStepsDoNotMatter(t *testing.T) {
+	t.Parallel()
 	steps := []seedStep{{ms(0), "alice"}, {ms(100), "alice"}, {ms(200), "alice"}, {ms(300), "alice"},
 		{ms(500), "alice"}, {ms(1300), "alice"}, {ms(1400), "alice"}, {ms(3500), "alice"}}
 	g := newRig(t, host.Envoy133, seedConfig, 2)

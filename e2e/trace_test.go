@@ -16,6 +16,7 @@ var statusNames = map[uint32]string{0: "OK", 1: "NotFound", 2: "BadArgument", 8:
 // the design's core rule, every option at its default (WASI calls of the Go runtime left out): what the module asks of the host, in
 // order, and nothing more. A change here changes the per-request cost in Envoy.
 func TestCrossingTrace(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var lines []string
 	record := false

@@ -178,6 +178,7 @@ type admission struct {
 // Bucket and the reference and requires identical decisions, then checks
 // the RFC 1363 bound on every window of the trace.
 func TestMatchesReferenceModel(t *testing.T) {
+	t.Parallel()
 	for _, seed := range propertySeeds(t) {
 		rng := rand.New(rand.NewPCG(seed, 0x5eed))
 		l, b := randomBucket(rng)
@@ -286,6 +287,7 @@ func randomLag(rng *rand.Rand) int64 {
 // instant it was decided as of: the stored Last after it, which lies
 // between the worker's clock read and its store.
 func TestMatchesReferenceModelWithClockSteps(t *testing.T) {
+	t.Parallel()
 	for _, refunds := range []bool{true, false} {
 		for _, seed := range propertySeeds(t) {
 			rng := rand.New(rand.NewPCG(seed, 0xc10c))

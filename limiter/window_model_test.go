@@ -211,6 +211,7 @@ func checkRetryAfter(t *testing.T, ref *referenceWindow, at, n int64, d limiter.
 // and states, probes every RetryAfter, and then checks the bound of each
 // algorithm on the admissions of the trace.
 func TestWindowsMatchReferenceModel(t *testing.T) {
+	t.Parallel()
 	for _, seed := range propertySeeds(t) {
 		rng := rand.New(rand.NewPCG(seed, 0x3d0f))
 		l := randomWindowLimit(rng)
@@ -349,6 +350,7 @@ func TestWindowBoundChecks(t *testing.T) {
 // the instant it was decided as of: the later of now and the stored Start,
 // which lies between the worker's clock read and its store.
 func TestWindowsMatchReferenceModelWithClockSteps(t *testing.T) {
+	t.Parallel()
 	for _, refunds := range []bool{true, false} {
 		for _, seed := range propertySeeds(t) {
 			rng := rand.New(rand.NewPCG(seed, 0xc10c))

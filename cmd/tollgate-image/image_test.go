@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +20,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 )
 
 var (
@@ -30,8 +31,8 @@ var (
 	moduleErr   error
 )
 
-// module builds the filter as `make build` does, once per test binary: the image must carry the
-// real module. A build failure fails the test.
+// module is the filter built as `make build` does (internal/testbuild), once per test binary,
+// and written to a file: the image must carry the real module. A build failure fails the test.
 func module(t *testing.T) (string, []byte) {
 	t.Helper()
 	moduleOnce.Do(func() {
@@ -41,14 +42,9 @@ func module(t *testing.T) (string, []byte) {
 			return
 		}
 		moduleFile = filepath.Join(dir, "tollgate.wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", moduleFile, "./filter")
-		cmd.Dir = filepath.Join("..", "..")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			moduleErr = fmt.Errorf("build the module: %v\n%s", err, out)
-			return
+		if moduleBytes, moduleErr = testbuild.ModuleBytes("./filter"); moduleErr == nil {
+			moduleErr = os.WriteFile(moduleFile, moduleBytes, 0o644)
 		}
-		moduleBytes, moduleErr = os.ReadFile(moduleFile)
 	})
 	if moduleErr != nil {
 		t.Fatal(moduleErr)

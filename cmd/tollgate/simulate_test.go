@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 )
 
 func TestMain(m *testing.M) {
@@ -26,7 +27,8 @@ var (
 	moduleErr  error
 )
 
-// builtModule builds the filter as `make build` does, once, into a directory of the test's own.
+// builtModule is the filter built as `make build` does (internal/testbuild), written once into a
+// directory of the test's own.
 func builtModule(t *testing.T) string {
 	t.Helper()
 	moduleOnce.Do(func() {
@@ -36,12 +38,11 @@ func builtModule(t *testing.T) string {
 			return
 		}
 		modulePath = filepath.Join(dir, "tollgate.wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", modulePath, "./filter")
-		cmd.Dir = filepath.Join("..", "..")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			moduleErr = fmt.Errorf("build the module: %v\n%s", err, out)
+		wasm, err := testbuild.ModuleBytes("./filter")
+		if err == nil {
+			err = os.WriteFile(modulePath, wasm, 0o644)
 		}
+		moduleErr = err
 	})
 	if moduleErr != nil {
 		t.Fatal(moduleErr)

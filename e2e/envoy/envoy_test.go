@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/e2e/scenario"
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 )
 
 const (
@@ -128,21 +129,19 @@ func requireCompose(t *testing.T) {
 	}
 }
 
-// buildModule builds the module into out exactly as `make build` does, so the container never
-// runs a stale module. It writes a temporary file and renames it, so a reader never sees half a
-// module.
+// buildModule writes the module, built from this tree (internal/testbuild), to out, so the
+// container never runs a stale module. It writes a temporary file and renames it, so a reader
+// never sees half a module.
 func buildModule(t *testing.T, out string) {
 	t.Helper()
+	wasm := testbuild.Product(t)
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	tmp := out + ".tmp" + strconv.Itoa(os.Getpid())
 	defer os.Remove(tmp)
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", tmp, "./filter")
-	cmd.Dir = filepath.Join("..", "..")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", out, err, msg)
+	if err := os.WriteFile(tmp, wasm, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.Rename(tmp, out); err != nil {
 		t.Fatal(err)

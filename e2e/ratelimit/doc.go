@@ -12,9 +12,10 @@
 // measured against the local-only path in the same run (written to build/global-latency.txt).
 //
 // Setup: redis-server must be on PATH (`apt-get install -y redis-server`; .ci/run installs it);
-// the service is built into build/ratelimit/<version>/ (`make ratelimit` does it ahead, else the
-// tests do, which needs the Go module proxy the first time). When CI is true a missing piece
-// fails the tests; elsewhere they skip, naming it.
+// the service is built into build/ratelimit/<version>/ (`make ratelimit` does it ahead, else
+// TestMain does, before any test runs, which needs the Go module proxy the first time). The
+// module and the CLI are built from the tree for the run (internal/testbuild). When CI is true a
+// missing piece fails the tests; elsewhere they skip, naming it.
 package ratelimit
 
 // RateLimitModule and RateLimitVersion pin envoyproxy/ratelimit: the module has no release tags,

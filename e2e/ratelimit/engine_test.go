@@ -23,6 +23,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 )
 
 // repoRoot is the repository root, relative to this package.
@@ -38,17 +40,19 @@ type engine struct {
 }
 
 var (
-	engineOnce sync.Once
-	shared     *engine
-	missing    string // the piece that is missing, when shared is nil
-	setupErr   error  // a failure that is not a missing piece
-	processes  struct {
+	shared    *engine
+	missing   string // the piece that is missing, when shared is nil
+	setupErr  error  // a failure that is not a missing piece
+	processes struct {
 		sync.Mutex
 		all []*process
 	}
 )
 
+// TestMain builds and starts what the tests share before any test runs, so that no test's time
+// includes a build.
 func TestMain(m *testing.M) {
+	shared, missing, setupErr = build()
 	code := m.Run()
 	processes.Lock()
 	for _, p := range processes.all {
@@ -67,11 +71,10 @@ func inCI() bool {
 	return ci
 }
 
-// setUp returns the shared engine, building and starting what is needed once. A missing piece
-// (redis-server, or a service that cannot be built) fails the test in CI and skips it elsewhere.
+// setUp returns the shared engine that TestMain set up. A missing piece (redis-server, or a
+// service that cannot be built) fails the test in CI and skips it elsewhere.
 func setUp(t testing.TB) *engine {
 	t.Helper()
-	engineOnce.Do(func() { shared, missing, setupErr = build() })
 	switch {
 	case setupErr != nil:
 		t.Fatal(setupErr)
@@ -112,19 +115,15 @@ func build() (*engine, string, error) {
 		return nil, "", err
 	}
 	e.dir, e.tollgate, e.module = dir, filepath.Join(dir, "tollgate"), filepath.Join(dir, "tollgate.wasm")
-	for _, b := range []struct {
-		env  []string
-		args []string
-	}{
-		{nil, []string{"build", "-trimpath", "-o", e.tollgate, "./cmd/tollgate"}},
-		{[]string{"GOOS=wasip1", "GOARCH=wasm"}, []string{"build", "-buildmode=c-shared", "-trimpath", "-o", e.module, "./filter"}},
-	} {
-		cmd := exec.Command("go", b.args...)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), b.env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, "", fmt.Errorf("go %s: %v\n%s", strings.Join(b.args, " "), err, out)
-		}
+	if err := testbuild.Command("./cmd/tollgate", e.tollgate); err != nil {
+		return nil, "", err
+	}
+	wasm, err := testbuild.ModuleBytes("./filter")
+	if err == nil {
+		err = os.WriteFile(e.module, wasm, 0o644)
+	}
+	if err != nil {
+		return nil, "", err
 	}
 	port := freePort()
 	e.redisAddr = "127.0.0.1:" + strconv.Itoa(port)
@@ -380,18 +379,27 @@ func (e *engine) startReplica(t testing.TB, name, config, upstream, rateLimitAdd
 // get sends a GET with an API key and returns the status, the Retry-After header and the body.
 func (r *replica) get(t testing.TB, path, key string) (int, string, string) {
 	t.Helper()
-	req, err := http.NewRequest("GET", r.URL+path, nil)
+	status, retryAfter, body, err := r.do(path, key)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return status, retryAfter, body
+}
+
+// do is get for goroutines other than the test's: it returns the error.
+func (r *replica) do(path, key string) (status int, retryAfter, body string, err error) {
+	req, err := http.NewRequest("GET", r.URL+path, nil)
+	if err != nil {
+		return 0, "", "", err
 	}
 	req.Header.Set("x-api-key", key)
 	resp, err := r.client.Do(req)
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", r.description, err, r.proc.output())
+		return 0, "", "", fmt.Errorf("%s: %v\n%s", r.description, err, r.proc.output())
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Retry-After"), string(body)
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(data), err
 }
 
 // stats reads the replica's counters.

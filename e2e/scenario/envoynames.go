@@ -47,7 +47,7 @@ func EnvoyPrometheusSeries(stat string, tags []StatsTag) (string, error) {
 			continue
 		}
 		m := re.FindStringSubmatchIndex(name)
-		if m == nil || len(m) < 4 || m[2] < 0 {
+		if len(m) < 4 || m[2] < 0 {
 			continue
 		}
 		value := name[m[2]:m[3]]

@@ -83,8 +83,7 @@ type scheduler struct {
 	events placementEvents
 	parked chan int        // a worker parked at a call
 	grant  []chan struct{} // per worker
-	trace  []string        // the steps of the run, for a failure message
-	record func(string)    // appends to trace
+	record func(string)    // appends a step of the run to its trace, for a failure message
 }
 
 func (s *scheduler) park(w int, what string) {

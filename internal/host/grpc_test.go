@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -18,7 +17,7 @@ import (
 )
 
 // echoServer is a gRPC server for any method: Call echoes the message, Fail fails with
-// PERMISSION_DENIED, Slow echoes after 300 ms, Block waits until the call is cancelled, Gate
+// PERMISSION_DENIED, Block waits until the call ends (cancelled, or its deadline passed), Gate
 // echoes and GateFail fails once the test closes gate.
 type echoServer struct {
 	addr      string
@@ -26,6 +25,9 @@ type echoServer struct {
 	cancelled atomic.Int64
 	metadata  atomic.Value // metadata.MD of the last call
 	gate      chan struct{}
+	// blocked receives a value when a Block call arrives, ended its context's error when it ends.
+	blocked chan struct{}
+	ended   chan error
 }
 
 func startEchoServer(t *testing.T) *echoServer {
@@ -34,7 +36,7 @@ func startEchoServer(t *testing.T) *echoServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &echoServer{addr: ln.Addr().String(), gate: make(chan struct{})}
+	e := &echoServer{addr: ln.Addr().String(), gate: make(chan struct{}), blocked: make(chan struct{}, 16), ended: make(chan error, 16)}
 	srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
 		e.calls.Add(1)
 		md, _ := metadata.FromIncomingContext(stream.Context())
@@ -47,16 +49,18 @@ func startEchoServer(t *testing.T) *echoServer {
 		switch method {
 		case "/test.Echo/Fail":
 			return status.Error(codes.PermissionDenied, "not you")
-		case "/test.Echo/Slow":
-			time.Sleep(300 * time.Millisecond)
 		case "/test.Echo/Gate":
 			<-e.gate
 		case "/test.Echo/GateFail":
 			<-e.gate
 			return status.Error(codes.PermissionDenied, "not you")
 		case "/test.Echo/Block":
+			e.blocked <- struct{}{}
 			<-stream.Context().Done()
-			e.cancelled.Add(1)
+			if errors.Is(stream.Context().Err(), context.Canceled) {
+				e.cancelled.Add(1)
+			}
+			e.ended <- stream.Context().Err()
 			return stream.Context().Err()
 		}
 		out := append([]byte("echo "), in...)
@@ -132,20 +136,17 @@ func TestGrpcFailureReachesTheCloseCallback(t *testing.T) {
 	}
 }
 
-// Envoy's own timeout reaches the module as UNAVAILABLE, "upstream request timeout".
+// Envoy's own timeout reaches the module as UNAVAILABLE, "upstream request timeout". The service
+// never answers (Block), so the call can only end by its timeout of 30 ms.
 func TestGrpcTimeout(t *testing.T) {
 	echo := startEchoServer(t)
-	vm, _ := grpcProbeVM(t, "grpc:Slow:30", map[string]string{"rls": echo.addr})
-	start := time.Now()
+	vm, _ := grpcProbeVM(t, "grpc:Block:30", map[string]string{"rls": echo.addr})
 	resp, err := vm.Do(pathRequest("/"), upstream200(new(int)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.Status != 502 || resp.Header("x-status") != "14" || resp.Header("x-message") != "upstream request timeout" {
 		t.Fatalf("got %d %q, want 502 with status 14 and Envoy's timeout message", resp.Status, resp.Headers)
-	}
-	if took := time.Since(start); took > 250*time.Millisecond {
-		t.Fatalf("the timeout of 30 ms took %v", took)
 	}
 }
 
@@ -197,11 +198,16 @@ func TestGrpcCancel(t *testing.T) {
 
 // A client that goes away while its request is held resets the stream; the stream's end
 // (proxy_on_delete) is where the module cancels what it waited for, and then nothing is left.
+// The call has no timeout (0), and the client goes away once the service holds the call.
 func TestStreamResetWhileHeld(t *testing.T) {
 	echo := startEchoServer(t)
-	vm, _ := grpcProbeVM(t, "grpc:Block", map[string]string{"rls": echo.addr})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	vm, _ := grpcProbeVM(t, "grpc:Block:0", map[string]string{"rls": echo.addr})
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		<-echo.blocked
+		cancel()
+	}()
 	s, _, err := vm.StartStreamContext(ctx, pathRequest("/"))
 	if !errors.Is(err, ErrStreamReset) {
 		t.Fatalf("got %v, want ErrStreamReset", err)
@@ -215,12 +221,8 @@ func TestStreamResetWhileHeld(t *testing.T) {
 	if vm.PendingCalls() != 0 {
 		t.Fatalf("%d calls pending after the stream ended: the module's call leaked", vm.PendingCalls())
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for echo.cancelled.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if echo.cancelled.Load() != 1 {
-		t.Fatal("the service never saw the call cancelled")
+	if err := <-echo.ended; !errors.Is(err, context.Canceled) || echo.cancelled.Load() != 1 {
+		t.Fatalf("the service saw the call end with %v, want it cancelled", err)
 	}
 	if err := vm.Err(); err != nil {
 		t.Fatalf("the VM failed: %v", err)
@@ -228,26 +230,19 @@ func TestStreamResetWhileHeld(t *testing.T) {
 }
 
 // A VM closed while a request is held ends the wait with an error instead of leaving it hanging.
+// The call has no timeout (0): only the close can end the wait.
 func TestCloseEndsHeldRequests(t *testing.T) {
 	echo := startEchoServer(t)
-	vm, _ := grpcProbeVM(t, "grpc:Block", map[string]string{"rls": echo.addr})
+	vm, _ := grpcProbeVM(t, "grpc:Block:0", map[string]string{"rls": echo.addr})
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := vm.StartStream(pathRequest("/"))
 		done <- err
 	}()
-	deadline := time.Now().Add(2 * time.Second)
-	for vm.PendingCalls() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	<-echo.blocked // the module made the call, so the request is held
 	_ = vm.Close(context.Background())
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrVMFailed) || !strings.Contains(err.Error(), "closed") {
-			t.Fatalf("got %v, want ErrVMFailed naming the close", err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("the held request still waits after the VM closed")
+	if err := <-done; !errors.Is(err, ErrVMFailed) || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("got %v, want ErrVMFailed naming the close", err)
 	}
 }
 

@@ -3,9 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,35 +11,16 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
-var (
-	buildMu sync.Mutex
-	built   = map[string][]byte{}
-	cache   = wazero.NewCompilationCache()
-)
+var cache = wazero.NewCompilationCache()
 
-// testModule builds testdata/<name> with the same flags as the product module.
+// testModule is testdata/<name> built with the same flags as the product module.
 func testModule(t *testing.T, name string) []byte {
 	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if wasm, ok := built[name]; ok {
-		return wasm
-	}
-	out := filepath.Join(t.TempDir(), name+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "./testdata/"+name)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", name, err, msg)
-	}
-	wasm, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	built[name] = wasm
-	return wasm
+	return testbuild.Module(t, "./internal/host/testdata/"+name)
 }
 
 type logSink struct {

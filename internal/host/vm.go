@@ -257,6 +257,7 @@ func (vm *VM) start() error {
 		vm.alloc = vm.mod.ExportedFunction("proxy_on_memory_allocate")
 	}
 	if vm.alloc == nil {
+		//lint:ignore ST1005 Envoy's own message (proxy-wasm-cpp-host src/wasm.cc), word for word
 		return vm.fail(errors.New("Wasm module is missing malloc function (export malloc or proxy_on_memory_allocate)"))
 	}
 	for _, name := range callbackNames {

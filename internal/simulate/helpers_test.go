@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 )
 
 // testCache keeps the module compiled across the package's tests.
@@ -25,35 +25,12 @@ var (
 	moduleErr   error
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if moduleDir != "" {
-		os.RemoveAll(moduleDir)
-	}
-	os.Exit(code)
-}
-
-var moduleDir string
-
-// module builds the filter as `make build` does, once per test binary, into a directory of its
-// own (other packages' tests build build/tollgate.wasm at the same time). A build failure fails
-// the test: the simulator is never tested against a stale or missing module.
+// module is the filter built as `make build` does, once per test binary (internal/testbuild). A
+// build failure fails the test: the simulator is never tested against a stale or missing module.
 func module(tb testing.TB) []byte {
 	tb.Helper()
 	moduleOnce.Do(func() {
-		moduleDir, moduleErr = os.MkdirTemp("", "tollgate-simulate-")
-		if moduleErr != nil {
-			return
-		}
-		out := filepath.Join(moduleDir, "tollgate.wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, "./filter")
-		cmd.Dir = filepath.Join("..", "..")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			moduleErr = fmt.Errorf("build the module: %v\n%s", err, msg)
-			return
-		}
-		moduleBytes, moduleErr = os.ReadFile(out)
+		moduleBytes, moduleErr = testbuild.ModuleBytes("./filter")
 	})
 	if moduleErr != nil {
 		tb.Fatal(moduleErr)

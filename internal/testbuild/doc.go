@@ -1,0 +1,11 @@
+// Package testbuild builds this repository's code for tests: Wasm modules exactly as `make build`
+// builds the product (GOOS=wasip1 GOARCH=wasm, -buildmode=c-shared, -trimpath), and native
+// commands. Every test that runs a module builds it from the tree it tests, so no test can pass
+// against a stale or missing build; a build that fails fails the test, it never skips.
+//
+// Builds go to a temporary directory, never into the working tree, and each distinct build runs
+// once per test binary. Every module shares the same flags, so the Go build cache compiles the
+// standard library for wasip1 once for all of them.
+//
+// Only tests import this package.
+package testbuild

@@ -1,0 +1,148 @@
+package testbuild
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// modulePath is the module path of this repository, how Root recognises its go.mod.
+const modulePath = "github.com/tollgate-proxy/tollgate"
+
+// Module builds the package pkg (relative to the repository root, e.g. "./filter") into a Wasm
+// module with the given build tags and returns its bytes; a failed build fails tb.
+func Module(tb testing.TB, pkg string, tags ...string) []byte {
+	tb.Helper()
+	wasm, err := ModuleBytes(pkg, tags...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return wasm
+}
+
+// Product is the module `make build` writes to build/tollgate.wasm.
+func Product(tb testing.TB) []byte {
+	tb.Helper()
+	return Module(tb, "./filter")
+}
+
+// ModuleBytes is Module for callers without a testing.TB, such as a TestMain or a sync.Once.
+// The result of each distinct build, error included, is kept for the life of the process: the
+// returned bytes are shared and must not be modified.
+func ModuleBytes(pkg string, tags ...string) ([]byte, error) {
+	key := pkg + " " + strings.Join(tags, ",")
+	modules.Lock()
+	b, ok := modules.builds[key]
+	if !ok {
+		b = &build{}
+		modules.builds[key] = b
+	}
+	modules.Unlock()
+	b.once.Do(func() { b.wasm, b.err = buildModule(pkg, tags) })
+	return b.wasm, b.err
+}
+
+type build struct {
+	once sync.Once
+	wasm []byte
+	err  error
+}
+
+var modules = struct {
+	sync.Mutex
+	builds map[string]*build
+}{builds: map[string]*build{}}
+
+func buildModule(pkg string, tags []string) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "tollgate-module-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "module.wasm")
+	args := []string{"build", "-buildmode=c-shared", "-trimpath"}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	args = append(args, "-o", out, pkg)
+	if err := goCommand([]string{"GOOS=wasip1", "GOARCH=wasm"}, args...); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(out)
+}
+
+// Command builds the package pkg (relative to the repository root, e.g. "./cmd/tollgate") into a
+// native executable at out. It builds without -trimpath, as go test builds, so that the packages
+// the tests already compiled come from the build cache.
+func Command(pkg, out string) error {
+	return goCommand([]string{"GOOS=", "GOARCH="}, "build", "-o", out, pkg)
+}
+
+// goCommand runs the go command in the repository root with env added to the environment.
+func goCommand(env []string, args ...string) error {
+	root, err := Root()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(goTool(), args...)
+	cmd.Dir = root
+	// GOFLAGS could carry flags of the test run, such as -race, that a wasm build refuses.
+	cmd.Env = append(os.Environ(), append([]string{"GOFLAGS="}, env...)...)
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %v\n%s", strings.Join(env, " "), strings.Join(cmd.Args, " "), err, output.Bytes())
+	}
+	return nil
+}
+
+// goTool is the go command of the toolchain running the tests when there is one (GOROOT, as go
+// test sets it), else the one on PATH.
+func goTool() string {
+	if root := os.Getenv("GOROOT"); root != "" {
+		if path := filepath.Join(root, "bin", "go"); isFile(path) {
+			return path
+		}
+	}
+	return "go"
+}
+
+func isFile(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.Mode().IsRegular()
+}
+
+// Root returns the repository root: the nearest directory, from the working directory up, whose
+// go.mod declares this module.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && declares(data, modulePath) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("testbuild: no go.mod of " + modulePath + " above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func declares(gomod []byte, path string) bool {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if fields := strings.Fields(line); len(fields) == 2 && fields[0] == "module" && fields[1] == path {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,57 @@
+package testbuild
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRootHoldsThisModulesGoMod(t *testing.T) {
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil || !declares(data, modulePath) {
+		t.Fatalf("%s/go.mod does not declare %s: %v", root, modulePath, err)
+	}
+}
+
+func TestDeclares(t *testing.T) {
+	for _, tt := range []struct {
+		gomod string
+		want  bool
+	}{
+		{"module github.com/tollgate-proxy/tollgate\n\ngo 1.26.0\n", true},
+		{"// a comment\nmodule   github.com/tollgate-proxy/tollgate  \n", true},
+		{"module github.com/tollgate-proxy/tollgate/tools\n", false},
+		{"require github.com/tollgate-proxy/tollgate v1.0.0\n", false},
+	} {
+		if got := declares([]byte(tt.gomod), modulePath); got != tt.want {
+			t.Errorf("%q: got %v, want %v", tt.gomod, got, tt.want)
+		}
+	}
+}
+
+// A module is a reactor built for wasip1: it starts with the Wasm magic and version, and the
+// result of a build is kept, so a second call returns the same bytes without building again.
+func TestModuleIsBuiltOnce(t *testing.T) {
+	first := Module(t, "./internal/host/testdata/probe")
+	if !bytes.HasPrefix(first, []byte("\x00asm\x01\x00\x00\x00")) {
+		t.Fatalf("the build is not a Wasm binary: % x", first[:min(8, len(first))])
+	}
+	second := Module(t, "./internal/host/testdata/probe")
+	if &first[0] != &second[0] {
+		t.Error("the second call built the module again")
+	}
+}
+
+// A package that does not build is an error naming the command and the compiler's output.
+func TestBuildFailureIsReported(t *testing.T) {
+	_, err := ModuleBytes("./internal/testbuild/testdata/nosuchpackage")
+	if err == nil || !strings.Contains(err.Error(), "go build -buildmode=c-shared") || !strings.Contains(err.Error(), "nosuchpackage") {
+		t.Fatalf("got %v, want the failed go build and its output", err)
+	}
+}
