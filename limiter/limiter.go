@@ -172,6 +172,11 @@ func (b Bucket) Fingerprint() uint32 {
 	return h
 }
 
+// Refill brings s forward to now without taking anything: the level a Take at now would start
+// from. Callers that give back a fraction of a token (in credits, see CreditsPerToken) add it
+// to this state's Level, up to the capacity in credits.
+func (b Bucket) Refill(s BucketState, now int64) BucketState { return b.refill(s, now) }
+
 // refill clamps s.Level into range and brings s forward to now. Time never
 // goes backwards (see the package documentation): a now behind s.Last, by
 // any amount, is read as s.Last, so nothing is refilled and Last is kept.

@@ -92,7 +92,8 @@ func (t tokenBucket) give(c cells, now, n int64) cells {
 // undo: had the n tokens not been taken, the bucket would hold n more tokens, less whatever a
 // refill to capacity cut off meanwhile. The most the bucket can have held since the write is the
 // written level plus the refill since, so n tokens, or the room left above that, whichever is
-// less, are still owed (in whole tokens, rounded down).
+// less, are still owed, in credits: a refill of part of a token since the write costs only that
+// part, never a whole token.
 func (t tokenBucket) undo(c, written cells, now, n int64) cells {
 	end := max(now, c[1])
 	idle := t.idleAt(written)
@@ -104,11 +105,13 @@ func (t tokenBucket) undo(c, written cells, now, n int64) cells {
 	if end > written[1] {
 		peak += (end - written[1]) * t.creditsPerNano // below capacity: end is before idle
 	}
-	owed := min(n, (capacity-peak)/t.b.CreditsPerToken())
-	if owed < 1 {
+	owed := min(min(max(n, 0), t.b.Limit().Capacity)*t.b.CreditsPerToken(), capacity-peak)
+	if owed <= 0 {
 		return c
 	}
-	return t.give(c, now, owed)
+	s := t.b.Refill(bucketState(c), now)
+	s.Level += min(owed, capacity-s.Level)
+	return t.cells(s)
 }
 
 func (t tokenBucket) valid(c cells) bool {

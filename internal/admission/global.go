@@ -45,6 +45,7 @@ type charged struct {
 	slot  uint64
 	owner uint64
 	cost  int64
+	next  cells
 }
 
 // Empty reports whether the charge took nothing.
@@ -57,7 +58,7 @@ func appendCharged(dst []charged, enforced []applied) []charged {
 		if a.skip || a.cost == 0 {
 			continue
 		}
-		dst = append(dst, charged{limit: a.limit, slot: a.slot, owner: a.writeOwner, cost: a.cost})
+		dst = append(dst, charged{limit: a.limit, slot: a.slot, owner: a.writeOwner, cost: a.cost, next: a.next})
 	}
 	return dst
 }
@@ -83,10 +84,10 @@ func (g *Gate) GiveBack(store Store, c Charge, now int64) {
 		if w := windowLength(e.limit.algo); w > 0 && floorDiv(c.at, w) != floorDiv(now, w) {
 			continue
 		}
-		group = append(group, applied{limit: e.limit, slot: e.slot, writeOwner: e.owner, cost: e.cost})
+		group = append(group, applied{limit: e.limit, slot: e.slot, writeOwner: e.owner, cost: e.cost, next: e.next})
 	}
 	if len(group) > 0 {
-		g.refund(store, group, now, false)
+		g.refund(store, group, now, true)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 const globalRules = `{"rules": [
@@ -147,5 +148,36 @@ func TestGatesShareAPolicy(t *testing.T) {
 	b.GiveBack(store, charge, sec)
 	if out := b.Admit(alice, store, sec); out.Verdict != Allow {
 		t.Fatalf("%+v: a charge taken through one Gate is given back through another", out)
+	}
+}
+
+// A request charged at t=0 whose global check is rejected (or whose client goes away) at
+// t=200ms: by then the bucket has refilled to full and been drained by two more requests. The
+// charge was already made up for by the refill, so giving it back must not admit a third
+// request at that instant (capacity 2).
+func TestGiveBackAfterARefillOwesNothing(t *testing.T) {
+	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}],
+	  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "100ms"}]}]}`)
+	store := newMemStore()
+	ms := int64(time.Millisecond)
+	base := int64(time.Hour)
+	r1 := g.Admit(header("k", "a"), store, base)
+	if r1.Verdict != Allow {
+		t.Fatal("r1")
+	}
+	charge := r1.Charge()
+	at := base + 200*ms
+	admitted := 0
+	for i := 0; i < 2; i++ {
+		if g.Admit(header("k", "a"), store, at).Verdict == Allow {
+			admitted++
+		}
+	}
+	g.GiveBack(store, charge, at) // r1 rejected by the global limit: not admitted
+	if g.Admit(header("k", "a"), store, at).Verdict == Allow {
+		admitted++
+	}
+	if admitted > 2 {
+		t.Fatalf("%d requests admitted at one instant by a bucket of capacity 2 (r1 was given back)", admitted)
 	}
 }
