@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"fmt"
+	"os"
+	"sort"
 	"strings"
 	"testing"
 
@@ -13,7 +16,9 @@ import (
 // allocator excluded) and allocator calls (alloc-callbacks/op). It also reads the guest's heap
 // allocations per request from the Go runtime inside the VM (guest-allocs/op, guest-bytes/op)
 // through tollgate_stats, an export compiled only into benchmark builds: the modules here are
-// built with -tags tollgate_stats, otherwise identical. Times are not the point here (tracing is
+// built with -tags tollgate_stats, otherwise identical. guest-calls/op counts the calls of the
+// module's own functions per request (wazero's function listeners, guestCalls); with
+// TOLLGATE_BENCH_CALLS=1 and -v it also logs them by function. Times are not the point here (tracing is
 // on); BenchmarkFloor measures time on the production build.
 //
 // The first 20,000 requests warm the VM up (its heap, maps and arenas reach their steady size)
@@ -29,7 +34,11 @@ func BenchmarkCrossings(b *testing.B) {
 		for _, rt := range requestTypes {
 			b.Run(m.name+"/"+rt.name, func(b *testing.B) {
 				var callbacks, wasi int64
-				r := newRig(b, m.wasm(b), rigOptions{config: rt.config, trace: func(e host.TraceEvent) {
+				calls := &guestCalls{}
+				if os.Getenv("TOLLGATE_BENCH_CALLS") != "" {
+					calls.byFunc = map[string]int64{}
+				}
+				r := newRig(b, m.wasm(b), rigOptions{config: rt.config, calls: calls, trace: func(e host.TraceEvent) {
 					switch {
 					case e.Depth == 0:
 						callbacks++
@@ -49,17 +58,22 @@ func BenchmarkCrossings(b *testing.B) {
 				callbacks, wasi = 0, 0
 				before := r.vm.Stats()
 				mallocs, bytes := guestStat(b, r, 0), guestStat(b, r, 1)
+				calls.total = 0
+				clear(calls.byFunc)
 				b.ResetTimer()
 				for i := warmup; i < warmup+b.N; i++ {
 					r.expect(b, key(i), status)
 				}
 				b.StopTimer()
+				guestCallCount := calls.total
+				logGuestCalls(b, calls, b.N)
 				mallocs, bytes = guestStat(b, r, 0)-mallocs, guestStat(b, r, 1)-bytes
 				c := perRequest(before, r.vm.Stats(), b.N)
 				b.ReportMetric(c.hostCalls, "hostcalls/op")
 				b.ReportMetric(float64(wasi)/float64(b.N), "wasi-calls/op")
 				b.ReportMetric(float64(callbacks)/float64(b.N), "callbacks/op")
 				b.ReportMetric(c.allocations, "alloc-callbacks/op")
+				b.ReportMetric(float64(guestCallCount)/float64(b.N), "guest-calls/op")
 				b.ReportMetric(float64(mallocs)/float64(b.N), "guest-allocs/op")
 				b.ReportMetric(float64(bytes)/float64(b.N), "guest-bytes/op")
 			})
@@ -74,4 +88,22 @@ func guestStat(tb testing.TB, r *rig, field uint64) uint64 {
 		tb.Fatal(err)
 	}
 	return res[0]
+}
+
+// logGuestCalls logs the functions called per request, most called first, when
+// TOLLGATE_BENCH_CALLS is set (go test -bench Crossings -v): where the guest's calls go.
+func logGuestCalls(b *testing.B, calls *guestCalls, n int) {
+	if calls.byFunc == nil {
+		return
+	}
+	names := make([]string, 0, len(calls.byFunc))
+	for name := range calls.byFunc {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return calls.byFunc[names[i]] > calls.byFunc[names[j]] })
+	var sb strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&sb, "%8.2f %s\n", float64(calls.byFunc[name])/float64(n), name)
+	}
+	b.Logf("guest calls per request:\n%s", sb.String())
 }

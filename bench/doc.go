@@ -7,7 +7,8 @@
 //     with CAS), in the same host and the same run, interleaved in blocks, for an admitted request
 //     of a known key, a rejected request and a request with a new key: tollgate/floor.
 //   - crossings_test.go: host calls, WASI calls, callbacks and allocator callbacks per request
-//     type, from the host's counters, and the guest's heap allocations per request, read from the
+//     type, from the host's counters, the module's own function calls per request (wazero's
+//     function listeners), and the guest's heap allocations per request, read from the
 //     Go runtime inside the VM through a diagnostic export compiled only into benchmark builds
 //     (-tags tollgate_stats, filter/stats.go).
 //   - native_test.go: the limiter's decision against golang.org/x/time/rate's Allow, each on a

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
 	"github.com/tollgate-proxy/tollgate/internal/testbuild"
@@ -81,6 +83,8 @@ type rigOptions struct {
 	config string
 	shared *host.SharedData
 	trace  func(host.TraceEvent)
+	// calls, when set, counts every call of a function defined in the module (guestCalls).
+	calls *guestCalls
 }
 
 func newRig(tb testing.TB, wasm []byte, o rigOptions) *rig {
@@ -92,7 +96,15 @@ func newRig(tb testing.TB, wasm []byte, o rigOptions) *rig {
 		seedSecret(o.shared)
 	}
 	r := &rig{clock: host.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), monotonicStart)}
-	h, err := host.New(context.Background(), wasm, host.Options{
+	ctx := context.Background()
+	compilationCache := cache
+	if o.calls != nil {
+		// The listeners are compiled into the module's code, so a listened-to module is compiled
+		// for this rig alone: a cached compilation would keep another rig's listeners.
+		ctx = experimental.WithFunctionListenerFactory(ctx, o.calls)
+		compilationCache = nil
+	}
+	h, err := host.New(ctx, wasm, host.Options{
 		PluginName:       "tollgate",
 		RootID:           "tollgate",
 		VMID:             "tollgate",
@@ -100,7 +112,7 @@ func newRig(tb testing.TB, wasm []byte, o rigOptions) *rig {
 		Clock:            r.clock,
 		SharedData:       o.shared,
 		LogLevel:         2, // info, as Envoy runs by default
-		CompilationCache: cache,
+		CompilationCache: compilationCache,
 		Trace:            o.trace,
 	})
 	if err != nil {
@@ -169,3 +181,34 @@ func perRequest(before, after host.Stats, n int) crossings {
 		allocations: float64(after.Allocations-before.Allocations) / float64(n),
 	}
 }
+
+// guestCalls counts the calls of functions defined in a module (not its imports), through
+// wazero's function listeners: how many Go functions, compiled to Wasm, one request runs. Upstream
+// Go's Wasm makes every call expensive (its own stack in linear memory, resumable calls), so this
+// count tracks the guest's work on the request path in any engine. Only for the crossings
+// benchmark: listeners slow every call down.
+type guestCalls struct {
+	total  int64
+	byFunc map[string]int64 // by function name, when non-nil
+}
+
+func (c *guestCalls) NewFunctionListener(def api.FunctionDefinition) experimental.FunctionListener {
+	if def.GoFunction() != nil {
+		return nil // a host function, not the module's
+	}
+	return guestCallListener{c, def.DebugName()}
+}
+
+type guestCallListener struct {
+	c    *guestCalls
+	name string
+}
+
+func (l guestCallListener) Before(context.Context, api.Module, api.FunctionDefinition, []uint64, experimental.StackIterator) {
+	l.c.total++
+	if l.c.byFunc != nil {
+		l.c.byFunc[l.name]++
+	}
+}
+func (guestCallListener) After(context.Context, api.Module, api.FunctionDefinition, []uint64) {}
+func (guestCallListener) Abort(context.Context, api.Module, api.FunctionDefinition, error)    {}
