@@ -47,7 +47,7 @@ func TestFourWorkersAdmitExactlyCapacity(t *testing.T) {
 				t.Fatalf("admitted %d, limited %d; want %d and %d", admitted.Load(), limited.Load(), capacity, requests-capacity)
 			}
 			for name, want := range map[string]int64{"tollgate.rule.hot.admitted": capacity, "tollgate.rule.hot.limited": requests - capacity} {
-				if got, _ := g.host.Metrics().Value(name); got != want {
+				if got := g.counter(name); got != want {
 					t.Errorf("metric %s = %d, want %d", name, got, want)
 				}
 			}

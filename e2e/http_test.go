@@ -78,6 +78,9 @@ func TestThroughHTTP(t *testing.T) {
 			t.Fatalf("step %d: the upstream's headers were lost", i)
 		}
 	}
+	if err := h.Tick(context.Background()); err != nil { // the module hands its counts over on ticks
+		t.Fatal(err)
+	}
 	admin := httptest.NewServer(gateway.AdminHandler(h.Metrics()))
 	defer admin.Close()
 	resp, err := http.Get(admin.URL + "/stats/prometheus")

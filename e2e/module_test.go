@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -98,8 +99,13 @@ func (g *rig) exactWait() string {
 	return wait
 }
 
-// counter returns a metric's value, 0 when it was never defined.
+// counter returns a metric's value, 0 when it was never defined, after a tick: the module
+// counts in the VM and hands its counts to the host on its ticks.
 func (g *rig) counter(name string) int64 {
+	g.t.Helper()
+	if err := g.host.Tick(context.Background()); err != nil {
+		g.t.Fatalf("tick: %v", err)
+	}
 	v, _ := g.host.Metrics().Value(name)
 	return v
 }

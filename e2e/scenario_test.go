@@ -47,6 +47,9 @@ func TestSharedScenarioInProcess(t *testing.T) {
 			if err := scenario.Run(ctx, front.Client(), front.URL, scenario.FrozenClock); err != nil {
 				t.Fatal(err)
 			}
+			if err := h.Tick(ctx); err != nil { // the module hands its counts over on ticks
+				t.Fatal(err)
+			}
 			for _, want := range scenario.WantCounters() {
 				if got, ok := h.Metrics().Value(want.Stat); !ok || got != want.Value {
 					t.Errorf("counter %s = %d (defined: %v), want %d; the module defines %q",

@@ -22,7 +22,7 @@ import (
 
 // globalMetrics are a global rule's counters, named tollgate.rule.<rule>.global_<outcome>.
 type globalMetrics struct {
-	ok, overLimit, failed, timeout, cancelled abi.Counter
+	ok, overLimit, failed, timeout, cancelled counter
 }
 
 // globalRule is what a rule with a global limit needs per call.
@@ -34,7 +34,7 @@ type globalRule struct {
 }
 
 // setUpGlobal defines the counters of the rules with a global limit.
-func (p *pluginContext) setUpGlobal(define func(string, *abi.Counter) bool) bool {
+func (p *pluginContext) setUpGlobal(define func(string, *counter) bool) bool {
 	p.globalRules = make([]*globalRule, len(p.cfg.Rules))
 	for i := range p.cfg.Rules {
 		r := &p.cfg.Rules[i]
@@ -95,7 +95,7 @@ func (h *httpContext) checkGlobal(out *admission.Outcome, now int64) (action typ
 				h.onGlobalAnswer(rule, status, message, response)
 			})
 		if err != nil {
-			_ = g.metrics.failed.Increment(1)
+			g.metrics.failed.add(1)
 			p.globalFailed(rule, "cannot call cluster "+strconv.Quote(g.config.Cluster)+": "+err.Error())
 			if g.config.FailureMode == config.FailureDeny && deny < 0 {
 				deny = rule
@@ -122,7 +122,7 @@ func (h *httpContext) checkGlobal(out *admission.Outcome, now int64) (action typ
 // countAdmitted counts a request that goes on as admitted by each of its rules.
 func (p *pluginContext) countAdmitted(rules []int) {
 	for _, i := range rules {
-		_ = p.rules[i].admitted.Increment(1)
+		p.rules[i].admitted.add(1)
 	}
 }
 
@@ -152,7 +152,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 		}
 	}
 	if status == abi.GrpcStatusStreamEnded {
-		_ = g.metrics.cancelled.Increment(1)
+		g.metrics.cancelled.add(1)
 		if !w.decided {
 			w.decided = true
 			p.gate.GiveBack(store{}, w.charge, now)
@@ -170,11 +170,11 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 		case err != nil:
 			failure = "the rate limit service's answer cannot be read: " + err.Error()
 		case resp.OverallCode == rls.CodeOverLimit:
-			_ = g.metrics.overLimit.Increment(1)
+			g.metrics.overLimit.add(1)
 			h.rejectGlobal(rule, resp, now)
 			return
 		case resp.OverallCode == rls.CodeOK:
-			_ = g.metrics.ok.Increment(1)
+			g.metrics.ok.add(1)
 		default:
 			failure = "the rate limit service answered UNKNOWN"
 		}
@@ -190,10 +190,10 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 	}
 	if failure != "" {
 		if timedOut {
-			_ = g.metrics.timeout.Increment(1)
+			g.metrics.timeout.add(1)
 			failure = "the rate limit service did not answer within " + g.config.Timeout.String()
 		} else {
-			_ = g.metrics.failed.Increment(1)
+			g.metrics.failed.add(1)
 		}
 		p.globalFailed(rule, failure)
 		if g.config.FailureMode == config.FailureDeny {
@@ -235,7 +235,7 @@ func (h *httpContext) finish(now int64) {
 func (h *httpContext) rejectGlobal(rule int, resp rls.Response, now int64) {
 	p := h.plugin
 	h.finish(now)
-	_ = p.rules[rule].limited.Increment(1)
+	p.rules[rule].limited.add(1)
 	retryAfter := int64(1)
 	if s := resp.Status; resp.Statuses > 0 && s.HasReset && s.DurationUntilReset > 0 {
 		retryAfter = max(ceilSeconds(s.DurationUntilReset), 1)

@@ -37,8 +37,10 @@ type pluginContext struct {
 	gate  *admission.Gate
 	rules []ruleMetrics
 	// Plugin-wide counters.
-	exempt, internalErrors, tableFull, escapedSlashes abi.Counter
-	debug                                             bool
+	exempt, internalErrors, tableFull, escapedSlashes counter
+	// counters lists every counter, for flushing (counters.go).
+	counters []*counter
+	debug    bool
 	// shadowRules is true when any rule is a shadow rule: then the shadow header a client sent
 	// itself is removed from every request.
 	shadowRules bool
@@ -67,7 +69,7 @@ type replyBuffers struct {
 
 // ruleMetrics are a rule's counters, named tollgate.rule.<rule>.<event>.
 type ruleMetrics struct {
-	admitted, limited, shadowLimited, missingKey, invalidCost abi.Counter
+	admitted, limited, shadowLimited, missingKey, invalidCost counter
 }
 
 func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPluginStartStatus {
@@ -109,11 +111,12 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		return types.OnPluginStartStatusFailed
 	}
 	p.cfg, p.gate = cfg, admission.NewGate(policy)
-	define := func(name string, counter *abi.Counter) bool {
-		if *counter, err = abi.DefineCounter(name); err != nil {
+	define := func(name string, c *counter) bool {
+		if c.id, err = abi.DefineCounter(name); err != nil {
 			abi.Log(abi.LogLevelCritical, "tollgate: cannot define metric "+name+": "+err.Error())
 			return false
 		}
+		p.counters = append(p.counters, c)
 		return true
 	}
 	p.rules = make([]ruleMetrics, len(cfg.Rules))
@@ -135,6 +138,10 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	}
 	level, _ := abi.GetLogLevel()
 	p.debug = level <= abi.LogLevelDebug
+	if err := abi.SetTickPeriod(tickPeriod); err != nil {
+		abi.Log(abi.LogLevelCritical, "tollgate: cannot set the tick period, on which counters are flushed: "+err.Error())
+		return types.OnPluginStartStatusFailed
+	}
 	abi.Log(abi.LogLevelInfo, "tollgate "+version.Version+": started with "+strconv.Itoa(len(cfg.Rules))+" rule(s), failure_mode "+cfg.FailureMode.String())
 	return types.OnPluginStartStatusOK
 }
@@ -189,7 +196,7 @@ func (p *pluginContext) ruleName(rule int) string { return p.cfg.Rules[rule].Nam
 
 // failed logs an internal error once per distinct message and counts every occurrence.
 func (p *pluginContext) failed(msg string) {
-	_ = p.internalErrors.Increment(1)
+	p.internalErrors.add(1)
 	if p.logged[msg] {
 		return
 	}
@@ -251,13 +258,13 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 		h.logDecision(out)
 	}
 	for _, i := range out.MissingKeys {
-		_ = p.rules[i].missingKey.Increment(1)
+		p.rules[i].missingKey.add(1)
 	}
 	if out.TableFull > 0 {
-		_ = p.tableFull.Increment(uint64(out.TableFull))
+		p.tableFull.add(uint64(out.TableFull))
 	}
 	for _, i := range out.InvalidCost {
-		_ = p.rules[i].invalidCost.Increment(1)
+		p.rules[i].invalidCost.add(1)
 	}
 	if out.ShadowErr != nil {
 		p.failed("shadow rule: " + out.ShadowErr.Error())
@@ -268,7 +275,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 			return action
 		}
 		for _, i := range out.Admitted {
-			_ = p.rules[i].admitted.Increment(1)
+			p.rules[i].admitted.add(1)
 		}
 		if p.shadowRules {
 			h.markShadow(out)
@@ -276,14 +283,14 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 		h.responseHeaders = rateLimitHeaders(p.cfg, out)
 		return types.ActionContinue
 	case admission.Exempt:
-		_ = p.exempt.Increment(1)
+		p.exempt.add(1)
 		return types.ActionContinue
 	case admission.Limited:
-		_ = p.rules[out.Rule].limited.Increment(1)
+		p.rules[out.Rule].limited.add(1)
 		h.rejectLimited(out)
 		return types.ActionPause
 	case admission.MissingKey:
-		_ = p.rules[out.Rule].missingKey.Increment(1)
+		p.rules[out.Rule].missingKey.add(1)
 		var challenge [][2]string
 		if out.Status == 401 {
 			// RFC 9110 §15.5.2: a 401 carries a challenge. The scheme names what is missing.
@@ -293,12 +300,12 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 			"the request has no "+out.MissingPart+" (rate limit rule "+p.ruleName(out.Rule)+")\n", challenge...)
 		return types.ActionPause
 	case admission.EscapedSlash:
-		_ = p.escapedSlashes.Increment(1)
+		p.escapedSlashes.add(1)
 		h.reply(400, detailsEscapedSlash, grpcInvalidArgument,
 			"the path spells a slash as %2F or %5C, which this gateway refuses (escaped_slashes \"reject\")\n")
 		return types.ActionPause
 	case admission.BadCost:
-		_ = p.rules[out.Rule].invalidCost.Increment(1)
+		p.rules[out.Rule].invalidCost.add(1)
 		h.reply(400, detailsInvalidCost, grpcInvalidArgument,
 			"header "+p.cfg.Rules[out.Rule].Cost.Header+" must be a whole number (rate limit rule "+p.ruleName(out.Rule)+")\n")
 		return types.ActionPause
@@ -320,7 +327,7 @@ func (h *httpContext) markShadow(out *admission.Outcome) {
 	}
 	names := make([]string, len(out.ShadowLimited))
 	for j, i := range out.ShadowLimited {
-		_ = p.rules[i].shadowLimited.Increment(1)
+		p.rules[i].shadowLimited.add(1)
 		names[j] = p.ruleName(i)
 	}
 	if err := abi.AddHttpRequestHeader(ShadowHeader, strings.Join(names, ",")); err != nil {

@@ -67,6 +67,11 @@ func TestGlueAnswersEachVerdict(t *testing.T) {
 		}
 		host.CompleteHttpContext(id)
 	}
+	// Counted in the VM, handed to the host on the tick.
+	if got, _ := host.GetCounterMetric("tollgate.rule.per-api-key.admitted"); got != 0 {
+		t.Errorf("admitted = %d before the tick, want 0: counters are flushed on ticks", got)
+	}
+	host.Tick()
 	for name, want := range map[string]uint64{"tollgate.rule.per-api-key.admitted": 2, "tollgate.rule.per-api-key.limited": 1, "tollgate.rule.per-api-key.missing_key": 1} {
 		if got, err := host.GetCounterMetric(name); err != nil || got != want {
 			t.Errorf("%s = %d (%v), want %d", name, got, err, want)

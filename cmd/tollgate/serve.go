@@ -98,6 +98,10 @@ func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 		return 1
 	}
 	gw.SetUpstreamTimeout(opts.upstreamTimeout)
+	// The module's timers, in real time: it hands its counters to the host on its ticks.
+	tickCtx, stopTicks := context.WithCancel(ctx)
+	defer stopTicks()
+	go h.RunTicks(tickCtx)
 
 	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {

@@ -148,6 +148,9 @@ func standInEnvoy(t *testing.T) (front, admin string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close(ctx) })
+	tickCtx, stopTicks := context.WithCancel(ctx)
+	t.Cleanup(stopTicks)
+	go h.RunTicks(tickCtx) // the module's timers, in real time, as Envoy runs them
 	gw, err := gateway.New(ctx, h, 2, upstreamURL, log.New(io.Discard, "", 0))
 	if err != nil {
 		t.Fatal(err)

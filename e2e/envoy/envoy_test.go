@@ -66,28 +66,62 @@ func TestScenarioInEnvoy(t *testing.T) {
 		t.Errorf("the scenario through Envoy:\n%v", err)
 	}
 
+	// The module hands its counters to Envoy on its tick (every second): read until they are all
+	// there, for a few tick periods at most.
+	deadline := time.Now().Add(counterLag)
+	for {
+		problems, err := checkCounters(ctx, client, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(problems) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, p := range problems {
+				t.Error(p)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// counterLag bounds how long the counters may take to reach Envoy: the module's tick period
+// (one second), with room for a loaded machine.
+const counterLag = 10 * time.Second
+
+// checkCounters reads Envoy's /stats/prometheus and lists every expected counter that is missing
+// or has another value.
+func checkCounters(ctx context.Context, client *http.Client, admin string) ([]string, error) {
 	exposition, err := get(ctx, client, admin+"/stats/prometheus")
 	if err != nil {
-		t.Fatalf("read Envoy's /stats/prometheus: %v", err)
+		return nil, fmt.Errorf("read Envoy's /stats/prometheus: %v", err)
 	}
 	series, err := scenario.ParsePrometheus(exposition)
 	if err != nil {
-		t.Fatalf("parse Envoy's /stats/prometheus: %v", err)
+		return nil, fmt.Errorf("parse Envoy's /stats/prometheus: %v", err)
 	}
+	var problems []string
 	for _, want := range scenario.WantCounters() {
 		key, err := scenario.CanonicalSeries(want.Series)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		got, ok := series[key]
 		switch {
 		case !ok:
-			t.Errorf("/stats/prometheus has no series %s (Tollgate's counter %s); its tollgate series:\n%s",
-				key, want.Stat, grepLines(exposition, "tollgate"))
+			problems = append(problems, fmt.Sprintf("/stats/prometheus has no series %s (Tollgate's counter %s); its tollgate series:\n%s",
+				key, want.Stat, grepLines(exposition, "tollgate")))
 		case got != float64(want.Value):
-			t.Errorf("/stats/prometheus: %s = %v, want %d", key, got, want.Value)
+			problems = append(problems, fmt.Sprintf("/stats/prometheus: %s = %v, want %d", key, got, want.Value))
 		}
 	}
+	return problems, nil
 }
 
 // requireDockerDaemon skips the test, or fails it under TOLLGATE_REQUIRE_DOCKER=1, when there is

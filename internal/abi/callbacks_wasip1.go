@@ -10,7 +10,7 @@ import (
 
 // Callbacks of the proxy-wasm ABI v0.2.1 (spec: proxy-wasm/spec abi-versions/v0.2.1/README.md,
 // "Functions implemented in the Wasm module"). Envoy calls only the ones a module exports, so
-// callbacks the filter has no use for (bodies, trailers, ticks, queues, callouts, the log phase,
+// callbacks the filter has no use for (bodies, trailers, queues, callouts, the log phase,
 // done) are not exported and cost no crossing.
 
 // vm holds the contexts of this VM instance. A VM is single-threaded: Envoy never calls into it
@@ -181,12 +181,24 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 
 // proxy_on_log and proxy_on_done are not exported: each would be one more callback into the VM
 // for every stream, and the filter needs neither. Without proxy_on_done Envoy takes every context
-// as done at once, as an OnPluginDone returning true does; PluginContext.OnPluginDone is never
-// called.
+// as done at once, as an OnPluginDone returning true does; PluginContext.OnPluginDone is called
+// from proxy_on_delete instead.
+
+// Spec "Timers": proxy_on_tick, every tick period the root context asked for (SetTickPeriod).
+//
+//go:wasmexport proxy_on_tick
+func proxyOnTick(rootID uint32) {
+	resetArena()
+	defer recoverCallback("proxy_on_tick")
+	if plugin, ok := vm.plugins[rootID]; ok {
+		plugin.OnTick()
+	}
+}
 
 // Spec "Context lifecycle": proxy_on_delete, the last call for a context. A stream's
 // HttpContext.OnHttpStreamDone runs here (no header map is available any more), so the plugin
-// can recycle it.
+// can recycle it. A root context's PluginContext.OnPluginDone runs here too, its result ignored:
+// the plugin is going away, and this is its last chance to hand over what it kept.
 //
 //go:wasmexport proxy_on_delete
 func proxyOnDelete(contextID uint32) {
@@ -197,7 +209,10 @@ func proxyOnDelete(contextID uint32) {
 		stream.OnHttpStreamDone()
 		return
 	}
-	delete(vm.plugins, contextID)
+	if plugin, ok := vm.plugins[contextID]; ok {
+		delete(vm.plugins, contextID)
+		plugin.OnPluginDone()
+	}
 }
 
 func boolToUint32(b bool) uint32 {

@@ -79,6 +79,11 @@ func proxyDefineMetric(t MetricType, name unsafe.Pointer, nameSize uint32, idPtr
 //go:wasmimport env proxy_increment_metric
 func proxyIncrementMetric(id uint32, offset int64) wire.Status
 
+// Spec "Timers": proxy_set_tick_period_milliseconds.
+//
+//go:wasmimport env proxy_set_tick_period_milliseconds
+func proxySetTickPeriodMilliseconds(period uint32) wire.Status
+
 // WASI clock_time_get (wasi_snapshot_preview1). Envoy serves clock 1 from its process-wide
 // monotonic clock, the same for every worker VM; the spec deprecates
 // proxy_get_current_time_nanoseconds in favour of WASI clocks.
@@ -270,6 +275,12 @@ func DefineCounter(name string) (Counter, error) {
 // Increment adds delta (> 0) to the counter.
 func (c Counter) Increment(delta uint64) error {
 	return statusErr(proxyIncrementMetric(uint32(c), int64(delta)))
+}
+
+// SetTickPeriod asks the host to call the plugin context's OnTick every period milliseconds
+// (0 stops it). The timer belongs to the root context that sets it.
+func SetTickPeriod(milliseconds uint32) error {
+	return statusErr(proxySetTickPeriodMilliseconds(milliseconds))
 }
 
 // MonotonicNanos reads the host's monotonic clock. Unlike Go's time package, whose monotonic

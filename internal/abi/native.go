@@ -98,6 +98,11 @@ func (c Counter) Increment(delta uint64) error {
 	return nil
 }
 
+// SetTickPeriod asks the emulator for OnTick calls (proxytest fires them on Tick).
+func SetTickPeriod(milliseconds uint32) error {
+	return proxywasm.SetTickPeriodMilliSeconds(milliseconds)
+}
+
 var processStart = time.Now()
 
 // MonotonicNanos reads a monotonic clock; natively the process's own, offset so that it starts

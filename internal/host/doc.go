@@ -44,9 +44,10 @@
 //     shared data of a vm_id kept until the last host holding it closes; memory capped at V8's
 //     16,384 pages.
 //
-// Not emulated: HTTP callouts, gRPC streams, shared queues, ticks, foreign functions,
-// set_property, close_stream and envoy_resolve_dns; their imports resolve (Envoy provides them)
-// and return Unimplemented. Nor is the main thread's VM: every VM is a worker's, and a canary VM
+// Timers: proxy_set_tick_period_milliseconds arms a root context's timer, which Tick fires
+// (proxy_on_tick; tick.go). Not emulated: HTTP callouts, gRPC streams, shared queues, foreign
+// functions, set_property, close_stream and envoy_resolve_dns; their imports resolve (Envoy
+// provides them) and return Unimplemented. Nor is the main thread's VM: every VM is a worker's, and a canary VM
 // only runs for Reconfigure. Modules are started with _initialize (Go's c-shared modules export
 // nothing else).
 //

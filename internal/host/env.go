@@ -46,7 +46,7 @@ func envFuncs() []hostFunc {
 		f("proxy_grpc_send", sig(i32, i32, i32, i32), unimplemented),
 		f("proxy_grpc_close", sig(i32), proxyGrpcCancel),
 		f("proxy_grpc_cancel", sig(i32), proxyGrpcCancel),
-		f("proxy_set_tick_period_milliseconds", sig(i32), unimplemented),
+		f("proxy_set_tick_period_milliseconds", sig(i32), proxySetTickPeriodMilliseconds),
 		f("proxy_get_current_time_nanoseconds", sig(i32), proxyGetCurrentTimeNanoseconds),
 		f("proxy_define_metric", sig(i32, i32, i32, i32), proxyDefineMetric),
 		f("proxy_increment_metric", sig(i32, i64), proxyIncrementMetric),

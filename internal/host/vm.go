@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -74,6 +75,11 @@ type VM struct {
 	loadedAt        int64
 	generation      int
 
+	// tickPeriods are the root contexts' timers (tick.go); callRoot is the root context of the
+	// root callback in progress (proxy_on_vm_start, proxy_on_configure, proxy_on_tick), or 0.
+	tickPeriods map[uint32]time.Duration
+	callRoot    uint32
+
 	metricIDs  map[uint32]*metric
 	nextMetric [3]uint32
 	counters   counters
@@ -108,7 +114,7 @@ var callbackNames = []string{
 	"proxy_on_context_create", "proxy_on_vm_start", "proxy_on_configure",
 	"proxy_on_request_headers", "proxy_on_response_headers",
 	"proxy_on_log", "proxy_on_done", "proxy_on_delete",
-	"proxy_on_grpc_receive", "proxy_on_grpc_close",
+	"proxy_on_grpc_receive", "proxy_on_grpc_close", "proxy_on_tick",
 }
 
 // NewVM instantiates the module and starts it as Envoy starts a worker's VM: _initialize under
@@ -139,6 +145,7 @@ func (h *Host) startVM(ctx context.Context, pluginConfig []byte) (*VM, error) {
 		streams:       map[uint32]*Stream{},
 		retiring:      map[uint32]int{},
 		metricIDs:     map[uint32]*metric{},
+		tickPeriods:   map[uint32]time.Duration{},
 		stack:         make([]uint64, 8),
 	}
 	vm.ctx = context.WithValue(ctx, vmKey{}, vm)
@@ -275,6 +282,8 @@ func (vm *VM) start() error {
 // proxy_on_configure with the configuration readable during the call.
 func (vm *VM) startRoot(pluginConfig []byte) (uint32, error) {
 	root := vm.newContextID()
+	vm.callRoot = root
+	defer func() { vm.callRoot = 0 }()
 	if _, err := vm.call("proxy_on_context_create", 0, uint64(root), 0); err != nil {
 		return root, err
 	}
@@ -306,9 +315,13 @@ var ErrConfigRejected = errors.New("proxy_on_configure returned false: the modul
 // then proxy_on_delete. A plugin that returns false would stay pending until proxy_done; this
 // host does not wait for it.
 func (vm *VM) endRoot(root uint32) {
+	// Its timer goes with it (Envoy's timers fire only for a live root context).
+	delete(vm.tickPeriods, root)
 	if vm.failed != nil || root == 0 {
 		return
 	}
+	vm.callRoot = root
+	defer func() { vm.callRoot = 0 }()
 	if _, err := vm.call("proxy_on_done", 1, uint64(root)); err == nil {
 		_, _ = vm.call("proxy_on_delete", 0, uint64(root))
 	}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"strconv"
+
+	"github.com/tollgate-proxy/tollgate/internal/abi"
+)
+
+// Counters are counted inside the VM and handed to Envoy on the plugin's tick, not one host call
+// per event: a request then costs no metric host call at all. What Envoy shows lags by at most
+// tickPeriod; the plugin also flushes when its root context goes away (a new configuration
+// replaced it, or the plugin is removed), so nothing counted is lost but what a VM counted in
+// the moment before it crashed.
+const tickPeriod = 1000 // milliseconds
+
+// counter is one metric: its host id and what was counted since the last flush.
+type counter struct {
+	id      abi.Counter
+	pending uint64
+}
+
+func (c *counter) add(n uint64) { c.pending += n }
+
+// flush hands the pending count to the host; kept for the next flush if the host refuses it.
+func (c *counter) flush() error {
+	if c.pending == 0 {
+		return nil
+	}
+	if err := c.id.Increment(c.pending); err != nil {
+		return err
+	}
+	c.pending = 0
+	return nil
+}
+
+// flushCounters hands every pending count to the host. A failure is logged once per flush, not
+// counted: counting it would need the counters that just failed.
+func (p *pluginContext) flushCounters() {
+	failed := 0
+	var last error
+	for _, c := range p.counters {
+		if err := c.flush(); err != nil {
+			failed, last = failed+1, err
+		}
+	}
+	if failed > 0 {
+		abi.Log(abi.LogLevelError, "tollgate: cannot hand "+strconv.Itoa(failed)+" counter(s) to the host: "+last.Error())
+	}
+}
+
+// OnTick flushes the counters every tickPeriod.
+func (p *pluginContext) OnTick() { p.flushCounters() }
+
+// OnPluginDone flushes the counters when the root context goes away.
+func (p *pluginContext) OnPluginDone() bool {
+	p.flushCounters()
+	return true
+}
