@@ -155,7 +155,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 		g.metrics.cancelled.add(1)
 		if !w.decided {
 			w.decided = true
-			p.gate.GiveBack(store{}, w.charge, now)
+			p.gate.GiveBack(sharedData, w.charge, now)
 		}
 		return
 	}
@@ -227,7 +227,7 @@ func (h *httpContext) finish(now int64) {
 		_ = abi.CancelGrpcCall(token)
 		delete(w.pending, token)
 	}
-	h.plugin.gate.GiveBack(store{}, w.charge, now)
+	h.plugin.gate.GiveBack(sharedData, w.charge, now)
 }
 
 // rejectGlobal answers a request a global limit rejected as local rejections are answered, with

@@ -106,7 +106,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	// The hash secret every worker VM shares; math/rand/v2's generator is seeded by the runtime
 	// from WASI random_get (crypto/rand would link crypto packages that cost megabytes of
 	// memory in every VM).
-	if err := policy.LoadSecret(store{}, rand.Uint64); err != nil {
+	if err := policy.LoadSecret(sharedData, rand.Uint64); err != nil {
 		abi.Log(abi.LogLevelCritical, "tollgate: cannot read or store the key table's secret in shared data: "+err.Error())
 		return types.OnPluginStartStatusFailed
 	}
@@ -227,15 +227,15 @@ type httpContext struct {
 	global *globalWait // a request held for the rate limit service (global.go)
 }
 
-func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (action types.Action) {
+// OnHttpRequestHeadersPanic answers a request whose decision panicked (a bug): it must not trap
+// the VM, and the request gets the failure mode. The ABI layer recovers and calls it.
+func (h *httpContext) OnHttpRequestHeadersPanic() types.Action {
+	h.plugin.failed("recovered panic while deciding a request")
+	return h.failOpenOrDeny()
+}
+
+func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) types.Action {
 	p := h.plugin
-	defer func() {
-		// A panic here is a bug; it must not trap the VM, and the request gets the failure mode.
-		if r := recover(); r != nil {
-			p.failed("recovered panic while deciding a request")
-			action = h.failOpenOrDeny()
-		}
-	}()
 	faultPoint("request")
 	now, err := abi.MonotonicNanos()
 	if err != nil {
@@ -243,7 +243,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 		return h.failOpenOrDeny()
 	}
 	p.req.err = nil
-	out := p.gate.Admit(&p.req, store{}, now)
+	out := p.gate.Admit(&p.req, sharedData, now)
 	if p.req.err != nil && out.Verdict != admission.Limited && out.Verdict != admission.BadCost {
 		// An attribute could not be read (not merely absent): the decision may rest on a
 		// missing key that is not missing, so the failure mode decides.
@@ -271,8 +271,10 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 	}
 	switch out.Verdict {
 	case admission.Allow:
-		if action, held := h.checkGlobal(out, now); held {
-			return action
+		if p.hasGlobal {
+			if action, held := h.checkGlobal(out, now); held {
+				return action
+			}
 		}
 		for _, i := range out.Admitted {
 			p.rules[i].admitted.add(1)
@@ -280,7 +282,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) (ac
 		if p.shadowRules {
 			h.markShadow(out)
 		}
-		h.responseHeaders = rateLimitHeaders(p.cfg, out)
+		if len(out.Limits) > 0 { // rate-limit headers are configured
+			h.responseHeaders = rateLimitHeaders(p.cfg, out)
+		}
 		return types.ActionContinue
 	case admission.Exempt:
 		p.exempt.add(1)
@@ -452,16 +456,25 @@ func (r *request) Property(path []string) (string, bool) {
 func arenaString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // store is Envoy shared data through the ABI, with the SDK's not-found and CAS-mismatch errors
-// mapped to admission's.
+// mapped to admission's. It is used through sharedData, a pointer: a zero-size value in an
+// interface would add a wrapper call to every Get and Set.
 type store struct{}
 
-func (store) Get(key string) ([]byte, uint32, error) {
+var sharedData = &store{}
+
+func (*store) Get(key string) ([]byte, uint32, error) {
 	value, cas, err := abi.GetSharedData(key)
-	return value, cas, storeError(err)
+	if err != nil {
+		err = storeError(err)
+	}
+	return value, cas, err
 }
 
-func (store) Set(key string, value []byte, cas uint32) error {
-	return storeError(abi.SetSharedData(key, value, cas))
+func (*store) Set(key string, value []byte, cas uint32) error {
+	if err := abi.SetSharedData(key, value, cas); err != nil {
+		return storeError(err)
+	}
+	return nil
 }
 
 func storeError(err error) error {

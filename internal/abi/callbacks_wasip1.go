@@ -21,6 +21,9 @@ var vm = struct {
 	streams streamTable
 	// orphan is a stream whose context is being created, or failed to be (with its plugin).
 	orphan, orphanParent uint32
+	// lastPlugin is the plugin context last looked up for a new stream (lookUpPlugin).
+	lastPluginID uint32
+	lastPlugin   types.PluginContext
 }{
 	plugins: map[uint32]types.PluginContext{},
 	streams: streamTable{spilled: map[uint32]types.HttpContext{}},
@@ -30,12 +33,18 @@ var vm = struct {
 // module main never runs, and init functions run inside _initialize.
 func SetVMContext(ctx types.VMContext) { vm.root = ctx }
 
-// recoverCallback keeps a panic from escaping a callback: an escaped panic traps the VM, and
-// Envoy then fails every stream on that worker. The stream itself continues untouched.
-func recoverCallback(callback string) {
-	if r := recover(); r != nil {
-		Log(LogLevelCritical, "tollgate: recovered panic in "+callback+": "+describePanic(r))
-	}
+// Every callback recovers a panic, once, at its entry: an escaped panic traps the VM, and Envoy
+// then fails every stream on that worker. The deferred closure calls recover itself (a deferred
+// helper would be one more call on every callback); logRecovered logs what it caught, and the
+// stream itself continues untouched unless the plugin says otherwise (RequestPanicHandler).
+func logRecovered(callback string, r any) {
+	Log(LogLevelCritical, "tollgate: recovered panic in "+callback+": "+describePanic(r))
+}
+
+// RequestPanicHandler is implemented by an HttpContext that answers a request whose
+// OnHttpRequestHeaders panicked (after the panic is logged): without it the request continues.
+type RequestPanicHandler interface {
+	OnHttpRequestHeadersPanic() types.Action
 }
 
 func describePanic(r any) string {
@@ -98,14 +107,18 @@ func proxyOnMemoryAllocate(size uint32) unsafe.Pointer {
 //go:wasmexport proxy_on_context_create
 func proxyOnContextCreate(contextID, parentID uint32) {
 	resetArena()
-	defer recoverCallback("proxy_on_context_create")
+	defer func() {
+		if r := recover(); r != nil {
+			logRecovered("proxy_on_context_create", r)
+		}
+	}()
 	if parentID == 0 {
 		if vm.root != nil {
 			vm.plugins[contextID] = vm.root.NewPluginContext(contextID)
 		}
 		return
 	}
-	if plugin, ok := vm.plugins[parentID]; ok {
+	if plugin, ok := lookUpPlugin(parentID); ok {
 		// Remembered until the context exists: if NewHttpContext panics, the stream's request
 		// headers still arrive, and the plugin decides what a stream without context gets.
 		vm.orphan, vm.orphanParent = contextID, parentID
@@ -114,6 +127,19 @@ func proxyOnContextCreate(contextID, parentID uint32) {
 		}
 		vm.orphan = 0
 	}
+}
+
+// lookUpPlugin finds a stream's plugin context; the last one found is remembered, as nearly
+// every stream has the same parent.
+func lookUpPlugin(id uint32) (types.PluginContext, bool) {
+	if id == vm.lastPluginID && vm.lastPlugin != nil {
+		return vm.lastPlugin, true
+	}
+	plugin, ok := vm.plugins[id]
+	if ok {
+		vm.lastPluginID, vm.lastPlugin = id, plugin
+	}
+	return plugin, ok
 }
 
 // StreamLossHandler is implemented by a plugin context that wants to answer a stream whose
@@ -127,7 +153,11 @@ type StreamLossHandler interface {
 //go:wasmexport proxy_on_vm_start
 func proxyOnVMStart(rootID, vmConfigurationSize uint32) (ok uint32) {
 	resetArena()
-	defer recoverCallback("proxy_on_vm_start")
+	defer func() {
+		if r := recover(); r != nil {
+			logRecovered("proxy_on_vm_start", r)
+		}
+	}()
 	if vm.root == nil {
 		return 0
 	}
@@ -139,7 +169,11 @@ func proxyOnVMStart(rootID, vmConfigurationSize uint32) (ok uint32) {
 //go:wasmexport proxy_on_configure
 func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
 	resetArena()
-	defer recoverCallback("proxy_on_configure")
+	defer func() {
+		if r := recover(); r != nil {
+			logRecovered("proxy_on_configure", r)
+		}
+	}()
 	plugin, found := vm.plugins[rootID]
 	if !found {
 		return 0
@@ -152,7 +186,15 @@ func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
 //go:wasmexport proxy_on_request_headers
 func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
 	resetArena()
-	defer recoverCallback("proxy_on_request_headers")
+	var stream types.HttpContext
+	defer func() {
+		if r := recover(); r != nil {
+			logRecovered("proxy_on_request_headers", r)
+			if h, ok := stream.(RequestPanicHandler); ok {
+				action = uint32(h.OnHttpRequestHeadersPanic())
+			}
+		}
+	}()
 	stream, ok := vm.streams.get(contextID)
 	if !ok {
 		if contextID == vm.orphan && contextID != 0 {
@@ -171,7 +213,11 @@ func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action ui
 //go:wasmexport proxy_on_response_headers
 func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
 	resetArena()
-	defer recoverCallback("proxy_on_response_headers")
+	defer func() {
+		if r := recover(); r != nil {
+			logRecovered("proxy_on_response_headers", r)
+		}
+	}()
 	stream, ok := vm.streams.get(contextID)
 	if !ok {
 		return uint32(types.ActionContinue)
@@ -189,7 +235,11 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 //go:wasmexport proxy_on_tick
 func proxyOnTick(rootID uint32) {
 	resetArena()
-	defer recoverCallback("proxy_on_tick")
+	defer func() {
+		if r := recover(); r != nil {
+			logRecovered("proxy_on_tick", r)
+		}
+	}()
 	if plugin, ok := vm.plugins[rootID]; ok {
 		plugin.OnTick()
 	}
@@ -203,14 +253,23 @@ func proxyOnTick(rootID uint32) {
 //go:wasmexport proxy_on_delete
 func proxyOnDelete(contextID uint32) {
 	resetArena()
-	defer recoverCallback("proxy_on_delete")
-	endStreamCalls(contextID)
+	defer func() {
+		if r := recover(); r != nil {
+			logRecovered("proxy_on_delete", r)
+		}
+	}()
+	if len(calls) > 0 { // walking even an empty map costs calls on every stream's end
+		endStreamCalls(contextID)
+	}
 	if stream, ok := vm.streams.remove(contextID); ok {
 		stream.OnHttpStreamDone()
 		return
 	}
 	if plugin, ok := vm.plugins[contextID]; ok {
 		delete(vm.plugins, contextID)
+		if vm.lastPluginID == contextID {
+			vm.lastPluginID, vm.lastPlugin = 0, nil
+		}
 		plugin.OnPluginDone()
 	}
 }

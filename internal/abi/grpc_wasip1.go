@@ -102,7 +102,11 @@ func ResumeHttpRequest() error { return statusErr(proxyContinueStream(0)) }
 //go:wasmexport proxy_on_grpc_receive
 func proxyOnGrpcReceive(rootID, token, responseSize uint32) {
 	resetArena()
-	defer recoverCallback("proxy_on_grpc_receive")
+	defer func() {
+		if r := recover(); r != nil {
+			logRecovered("proxy_on_grpc_receive", r)
+		}
+	}()
 	call, ok := takeCall(token)
 	if !ok {
 		return
@@ -127,7 +131,11 @@ func proxyOnGrpcReceive(rootID, token, responseSize uint32) {
 //go:wasmexport proxy_on_grpc_close
 func proxyOnGrpcClose(rootID, token, status uint32) {
 	resetArena()
-	defer recoverCallback("proxy_on_grpc_close")
+	defer func() {
+		if r := recover(); r != nil {
+			logRecovered("proxy_on_grpc_close", r)
+		}
+	}()
 	call, ok := takeCall(token)
 	if !ok {
 		return

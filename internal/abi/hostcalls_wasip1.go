@@ -129,7 +129,8 @@ func hostResult() ([]byte, wire.Status) {
 	if lastAlloc == nil || uint32(uintptr(lastAlloc)) != resultAddr || resultSize > lastAllocSize {
 		return nil, wire.StatusInvalidMemoryAccess
 	}
-	return unsafe.Slice((*byte)(lastAlloc), resultSize), wire.StatusOK
+	// Sliced from an array type rather than with unsafe.Slice, whose overflow check is a call.
+	return (*[1 << 32]byte)(lastAlloc)[:resultSize:resultSize], wire.StatusOK
 }
 
 // Log writes msg to Envoy's log at level.
@@ -287,8 +288,11 @@ func SetTickPeriod(milliseconds uint32) error {
 // readings are relative to each VM's own start, this is the raw host value, so every worker VM of
 // one Envoy process shares the time base.
 func MonotonicNanos() (int64, error) {
-	if errno := clockTimeGet(1, 0, ptrU64); errno != 0 {
-		return 0, statusErr(wire.StatusInternalFailure)
+	if clockTimeGet(1, 0, ptrU64) != 0 {
+		return 0, errClock
 	}
 	return int64(resultU64), nil
 }
+
+// errClock is MonotonicNanos's error, made once so that the function stays small enough to inline.
+var errClock = statusErr(wire.StatusInternalFailure)

@@ -100,8 +100,9 @@ type Outcome struct {
 	// with a global limit, in rule order.
 	Global []GlobalCheck
 
-	// charged is what the enforced limits took (Allow only), at decidedAt.
-	charged   []charged
+	// enforced are the enforced limits as decided (Allow only), at decidedAt: what Charge
+	// copies, read only when it is asked for.
+	enforced  []applied
 	decidedAt int64
 }
 
@@ -121,6 +122,14 @@ type Policy struct {
 	// collectStatus fills Outcome.Limits: rate-limit headers are configured.
 	collectStatus bool
 	escaped       config.EscapedSlashes
+	// hasGlobal: some rule has a global limit, so an admitted request's global checks and charge
+	// are recorded.
+	hasGlobal bool
+	// fast is the policy's one rule when it has the common shape that Admit decides without the
+	// general machinery (fastShape), nil otherwise.
+	fast *rule
+
+	limitCount int // over all rules
 
 	secret     [2]uint64
 	secretKey  string
@@ -136,6 +145,7 @@ type rule struct {
 
 type limit struct {
 	index       int
+	seq         int // the limit's number in the policy, over all rules
 	algo        algorithm
 	tag         uint8 // the config.Algorithm, stored in the slot
 	fingerprint uint32
@@ -165,7 +175,7 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 		r := &cfg.Rules[i]
 		compiled := rule{index: i, config: r}
 		for j, l := range r.Limits {
-			algo, err := newAlgorithm(l)
+			algo, err := newAlgorithm(l, p.collectStatus)
 			if err != nil {
 				return nil, errors.New("rules[" + strconv.Itoa(i) + "].limits[" + strconv.Itoa(j) + "]: " + err.Error())
 			}
@@ -173,6 +183,7 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 			prefix := r.Name + "\x00" + strconv.Itoa(j) + "\x00"
 			compiled.limits = append(compiled.limits, limit{
 				index:         j,
+				seq:           p.limitCount,
 				algo:          algo,
 				tag:           uint8(l.Algorithm),
 				fingerprint:   algo.fingerprint(),
@@ -182,11 +193,35 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 				quota:         quota,
 				windowSeconds: window,
 			})
+			p.limitCount++
 		}
 		p.rules = append(p.rules, compiled)
+		p.hasGlobal = p.hasGlobal || r.Global != nil
+	}
+	if fastShape(cfg) {
+		p.fast = &p.rules[0]
 	}
 	return p, nil
 }
+
+// fastShape reports whether a configuration is the common one: one enforced rule that applies
+// to every request, keyed by one header, at a fixed cost, without a global limit, and no
+// exemptions, nor escaped slashes to refuse (which needs the path). Admit then reads the key directly; TestFastPathMatchesGeneral holds it to the
+// general path's decisions.
+func fastShape(cfg *config.Config) bool {
+	if len(cfg.Rules) != 1 || cfg.Shadow || cfg.EscapedSlashes == config.EscapedSlashesReject {
+		return false
+	}
+	e, r := &cfg.Exempt, &cfg.Rules[0]
+	m := &r.Match
+	return len(e.Paths) == 0 && len(e.ClientCIDRs) == 0 && len(e.Headers) == 0 &&
+		m.Path == nil && len(m.Methods) == 0 && len(m.Hosts) == 0 && len(m.Headers) == 0 &&
+		len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow && r.Global == nil
+}
+
+// fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,
+// whatever that does with long keys.
+const fastKeyBytes = 256
 
 // Gate decides requests by a Policy, in buffers it reuses from one request to the next so that
 // deciding allocates nothing. It holds the scratch of one decision at a time: one Gate per VM
@@ -196,16 +231,27 @@ type Gate struct {
 
 	out     Outcome
 	paths   pathReadings // the readings of the request's path
+	held    heldHeader   // the fast path's header read, for the general path to reuse
 	applied []applied
 	buf     [SlotSize]byte
 	hashBuf []byte
-	keyBuf  []byte
-	slotBuf []byte
-	starts  []int // where each shadow rule's limits start in applied
+	// ownerBufs hold each limit's owner-hash prefix (by limit.seq), followed by the last key.
+	ownerBufs [][]byte
+	keyBuf    []byte
+	slotBuf   []byte
+	starts    []int // where each shadow rule's limits start in applied
 }
 
 // NewGate returns a Gate that decides by p.
-func NewGate(p *Policy) *Gate { return &Gate{Policy: p} }
+func NewGate(p *Policy) *Gate {
+	g := &Gate{Policy: p, ownerBufs: make([][]byte, p.limitCount)}
+	for i := range p.rules {
+		for _, l := range p.rules[i].limits {
+			g.ownerBufs[l.seq] = []byte(l.ownerPrefix)
+		}
+	}
+	return g
+}
 
 // applied is one limit about to be charged for this request.
 type applied struct {
@@ -248,7 +294,14 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	out := &g.out
 	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
 		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
-		Global: out.Global[:0], charged: out.charged[:0]}
+		Global: out.Global[:0]}
+	if g.fast != nil {
+		if g.admitFast(req, store, now) {
+			return out
+		}
+		// A missing, empty or long key: decided the general way, with the header already read.
+		req = &g.held
+	}
 	view := requestView{req: req, clientIP: g.clientIP, secret: g.secret, maxKeyBytes: g.table.MaxKeyBytes, paths: &g.paths}
 	if g.escaped == config.EscapedSlashesReject && view.hasEscapedSlash() {
 		out.Verdict = EscapedSlash
@@ -319,13 +372,19 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 		return out
 	case verdict == Limited:
 		out.Verdict, out.Rule, out.RetryAfter = Limited, worst.rule.index, worst.decision.RetryAfter
-		g.collect(enforced, worst, now)
+		if g.collectStatus {
+			g.collect(enforced, worst, now)
+		}
 		return out
 	}
-	g.collect(enforced, nil, now)
+	if g.collectStatus {
+		g.collect(enforced, nil, now)
+	}
 	g.admitted(enforced)
-	out.Global = appendGlobalChecks(out.Global, enforced)
-	out.charged, out.decidedAt = appendCharged(out.charged, enforced), now
+	if g.hasGlobal {
+		out.Global = appendGlobalChecks(out.Global, enforced)
+	}
+	out.enforced, out.decidedAt = enforced, now
 	for s, start := range shadowStart {
 		end := len(g.applied)
 		if s+1 < len(shadowStart) {
@@ -347,6 +406,88 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	}
 	out.Verdict = Allow
 	return out
+}
+
+// admitFast decides a request of the fast shape (Policy.fast) as the general path would, without
+// its generality: the key is the one header's value, read once, and the rule's limits are
+// decided directly. It returns false, having decided nothing, when the key is missing, empty or
+// longer than fastKeyBytes; g.held then answers the header for the general path.
+func (g *Gate) admitFast(req Request, store Store, now int64) bool {
+	r := g.fast
+	name := r.config.Key[0].Header
+	value, found := req.Header(name)
+	if !found || value == "" || len(value) > fastKeyBytes {
+		g.held = heldHeader{Request: req, name: name, value: value, found: found}
+		return false
+	}
+	// The partition key of one part: its length, ':', the value (appendPartitionKey).
+	key := appendDecimal(g.keyBuf[:0], len(value))
+	key = append(key, ':')
+	key = append(key, value...)
+	g.keyBuf = key
+	if len(key) > g.table.MaxKeyBytes {
+		g.held = heldHeader{Request: req, name: name, value: value, found: found}
+		return false
+	}
+	out := &g.out
+	var pkHash uint64
+	if g.collectStatus {
+		pkHash = g.partitionHash(r.config.Name, key)
+	}
+	g.applied = g.applied[:0]
+	for j := range r.limits {
+		l := &r.limits[j]
+		owner := g.owner(l, key)
+		g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner, pkHash: pkHash, cost: r.config.Cost.Units})
+	}
+	enforced := g.applied
+	verdict, worst, err := g.decide(store, enforced, now)
+	switch {
+	case err != nil:
+		out.Verdict, out.Err = Failed, err
+		return true
+	case verdict == Limited:
+		out.Verdict, out.Rule, out.RetryAfter = Limited, r.index, worst.decision.RetryAfter
+		if g.collectStatus {
+			g.collect(enforced, worst, now)
+		}
+		return true
+	}
+	if g.collectStatus {
+		g.collect(enforced, nil, now)
+	}
+	out.Admitted = append(out.Admitted, r.index)
+	out.enforced, out.decidedAt = enforced, now
+	out.Verdict = Allow
+	return true
+}
+
+// appendDecimal appends n >= 0 in decimal, as strconv.AppendInt would, a byte at a time: the
+// few digits of a key's length are cheaper written than copied (a call).
+func appendDecimal(dst []byte, n int) []byte {
+	u := uint(n)
+	div := uint(1)
+	for u/div >= 10 {
+		div *= 10
+	}
+	for ; div > 0; div /= 10 {
+		dst = append(dst, byte('0'+u/div%10))
+	}
+	return dst
+}
+
+// heldHeader is a Request whose one header was already read.
+type heldHeader struct {
+	Request
+	name, value string
+	found       bool
+}
+
+func (h *heldHeader) Header(name string) (string, bool) {
+	if name == h.name {
+		return h.value, h.found
+	}
+	return h.Request.Header(name)
 }
 
 // ruleKey builds a rule's partition key, following its missing_key policy, in a buffer of the

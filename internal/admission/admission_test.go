@@ -79,8 +79,21 @@ func mustGate(t testing.TB, doc string) *Gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.collectStatus = true
+	setCollectStatus(p, true)
 	return NewGate(p)
+}
+
+// setCollectStatus turns limit statuses on or off after Compile, as rate-limit headers would
+// have: the Outcome's Limits, and the token buckets' Remaining and Reset.
+func setCollectStatus(p *Policy, on bool) {
+	p.collectStatus = on
+	for i := range p.rules {
+		for j := range p.rules[i].limits {
+			if tb, ok := p.rules[i].limits[j].algo.(*tokenBucket); ok {
+				tb.describe = on
+			}
+		}
+	}
 }
 
 const sec = int64(time.Second)

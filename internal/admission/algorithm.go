@@ -36,7 +36,9 @@ type algorithm interface {
 	policy() (quota int64, windowSeconds int64)
 }
 
-func newAlgorithm(l config.Limit) (algorithm, error) {
+// newAlgorithm compiles a limit. describe says whether its decisions must carry Remaining and
+// Reset (rate-limit headers are configured): a token bucket computes them only then.
+func newAlgorithm(l config.Limit, describe bool) (algorithm, error) {
 	switch l.Algorithm {
 	case config.FixedWindow:
 		limit := limiter.WindowLimit{Capacity: l.Capacity, Window: l.Window}
@@ -49,7 +51,9 @@ func newAlgorithm(l config.Limit) (algorithm, error) {
 	default:
 		b, err := limiter.NewBucket(limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: l.RefillTokens, RefillInterval: l.RefillInterval})
 		g := gcd(uint64(l.RefillInterval), uint64(l.RefillTokens))
-		return tokenBucket{b: b, creditsPerNano: int64(uint64(l.RefillTokens) / max(g, 1))}, err
+		return &tokenBucket{b: b, describe: describe,
+			capacity: l.Capacity, capacityCredits: b.Initial(0).Level, creditsPerToken: b.CreditsPerToken(),
+			creditsPerNano: int64(uint64(l.RefillTokens) / max(g, 1))}, err
 	}
 }
 
@@ -70,22 +74,75 @@ func ceilSeconds(d time.Duration) int64 {
 
 // tokenBucket stores (level in credits, last update, credits per token): the third cell lets a
 // changed limit carry the level over in tokens.
+//
+// It decides on the request path, so take and the checks around it are written out on the
+// bucket's numbers rather than calling limiter.Bucket: in upstream Go's Wasm every call and every
+// signed division (a runtime call) is costly. FuzzTokenBucketMatchesLimiter holds them to
+// limiter.Bucket's decisions exactly.
 type tokenBucket struct {
-	b              limiter.Bucket
-	creditsPerNano int64
+	b        limiter.Bucket
+	describe bool // compute Remaining and Reset
+
+	capacity        int64 // tokens
+	capacityCredits int64 // <= 2^62
+	creditsPerToken int64 // >= 1
+	creditsPerNano  int64 // >= 1 for a valid bucket
 }
 
 func bucketState(c cells) limiter.BucketState { return limiter.BucketState{Level: c[0], Last: c[1]} }
-func (t tokenBucket) cells(s limiter.BucketState) cells {
-	return cells{s.Level, s.Last, t.b.CreditsPerToken()}
+func (t *tokenBucket) cells(s limiter.BucketState) cells {
+	return cells{s.Level, s.Last, t.creditsPerToken}
 }
 
-func (t tokenBucket) initial(now int64) cells { return t.cells(t.b.Initial(now)) }
-func (t tokenBucket) take(c cells, now, n int64) (cells, limiter.Decision) {
-	s, d := t.b.Take(bucketState(c), now, n)
-	return t.cells(s), d
+func (t *tokenBucket) initial(now int64) cells {
+	return cells{t.capacityCredits, now, t.creditsPerToken}
 }
-func (t tokenBucket) give(c cells, now, n int64) cells {
+
+// take is limiter.Bucket.Take on the cells: refill to now, then take n tokens if there are.
+func (t *tokenBucket) take(c cells, now, n int64) (cells, limiter.Decision) {
+	if n > t.capacity || t.creditsPerNano <= 0 {
+		// Never admitted (or an invalid bucket): rare, left to the limiter.
+		s, d := t.b.Take(bucketState(c), now, n)
+		return t.cells(s), d
+	}
+	n = max(n, 1)
+	level, last := min(max(c[0], 0), t.capacityCredits), c[1]
+	if now > last {
+		// Full once elapsed × creditsPerNano reaches the deficit; the product is only formed
+		// when elapsed is below the deficit (<= 2^62), and its high word says when it is more.
+		elapsed, deficit := uint64(now)-uint64(last), uint64(t.capacityCredits-level)
+		hi, added := bits.Mul64(elapsed, uint64(t.creditsPerNano))
+		if elapsed >= deficit || hi != 0 || added >= deficit {
+			level = t.capacityCredits
+		} else {
+			level += int64(added)
+		}
+		last = now
+	}
+	want := n * t.creditsPerToken // <= capacityCredits
+	d := limiter.Decision{Allowed: level >= want}
+	if d.Allowed {
+		level -= want
+	} else {
+		d.RetryAfter = time.Duration(ceilDivU(uint64(want-level), uint64(t.creditsPerNano)))
+	}
+	if t.describe {
+		d.Remaining = int64(uint64(level) / uint64(t.creditsPerToken))
+		d.Reset = time.Duration(ceilDivU(uint64(t.capacityCredits-level), uint64(t.creditsPerNano)))
+	}
+	return cells{level, last, t.creditsPerToken}, d
+}
+
+// ceilDivU is ⌈a/d⌉ for d >= 1, in unsigned arithmetic (Wasm's i64.div_u, no runtime call).
+func ceilDivU(a, d uint64) uint64 {
+	q := a / d
+	if q*d != a {
+		q++
+	}
+	return q
+}
+
+func (t *tokenBucket) give(c cells, now, n int64) cells {
 	return t.cells(t.b.Give(bucketState(c), now, n))
 }
 
@@ -94,18 +151,18 @@ func (t tokenBucket) give(c cells, now, n int64) cells {
 // written level plus the refill since, so n tokens, or the room left above that, whichever is
 // less, are still owed, in credits: a refill of part of a token since the write costs only that
 // part, never a whole token.
-func (t tokenBucket) undo(c, written cells, now, n int64) cells {
+func (t *tokenBucket) undo(c, written cells, now, n int64) cells {
 	end := max(now, c[1])
 	idle := t.idleAt(written)
 	if end >= idle || t.creditsPerNano <= 0 {
 		return c // the bucket may have been full since: nothing is owed
 	}
-	capacity := t.b.Initial(0).Level
+	capacity := t.capacityCredits
 	peak := min(max(written[0], 0), capacity)
 	if end > written[1] {
 		peak += (end - written[1]) * t.creditsPerNano // below capacity: end is before idle
 	}
-	owed := min(min(max(n, 0), t.b.Limit().Capacity)*t.b.CreditsPerToken(), capacity-peak)
+	owed := min(min(max(n, 0), t.capacity)*t.creditsPerToken, capacity-peak)
 	if owed <= 0 {
 		return c
 	}
@@ -114,19 +171,18 @@ func (t tokenBucket) undo(c, written cells, now, n int64) cells {
 	return t.cells(s)
 }
 
-func (t tokenBucket) valid(c cells) bool {
-	return c[2] == t.b.CreditsPerToken() && t.b.Valid(bucketState(c))
+func (t *tokenBucket) valid(c cells) bool {
+	return c[2] == t.creditsPerToken && 0 <= c[0] && c[0] <= t.capacityCredits
 }
-func (t tokenBucket) fingerprint() uint32 { return t.b.Fingerprint() }
+func (t *tokenBucket) fingerprint() uint32 { return t.b.Fingerprint() }
 
 // idleAt: full again at last + ceil(missing credits / credits per nanosecond).
-func (t tokenBucket) idleAt(c cells) int64 {
-	capacity := t.b.Initial(0).Level
-	missing := capacity - min(max(c[0], 0), capacity)
+func (t *tokenBucket) idleAt(c cells) int64 {
+	missing := t.capacityCredits - min(max(c[0], 0), t.capacityCredits)
 	if missing == 0 || t.creditsPerNano <= 0 {
 		return c[1]
 	}
-	wait := (missing + t.creditsPerNano - 1) / t.creditsPerNano
+	wait := int64(ceilDivU(uint64(missing), uint64(t.creditsPerNano)))
 	if c[1] > math.MaxInt64-wait {
 		return math.MaxInt64
 	}
@@ -135,8 +191,8 @@ func (t tokenBucket) idleAt(c cells) int64 {
 
 // convert keeps the tokens the key had, clamped to the new capacity (rounded down: a changed
 // limit never hands out a fraction more).
-func (t tokenBucket) convert(c cells, now int64) (cells, bool) {
-	oldPerToken, newPerToken := c[2], t.b.CreditsPerToken()
+func (t *tokenBucket) convert(c cells, now int64) (cells, bool) {
+	oldPerToken, newPerToken := c[2], t.creditsPerToken
 	if oldPerToken <= 0 || c[0] < 0 {
 		return cells{}, false
 	}
@@ -145,13 +201,13 @@ func (t tokenBucket) convert(c cells, now int64) (cells, bool) {
 		return t.initial(now), true // more than any capacity: full
 	}
 	level, _ := bits.Div64(hi, lo, uint64(oldPerToken))
-	capacity := t.b.Initial(0).Level
+	capacity := t.capacityCredits
 	return cells{min(int64(min(level, uint64(capacity))), capacity), c[1], newPerToken}, true
 }
 
 // policy: a token bucket's quota is its capacity, restored from empty in
 // capacity × refill_interval / refill_tokens.
-func (t tokenBucket) policy() (int64, int64) {
+func (t *tokenBucket) policy() (int64, int64) {
 	l := t.b.Limit()
 	refill := time.Duration(float64(l.RefillInterval) * float64(l.Capacity) / float64(l.RefillTokens))
 	return l.Capacity, max(ceilSeconds(refill), 1)

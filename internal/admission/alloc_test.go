@@ -45,7 +45,7 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 		  "key": [{"client_ip": {}}, {"authority": {}}, {"path": {}}], "limits": [{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "1s"}]}]}`,
 	} {
 		g := mustGate(t, doc)
-		g.collectStatus = false
+		setCollectStatus(g.Policy, false)
 		store := &steadyStore{values: map[string][]byte{}, cas: map[string]uint32{}}
 		var r Request = req("192.0.2.1:1", "k", "alice") // boxed once: the test's own allocation
 		g.Admit(r, store, sec)                           // the first request creates the slots

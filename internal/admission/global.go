@@ -66,10 +66,14 @@ func appendCharged(dst []charged, enforced []applied) []charged {
 // Charge returns what the request was charged (nothing unless the verdict is Allow). It is a
 // copy: it stays valid across later decisions of the Gate, for as long as the request is held.
 func (o *Outcome) Charge() Charge {
-	if o.Verdict != Allow || len(o.charged) == 0 {
+	if o.Verdict != Allow {
 		return Charge{}
 	}
-	return Charge{entries: append([]charged(nil), o.charged...), at: o.decidedAt}
+	entries := appendCharged(nil, o.enforced)
+	if len(entries) == 0 {
+		return Charge{}
+	}
+	return Charge{entries: entries, at: o.decidedAt}
 }
 
 // GiveBack returns a charge to the limits it was taken from, at now (monotonic nanoseconds).

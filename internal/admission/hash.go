@@ -40,11 +40,12 @@ func (p *Policy) LoadSecret(store Store, random func() uint64) error {
 	return errContended
 }
 
-// owner is the keyed hash that names a bucket: the rule, the limit and the partition key.
+// owner is the keyed hash that names a bucket: the rule, the limit and the partition key. Each
+// limit hashes in a buffer of its own that keeps its prefix, so only the key is copied.
 func (g *Gate) owner(l *limit, partitionKey []byte) uint64 {
-	buf := append(g.hashBuf[:0], l.ownerPrefix...)
-	buf = append(buf, partitionKey...)
-	g.hashBuf = buf
+	buf := g.ownerBufs[l.seq]
+	buf = append(buf[:len(l.ownerPrefix)], partitionKey...)
+	g.ownerBufs[l.seq] = buf
 	return sipHash24(g.secret[0], g.secret[1], buf)
 }
 

@@ -1,0 +1,216 @@
+package admission
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/limiter"
+)
+
+// interesting are values around the edges of the bucket's arithmetic, mixed into random ones.
+var interesting = []int64{0, 1, 2, 3, 7, 10, 999, 1000, 1001, 1e9, 1e12, 1 << 31, 1<<32 + 1, 1 << 40,
+	1<<62 - 1, 1 << 62, 1<<62 + 1, math.MaxInt64 - 1, math.MaxInt64, -1, -2, -1e9, math.MinInt64}
+
+func pick(r *rand.Rand) int64 {
+	switch r.IntN(4) {
+	case 0:
+		return interesting[r.IntN(len(interesting))]
+	case 1:
+		return r.Int64N(100) - 10
+	case 2:
+		return r.Int64N(1e12)
+	}
+	return int64(r.Uint64())
+}
+
+// The token bucket's written-out take, valid and idleAt decide exactly as limiter.Bucket (and the
+// formulas it replaced) on every state, time and cost: the same admission, wait and next state,
+// and, when it describes, the same Remaining and Reset. Random limits and states, weighted towards
+// the edges of the arithmetic, over many seeds.
+func TestTokenBucketMatchesLimiter(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	checked := 0
+	for checked < 300_000 {
+		l := config.Limit{Capacity: pick(r), RefillTokens: pick(r), RefillInterval: time.Duration(pick(r))}
+		if r.IntN(2) == 0 { // realistic shapes half the time
+			l = config.Limit{Capacity: 1 + r.Int64N(1000), RefillTokens: 1 + r.Int64N(100), RefillInterval: time.Duration(1 + r.Int64N(int64(time.Hour)))}
+		}
+		describe := r.IntN(2) == 0
+		algo, err := newAlgorithm(l, describe)
+		if err != nil {
+			continue
+		}
+		tb := algo.(*tokenBucket)
+		ref, err := limiter.NewBucket(limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: l.RefillTokens, RefillInterval: l.RefillInterval})
+		if err != nil {
+			t.Fatalf("%+v: the limiter refuses a limit the adapter accepts: %v", l, err)
+		}
+		perToken := ref.CreditsPerToken()
+		for range 20 {
+			c := cells{pick(r), pick(r), perToken}
+			switch r.IntN(3) {
+			case 0:
+				c[0] = r.Int64N(ref.Initial(0).Level + 1)
+			case 1:
+				c[2] = pick(r)
+			}
+			now, n := pick(r), pick(r)
+			if r.IntN(2) == 0 {
+				now, n = c[1]+r.Int64N(int64(10*time.Second)), r.Int64N(l.Capacity+2)
+			}
+			gotCells, got := tb.take(c, now, n)
+			wantState, want := ref.Take(bucketState(c), now, n)
+			wantCells := cells{wantState.Level, wantState.Last, perToken}
+			if !describe {
+				want.Remaining, want.Reset = 0, 0
+				if n > l.Capacity { // left to the limiter, which always describes
+					got.Remaining, got.Reset = 0, 0
+				}
+			}
+			if gotCells != wantCells || got != want {
+				t.Fatalf("%+v describe %v: take(%v, now %d, n %d) = %v %+v, the limiter %v %+v", l, describe, c, now, n, gotCells, got, wantCells, want)
+			}
+			if got, want := tb.valid(c), c[2] == perToken && ref.Valid(bucketState(c)); got != want {
+				t.Fatalf("%+v: valid(%v) = %v, want %v", l, c, got, want)
+			}
+			if got, want := tb.idleAt(c), referenceIdleAt(ref, tb.creditsPerNano, c); got != want {
+				t.Fatalf("%+v: idleAt(%v) = %d, want %d", l, c, got, want)
+			}
+			checked++
+		}
+	}
+}
+
+// referenceIdleAt is idleAt as first written, on limiter.Bucket and signed arithmetic, with the
+// ceiling taken without forming missing+creditsPerNano-1 (which overflowed for refill rates near
+// 2^63 credits per nanosecond and gave a slot back one nanosecond early).
+func referenceIdleAt(b limiter.Bucket, creditsPerNano int64, c cells) int64 {
+	capacity := b.Initial(0).Level
+	missing := capacity - min(max(c[0], 0), capacity)
+	if missing == 0 || creditsPerNano <= 0 {
+		return c[1]
+	}
+	wait := missing / creditsPerNano
+	if wait*creditsPerNano != missing {
+		wait++
+	}
+	if c[1] > math.MaxInt64-wait {
+		return math.MaxInt64
+	}
+	return c[1] + wait
+}
+
+// countingRequest counts the reads a decision makes of a request.
+type countingRequest struct {
+	fakeRequest
+	reads *int
+}
+
+func (r countingRequest) Header(name string) (string, bool) {
+	*r.reads++
+	return r.fakeRequest.Header(name)
+}
+
+// The fast path for the common rule shape decides exactly as the general path: for random
+// configurations of that shape (missing-key policies, costs, one to three limits of every
+// algorithm, headers on or off, small tables that force sharing, short key limits) and random
+// requests (known, new, empty, missing and over-long keys) at random times, both give the same
+// Outcome, read the request as often, and leave shared data the same.
+func TestFastPathMatchesGeneral(t *testing.T) {
+	limits := []string{
+		`{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}`,
+		`{"capacity": 1, "refill_tokens": 1, "refill_interval": "24h"}`,
+		`{"capacity": 1000000000, "refill_tokens": 1000000000, "refill_interval": "1s"}`,
+		`{"algorithm": "fixed_window", "capacity": 2, "window": "1s"}`,
+		`{"algorithm": "sliding_window", "capacity": 5, "window": "2s"}`,
+	}
+	missing := []string{``, `, "missing_key": {"action": "allow"}`, `, "missing_key": {"action": "reject", "status": 403}`,
+		`, "missing_key": {"action": "fallback", "key": [{"client_ip": {}}]}`}
+	costs := []string{``, `, "cost": 0`, `, "cost": 2`}
+	r := rand.New(rand.NewPCG(3, 4))
+	longKey := strings.Repeat("k", fastKeyBytes+1)
+	for round := range 300 {
+		var ls []string
+		for range 1 + r.IntN(3) {
+			ls = append(ls, limits[r.IntN(len(limits))])
+		}
+		headers := []string{`"off"`, `"draft"`}[r.IntN(2)]
+		whenFull := []string{"share", "reject", "allow"}[r.IntN(3)]
+		doc := `{"rate_limit_headers": ` + headers + `, "key_table": {"max_keys": ` + []string{"16", "100000"}[r.IntN(2)] +
+			`, "when_full": "` + whenFull + `", "max_key_bytes": ` + []string{"16", "1024"}[r.IntN(2)] + `},
+		  "rules": [{"name": "r", "key": [{"header": "x-api-key"}], "limits": [` + strings.Join(ls, ", ") + `]` +
+			missing[r.IntN(len(missing))] + costs[r.IntN(len(costs))] + `}]}`
+		cfg, err := config.Parse([]byte(doc))
+		if err != nil {
+			continue // a cost above a capacity
+		}
+		gates := [2]*Gate{}
+		stores := [2]*memStore{newMemStore(), newMemStore()}
+		for i := range gates {
+			p, err := Compile(cfg, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			secret := uint64(round)
+			if err := p.LoadSecret(stores[i], func() uint64 { secret++; return secret }); err != nil {
+				t.Fatal(err)
+			}
+			if i == 1 {
+				p.fast = nil // the general path
+			}
+			gates[i] = NewGate(p)
+		}
+		if gates[0].fast == nil {
+			t.Fatalf("%s: not the fast shape", doc)
+		}
+		now := int64(1000 * sec)
+		keys := []string{"alice", "bob", "carol", "", longKey, strings.Repeat("x", 14)}
+		for step := range 60 {
+			now += r.Int64N(800 * int64(time.Millisecond))
+			req := fakeRequest{headers: map[string]string{}, source: "192.0.2.7:4000"}
+			if k := r.IntN(len(keys) + 1); k < len(keys) {
+				req.headers["x-api-key"] = keys[k]
+			} else if r.IntN(2) == 0 {
+				req.source = "" // no key and no address either
+			}
+			var reads [2]int
+			var outs [2]Outcome
+			for i, g := range gates {
+				outs[i] = *g.Admit(countingRequest{req, &reads[i]}, stores[i], now)
+			}
+			if !reflect.DeepEqual(outs[0], outs[1]) || reads[0] != reads[1] {
+				t.Fatalf("%s\nround %d step %d, request %+v:\n fast    %+v (%d reads)\n general %+v (%d reads)",
+					doc, round, step, req, outs[0], reads[0], outs[1], reads[1])
+			}
+		}
+		if !reflect.DeepEqual(stores[0].values, stores[1].values) {
+			t.Fatalf("%s\nround %d: shared data differs", doc, round)
+		}
+	}
+}
+
+// fastShape checks every field of config.Match, config.Exemptions and config.Rule that could take
+// a request off the fast path: a field added to one of them must be considered there too, or the
+// fast path would ignore it.
+func TestFastShapeKnowsEveryMatchField(t *testing.T) {
+	for typ, want := range map[reflect.Type]int{reflect.TypeOf(config.Match{}): 4, reflect.TypeOf(config.Exemptions{}): 3, reflect.TypeOf(config.Rule{}): 8} {
+		if typ.NumField() != want {
+			t.Errorf("config.%s has %d fields, fastShape knows %d: check it against the new ones", typ.Name(), typ.NumField(), want)
+		}
+	}
+}
+
+// appendDecimal writes what strconv.AppendInt writes.
+func TestAppendDecimal(t *testing.T) {
+	for _, n := range append([]int{0, 1, 9, 10, 99, 100, 65536, 1<<31 - 1, math.MaxInt64}, rand.Perm(20000)...) {
+		if got, want := string(appendDecimal([]byte("x"), n)), "x"+strconv.Itoa(n); got != want {
+			t.Fatalf("appendDecimal(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
