@@ -1,10 +1,12 @@
 # Tollgate: a per-key rate limiter for Envoy, as a proxy-wasm module written in Go.
 #
-#   make build   the module (build/tollgate.wasm) and the CLI (build/tollgate)
+#   make build   the module (build/tollgate.wasm, size-optimized by binaryen's wasm-opt when
+#                installed) and the CLI (build/tollgate)
 #   make run     the module in the embedded host, in front of a demo upstream
 #   make test    the whole suite (it builds the module itself), with every skip named
 #   make test-race  the packages that run natively, under the race detector (CI runs both)
 #   make bench   benchmarks
+#   make bench-report  the figures BENCHMARKS.md quotes, from one run (bench/results/report.*)
 #   make fuzz    every fuzz target for FUZZTIME each (an execution count: 300000x)
 #   make soak    the long runs: a million requests in the Envoy 1.33 profile (poll_oneoff), the
 #                exactness property over many more seeds, CAS retry rates over more requests,
@@ -47,18 +49,34 @@ RATELIMIT_BIN := build/ratelimit/$(RATELIMIT_VERSION)
 # staticcheck for make check, pinned; go run fetches it from the Go module proxy (it is no
 # dependency of the module). It checks the native build; go vet also checks the wasip1 files.
 STATICCHECK_VERSION ?= v0.8.2
+# The module's optimizer: binaryen's wasm-opt (Debian: binaryen) at -Oz, keeping the name section
+# (-g) so that Envoy's trap backtraces name functions; the features are what upstream Go emits.
+# Without wasm-opt the module is built all the same, unoptimized, and the build says so. The
+# tests' builds (internal/testbuild) read WASM_OPT_FLAGS from this line.
+WASM_OPT       ?= wasm-opt
+WASM_OPT_FLAGS ?= -Oz -g --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
+# make wasm builds one module: PKG (the filter) with build TAGS into WASM, then optimizes it.
+PKG  ?= ./filter
+TAGS ?=
 # Packages linked into the module: they must also vet for wasip1.
 WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/rls ./internal/version ./config ./limiter
 
-.PHONY: build run test test-race bench fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
+.PHONY: build wasm run test test-race bench bench-report fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
 
 # build/tollgate.wasm.sha256 is in sha256sum's format ("HEX  tollgate.wasm"): `sha256sum -c` in
 # build/ checks it, and its first field is what Envoy's vm_config.code.remote.sha256 wants.
-build:
-	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags '$(LDFLAGS)' -o $(WASM) ./filter
+build: wasm
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/tollgate
 	cd $(dir $(WASM)) && { sha256sum $(notdir $(WASM)) 2>/dev/null || shasum -a 256 $(notdir $(WASM)); } > $(notdir $(WASM)).sha256
 	@echo "built $(WASM) $(VERSION) ($$(wc -c < $(WASM)) bytes, sha256 $$(cut -d' ' -f1 $(WASM).sha256)) and $(BIN)"
+
+wasm:
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags '$(LDFLAGS)' -tags '$(TAGS)' -o $(WASM) $(PKG)
+	@if command -v $(WASM_OPT) >/dev/null 2>&1; then \
+		$(WASM_OPT) $(WASM_OPT_FLAGS) $(WASM) -o $(WASM).opt && mv $(WASM).opt $(WASM); \
+	else \
+		echo "$(WASM_OPT) not found (Debian: apt-get install binaryen): $(WASM) is not size-optimized"; \
+	fi
 
 run: build
 	@echo
@@ -106,6 +124,13 @@ ratelimit:
 # memory and size, HTTP (bench/doc.go), and the limiter's own. No timing is asserted anywhere.
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCHCOUNT) -timeout 2h ./...
+
+# The benchmarks BENCHMARKS.md quotes, REPORTCOUNT times each, in one run: the raw output goes to
+# bench/results/report.txt, the tables to bench/results/report.md and into BENCHMARKS.md's
+# generated section (bench/report).
+REPORTCOUNT ?= 5
+bench-report:
+	$(GO) run ./bench/report -count $(REPORTCOUNT)
 
 fuzz:
 	@set -e; for target in $(FUZZ_TARGETS); do \

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -51,7 +52,18 @@ const block = 128
 // request (any time-based limiter needs one). tollgate/floor is the ratio the target is
 // set on (≤ 1.3 for admitted-known); hostcalls/op and alloc-callbacks/op are Tollgate's crossings
 // out of the module and into its allocator per request, floor-hostcalls/op the probe's.
+//
+// With TOLLGATE_BENCH_BASELINE=FILE.wasm, a second build of Tollgate (another version, built as
+// `make build` builds) takes its turns too, and baseline/floor is its ratio in the same run: the
+// way to measure a change before and after against one floor.
 func BenchmarkFloor(b *testing.B) {
+	var baseline []byte
+	if path := os.Getenv("TOLLGATE_BENCH_BASELINE"); path != "" {
+		var err error
+		if baseline, err = os.ReadFile(path); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, rt := range requestTypes {
 		b.Run(rt.name, func(b *testing.B) {
 			tg := newRig(b, tollgateModule(b), rigOptions{config: rt.config})
@@ -60,8 +72,14 @@ func BenchmarkFloor(b *testing.B) {
 			tgKey := rt.prepare(b, tg, b.N)
 			flKey := rt.prepare(b, fl, b.N)
 			flcKey := rt.prepare(b, flc, b.N)
+			var bl *rig
+			var blKey func(int) string
+			if baseline != nil {
+				bl = newRig(b, baseline, rigOptions{config: rt.config})
+				blKey = rt.prepare(b, bl, b.N)
+			}
 			tgBefore, flBefore := tg.vm.Stats(), fl.vm.Stats()
-			var floorTime, floorClockTime time.Duration
+			var floorTime, floorClockTime, baselineTime time.Duration
 			b.ReportAllocs()
 			b.ResetTimer()
 			for done := 0; done < b.N; {
@@ -80,6 +98,13 @@ func BenchmarkFloor(b *testing.B) {
 				}
 				floorTime += middle.Sub(start)
 				floorClockTime += time.Since(middle)
+				if bl != nil {
+					start := time.Now()
+					for i := done; i < done+n; i++ {
+						bl.expect(b, blKey(i), rt.status)
+					}
+					baselineTime += time.Since(start)
+				}
 				done += n
 				b.StartTimer()
 			}
@@ -92,6 +117,9 @@ func BenchmarkFloor(b *testing.B) {
 			b.ReportMetric(tgCross.hostCalls, "hostcalls/op")
 			b.ReportMetric(tgCross.allocations, "alloc-callbacks/op")
 			b.ReportMetric(flCross.hostCalls, "floor-hostcalls/op")
+			if bl != nil {
+				b.ReportMetric(float64(baselineTime)/float64(floorTime), "baseline/floor")
+			}
 		})
 	}
 }

@@ -1,5 +1,6 @@
 // Package testbuild builds this repository's code for tests: Wasm modules exactly as `make build`
-// builds the product (GOOS=wasip1 GOARCH=wasm, -buildmode=c-shared, -trimpath), and native
+// builds the product (GOOS=wasip1 GOARCH=wasm, -buildmode=c-shared, -trimpath, then binaryen's
+// wasm-opt with the Makefile's WASM_OPT_FLAGS when it is installed), and native
 // commands. Every test that runs a module builds it from the tree it tests, so no test can pass
 // against a stale or missing build; a build that fails fails the test, it never skips.
 //

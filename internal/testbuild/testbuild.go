@@ -74,7 +74,47 @@ func buildModule(pkg string, tags []string) ([]byte, error) {
 	if err := goCommand([]string{"GOOS=wasip1", "GOARCH=wasm"}, args...); err != nil {
 		return nil, err
 	}
+	if err := optimize(out); err != nil {
+		return nil, err
+	}
 	return os.ReadFile(out)
+}
+
+// optimize runs the optimizer step of `make build` on a module, in place: wasm-opt with the
+// Makefile's WASM_OPT_FLAGS, when wasm-opt is installed (as make build, which falls back to the
+// unoptimized module without it). The tests then run the module Envoy loads.
+func optimize(module string) error {
+	wasmOpt, err := exec.LookPath("wasm-opt")
+	if err != nil {
+		return nil
+	}
+	flags, err := optimizerFlags()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(wasmOpt, append(flags, module, "-o", module+".opt")...)
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, output)
+	}
+	return os.Rename(module+".opt", module)
+}
+
+// optimizerFlags reads WASM_OPT_FLAGS from the Makefile, so that the flags live in one place.
+func optimizerFlags() ([]string, error) {
+	root, err := Root()
+	if err != nil {
+		return nil, err
+	}
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(makefile), "\n") {
+		if name, value, ok := strings.Cut(line, "?="); ok && strings.TrimSpace(name) == "WASM_OPT_FLAGS" {
+			return strings.Fields(value), nil
+		}
+	}
+	return nil, errors.New("testbuild: the Makefile sets no WASM_OPT_FLAGS")
 }
 
 // Command builds the package pkg (relative to the repository root, e.g. "./cmd/tollgate") into a

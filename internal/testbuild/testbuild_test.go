@@ -55,3 +55,14 @@ func TestBuildFailureIsReported(t *testing.T) {
 		t.Fatalf("got %v, want the failed go build and its output", err)
 	}
 }
+
+// The tests optimize with the flags make build uses: -Oz, the name section kept.
+func TestOptimizerFlagsComeFromTheMakefile(t *testing.T) {
+	flags, err := optimizerFlags()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(flags, " "); !strings.Contains(got, "-Oz") || !strings.Contains(got, "-g") {
+		t.Fatalf("WASM_OPT_FLAGS %q: want -Oz and -g (names kept for trap backtraces)", got)
+	}
+}

@@ -1,0 +1,292 @@
+// Command report runs the benchmarks BENCHMARKS.md quotes, once, and writes what it quotes from
+// that one run: the raw `go test -bench` output (bench/results/report.txt, for benchstat), the
+// tables (bench/results/report.md), and the same tables into BENCHMARKS.md between its
+// "bench-report" markers. No figure in those tables comes from anywhere else, so none can go
+// stale. `make bench-report` runs it from the repository's root; -count sets the repetitions
+// (medians with [min..max] are reported), -parse FILE rebuilds the tables from a raw output
+// without running anything.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	count := flag.Int("count", 5, "repetitions of each benchmark")
+	parse := flag.String("parse", "", "build the tables from this raw output instead of running the benchmarks")
+	dir := flag.String("out", "bench/results", "where report.txt and report.md go")
+	doc := flag.String("doc", "BENCHMARKS.md", "the document whose bench-report section is replaced")
+	flag.Parse()
+	if err := run(*count, *parse, *dir, *doc); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+}
+
+// The benchmarks the tables quote, and how long each runs.
+const (
+	benchmarks = `^(BenchmarkFloor|BenchmarkCrossings|BenchmarkModuleSize|BenchmarkMemory|BenchmarkDecision)$`
+	benchtime  = "20000x"
+)
+
+func run(count int, parse, dir, doc string) error {
+	var raw []byte
+	if parse != "" {
+		var err error
+		if raw, err = os.ReadFile(parse); err != nil {
+			return err
+		}
+	} else {
+		var out bytes.Buffer
+		cmd := exec.Command("go", "test", "-run", "^$", "-bench", benchmarks, "-benchtime", benchtime,
+			"-count", strconv.Itoa(count), "-timeout", "2h", "./bench/")
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, os.Stdout), os.Stderr
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go test: %w", err)
+		}
+		fmt.Fprintf(&out, "# report: %s, -count %d, %s, load average at the end %s\n",
+			time.Now().UTC().Format(time.RFC3339), count, time.Since(start).Round(time.Second), loadAverage())
+		raw = out.Bytes()
+		if err := os.WriteFile(dir+"/report.txt", raw, 0o644); err != nil {
+			return err
+		}
+	}
+	results, err := parseBench(raw)
+	if err != nil {
+		return err
+	}
+	tables := render(results, header(raw))
+	if err := os.WriteFile(dir+"/report.md", []byte(tables), 0o644); err != nil {
+		return err
+	}
+	return replaceSection(doc, tables)
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// header is the run's environment lines (goos, cpu, the report line).
+func header(raw []byte) []string {
+	var lines []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(l, "cpu:") || strings.HasPrefix(l, "# report:") {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	return append(lines, "go: "+runtime.Version())
+}
+
+// results holds every value of every metric of every benchmark, by name ("Floor/rejected") and
+// unit ("ns/op", "tollgate/floor").
+type results map[string]map[string][]float64
+
+// parseBench reads `go test -bench` output: name, iterations, then value-unit pairs.
+func parseBench(raw []byte) (results, error) {
+	r := results{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], "Benchmark")
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i] // the GOMAXPROCS suffix
+			}
+		}
+		if r[name] == nil {
+			r[name] = map[string][]float64{}
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("%q: %v", sc.Text(), err)
+			}
+			r[name][f[i+1]] = append(r[name][f[i+1]], v)
+		}
+	}
+	if len(r) == 0 {
+		return nil, fmt.Errorf("no benchmark results")
+	}
+	return r, sc.Err()
+}
+
+// figure is a metric's median over the runs, with its range.
+type figure struct {
+	median, min, max float64
+	ok               bool
+}
+
+func (r results) get(name, unit string) figure {
+	vs := slices.Clone(r[name][unit])
+	if len(vs) == 0 {
+		return figure{}
+	}
+	slices.Sort(vs)
+	m := vs[len(vs)/2]
+	if len(vs)%2 == 0 {
+		m = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	}
+	return figure{median: m, min: vs[0], max: vs[len(vs)-1], ok: true}
+}
+
+// format writes a figure with the given decimals; the range only when the runs differ.
+func (f figure) format(decimals int) string {
+	if !f.ok {
+		return "–"
+	}
+	s := number(f.median, decimals)
+	if f.min != f.max {
+		s += " [" + number(f.min, decimals) + ".." + number(f.max, decimals) + "]"
+	}
+	return s
+}
+
+// number formats with thousands separators for large values.
+func number(v float64, decimals int) string {
+	s := strconv.FormatFloat(v, 'f', decimals, 64)
+	intPart, frac, _ := strings.Cut(s, ".")
+	neg := strings.HasPrefix(intPart, "-")
+	intPart = strings.TrimPrefix(intPart, "-")
+	var b strings.Builder
+	for i, c := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	out := b.String()
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out
+}
+
+// met says whether a measured figure meets its target; "–" when it was not measured.
+func met(measured, ok bool) string {
+	if !measured {
+		return "–"
+	}
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+var requestTypes = []struct{ name, label string }{
+	{"admitted-known", "admitted, known key"},
+	{"rejected", "rejected (bucket empty)"},
+	{"new-key", "new key"},
+}
+
+func render(r results, env []string) string {
+	count := len(r["Floor/admitted-known"]["ns/op"])
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("<!-- Generated by `make bench-report` from bench/results/report.txt; do not edit by hand. -->\n\n")
+	w("Run: %s.\n\n", strings.Join(env, "; "))
+
+	ratio := r.get("Floor/admitted-known", "tollgate/floor")
+	host := r.get("Crossings/tollgate/admitted-known", "hostcalls/op")
+	guest := r.get("Crossings/tollgate/admitted-known", "guest-calls/op")
+	size := r.get("ModuleSize/tollgate", "bytes")
+	allocs := figure{}
+	for _, rt := range requestTypes {
+		if f := r.get("Crossings/tollgate/"+rt.name, "guest-allocs/op"); f.ok && (!allocs.ok || f.median > allocs.median) {
+			allocs = f
+		}
+	}
+	first, second := r.get("Memory", "1M-pages"), r.get("Memory", "2M-pages")
+	w("| target | measured (median of %d runs [min..max]) | met? |\n|---|---|---|\n", count)
+	w("| tollgate / floor ≤ 2.2, admitted request of a known key | **%s** | %s |\n", ratio.format(2), met(ratio.ok, ratio.median <= 2.2))
+	for _, rt := range requestTypes[1:] {
+		w("| (reported) tollgate / floor, %s | %s | – |\n", rt.label, r.get("Floor/"+rt.name, "tollgate/floor").format(2))
+	}
+	// The Go runtime adds about one WASI call per thousand requests of its own (the .01).
+	w("| host calls per admitted request ≤ 4 | **%s** (floor: %s) | %s |\n", host.format(3),
+		r.get("Crossings/floor/admitted-known", "hostcalls/op").format(3), met(host.ok, host.median < 4.5))
+	w("| guest function calls per admitted request ≤ 45 | **%s** (floor: %s) | %s |\n", guest.format(0),
+		r.get("Crossings/floor/admitted-known", "guest-calls/op").format(0), met(guest.ok, guest.median <= 45))
+	w("| guest heap allocations per request 0 | %s (most of any request type) | %s |\n", allocs.format(2), met(allocs.ok, allocs.median == 0))
+	w("| linear memory flat between 1M and 2M requests | %s pages after 1M, %s after 2M | %s |\n",
+		first.format(0), second.format(0), met(first.ok, first.median == second.median))
+	w("| module (`make build`) ≤ 2,936,012 bytes | **%s** bytes (gzip %s) | %s |\n\n", size.format(0),
+		r.get("ModuleSize/tollgate", "gzip-bytes").format(0), met(size.ok, size.median <= 2936012))
+
+	w("Per request type: Tollgate against the floor probe, interleaved in one run (`BenchmarkFloor`), and\n")
+	w("what crosses the boundary per request (`BenchmarkCrossings`, exact counts).\n\n")
+	w("| request | Tollgate ns/op | floor ns/op | tollgate/floor | host calls | callbacks | allocator calls | guest calls | guest allocs |\n")
+	w("|---|---|---|---|---|---|---|---|---|\n")
+	for _, rt := range requestTypes {
+		f, c := "Floor/"+rt.name, "Crossings/tollgate/"+rt.name
+		w("| %s | %s | %s | **%s** | %s | %s | %s | %s | %s |\n", rt.label,
+			r.get(f, "ns/op").format(0), r.get(f, "floor-ns/op").format(0), r.get(f, "tollgate/floor").format(2),
+			r.get(c, "hostcalls/op").format(3), r.get(c, "callbacks/op").format(3), r.get(c, "alloc-callbacks/op").format(3),
+			r.get(c, "guest-calls/op").format(0), r.get(c, "guest-allocs/op").format(2))
+	}
+	for _, rt := range []string{"admitted-known", "new-key"} {
+		c := "Crossings/floor/" + rt
+		w("| floor probe, %s | | | | %s | %s | %s | %s | %s |\n", strings.ReplaceAll(rt, "-", " "),
+			r.get(c, "hostcalls/op").format(3), r.get(c, "callbacks/op").format(3), r.get(c, "alloc-callbacks/op").format(3),
+			r.get(c, "guest-calls/op").format(0), r.get(c, "guest-allocs/op").format(2))
+	}
+	w("\n| module | raw bytes | gzip bytes |\n|---|---|---|\n")
+	for _, m := range []string{"tollgate", "floor"} {
+		w("| %s | %s | %s |\n", m, r.get("ModuleSize/"+m, "bytes").format(0), r.get("ModuleSize/"+m, "gzip-bytes").format(0))
+	}
+	w("\n| linear memory (64 KiB pages) | after `_initialize` | after start | after 1M requests | after 2M |\n|---|---|---|---|---|\n")
+	w("| one VM, 10,000 keys | %s | %s | %s | %s |\n", r.get("Memory", "init-pages").format(0),
+		r.get("Memory", "started-pages").format(0), first.format(0), second.format(0))
+	w("\nNatively (`BenchmarkDecision`, no Wasm): one decision on a per-key limiter from a map, cycling over\n")
+	w("10,000 keys, and the module's whole decision on an in-memory store.\n\n")
+	w("| decision | ns/op | allocs/op |\n|---|---|---|\n")
+	for _, d := range []struct{ name, label string }{
+		{"limiter", "`limiter.Bucket.Take` (Tollgate)"},
+		{"x-time-rate", "`rate.Limiter.Allow` (golang.org/x/time/rate)"},
+		{"admission", "`admission.Gate.Admit`, the module's whole decision"},
+	} {
+		w("| %s | %s | %s |\n", d.label, r.get("Decision/"+d.name, "ns/op").format(1), r.get("Decision/"+d.name, "allocs/op").format(0))
+	}
+	return b.String()
+}
+
+const (
+	beginMarker = "<!-- bench-report:begin -->"
+	endMarker   = "<!-- bench-report:end -->"
+)
+
+// replaceSection puts the tables between the document's markers.
+func replaceSection(path, tables string) error {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(doc)
+	begin, end := strings.Index(s, beginMarker), strings.Index(s, endMarker)
+	if begin < 0 || end < begin {
+		return fmt.Errorf("%s has no %s … %s section", path, beginMarker, endMarker)
+	}
+	s = s[:begin+len(beginMarker)] + "\n" + tables + s[end:]
+	return os.WriteFile(path, []byte(s), 0o644)
+}
