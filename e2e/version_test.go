@@ -38,7 +38,7 @@ func startupLog(t *testing.T, module []byte) []string {
 	return lines
 }
 
-// A module built without make (as the tests build it) says so in its start-up line.
+// A module built without the version stamp (as the tests build it) says so in its start-up line.
 func TestStartupLineOfAPlainBuildSaysDev(t *testing.T) {
 	lines := startupLog(t, module(t))
 	want := "tollgate dev: started with 1 rule(s), failure_mode allow"

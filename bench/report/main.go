@@ -49,6 +49,7 @@ func run(count int, parse, dir, doc string) error {
 		}
 	} else {
 		var out bytes.Buffer
+		// TOLLGATE_BENCH_BASELINE, when set, passes through to BenchmarkFloor.
 		cmd := exec.Command("go", "test", "-run", "^$", "-bench", benchmarks, "-benchtime", benchtime,
 			"-count", strconv.Itoa(count), "-timeout", "2h", "./bench/")
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, os.Stdout), os.Stderr
@@ -222,6 +223,12 @@ func render(r results, env []string) string {
 	w("| tollgate / floor ≤ 2.2, admitted request of a known key | **%s** | %s |\n", ratio.format(2), met(ratio.ok, ratio.median <= 2.2))
 	for _, rt := range requestTypes[1:] {
 		w("| (reported) tollgate / floor, %s | %s | – |\n", rt.label, r.get("Floor/"+rt.name, "tollgate/floor").format(2))
+	}
+	// A baseline module (TOLLGATE_BENCH_BASELINE) interleaved in the same run: before and after.
+	for _, rt := range requestTypes {
+		if f := r.get("Floor/"+rt.name, "baseline/floor"); f.ok {
+			w("| (reported) baseline module / floor, %s, same run | %s | – |\n", rt.label, f.format(2))
+		}
 	}
 	// The Go runtime adds about one WASI call per thousand requests of its own (the .01).
 	w("| host calls per admitted request ≤ 4 | **%s** (floor: %s) | %s |\n", host.format(3),

@@ -118,7 +118,14 @@ func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "tollgate serve: admin: %v\n", err)
 			return 1
 		}
-		adminSrv := &http.Server{Handler: gateway.AdminHandler(h.Metrics()), ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
+		// The module hands its counters over on its ticks; the admin endpoints fire them first,
+		// so that they show every request answered so far (Envoy's show the last tick's).
+		stats := gateway.AdminHandler(h.Metrics())
+		current := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = h.Tick(r.Context()) // a failed VM is reported by its requests, not here
+			stats.ServeHTTP(w, r)
+		})
+		adminSrv := &http.Server{Handler: current, ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
 		go adminSrv.Serve(adminLn)
 		defer adminSrv.Close()
 		fmt.Fprintf(stdout, "tollgate serve: metrics on http://%s/stats and /stats/prometheus\n", adminLn.Addr())
