@@ -214,3 +214,18 @@ func TestAppendDecimal(t *testing.T) {
 		}
 	}
 }
+
+// slotKey writes what the prefix and strconv.FormatUint(index, 16) make, whatever it wrote before.
+func TestSlotKeyMatchesStrconv(t *testing.T) {
+	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 100_000 {
+		index := r.Uint64() >> r.IntN(64)
+		if i < len(interesting) {
+			index = uint64(interesting[i])
+		}
+		if got, want := g.slotKey(index), g.slotPrefix+strconv.FormatUint(index, 16); got != want {
+			t.Fatalf("slotKey(%d) = %q, want %q", index, got, want)
+		}
+	}
+}

@@ -154,9 +154,29 @@ func previousLayout(value []byte) bool {
 
 // slotKey is the shared-data key of a slot, built in a buffer of the Gate's: it is valid until
 // the next call, which is enough for a Store call (see Store).
+//
+// The buffer keeps the prefix from one call to the next, and the index is written after it in
+// lower-case hexadecimal (strconv.FormatUint(index, 16)) a digit at a time: on the request path
+// this runs for every read and write, and appending with strconv costs several calls in Go's Wasm.
 func (g *Gate) slotKey(index uint64) string {
-	g.slotBuf = strconv.AppendUint(append(g.slotBuf[:0], g.slotPrefix...), index, 16)
-	return unsafe.String(unsafe.SliceData(g.slotBuf), len(g.slotBuf))
+	n := len(g.slotPrefix)
+	if len(g.slotBuf) < n { // the first call; nothing else writes the buffer
+		g.slotBuf = append(g.slotBuf[:0], g.slotPrefix...)
+	}
+	digits := 1
+	for rest := index >> 4; rest != 0; rest >>= 4 {
+		digits++
+	}
+	buf := g.slotBuf[:n]
+	for range digits {
+		buf = append(buf, 0)
+	}
+	for i := len(buf) - 1; i >= n; i-- {
+		buf[i] = "0123456789abcdef"[index&15]
+		index >>= 4
+	}
+	g.slotBuf = buf
+	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
 // keyOf is the shared-data key of the bucket an applied limit is decided on.
@@ -617,5 +637,11 @@ func (g *Gate) refund(store Store, charged []applied, now int64, undo bool) {
 	}
 }
 
-func isNotFound(err error) bool    { return errors.Is(err, ErrNotFound) }
-func isCasMismatch(err error) bool { return errors.Is(err, ErrCasMismatch) }
+// The Store returns the errors themselves (the filter's does); errors.Is, a call, only for a
+// wrapped one.
+func isNotFound(err error) bool {
+	return err == ErrNotFound || err != nil && errors.Is(err, ErrNotFound)
+}
+func isCasMismatch(err error) bool {
+	return err == ErrCasMismatch || err != nil && errors.Is(err, ErrCasMismatch)
+}
