@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -135,6 +136,8 @@ func (s *mapStore) Set(key string, value []byte, cas uint32) error {
 		s.values[key] = storedValue{value: old.value, cas: s.lastCAS}
 		return nil
 	}
-	s.values[key] = storedValue{value: append([]byte(nil), value...), cas: s.lastCAS}
+	// The key is the Gate's buffer, valid for this call only (admission.Store): a new entry
+	// keeps a copy.
+	s.values[strings.Clone(key)] = storedValue{value: append([]byte(nil), value...), cas: s.lastCAS}
 	return nil
 }

@@ -107,6 +107,10 @@ func parseBench(raw []byte) (results, error) {
 		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
 			continue
 		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			// A run that failed ("--- FAIL" after its name): go test fails, and so does the report.
+			return nil, fmt.Errorf("a benchmark failed: %s", sc.Text())
+		}
 		name := strings.TrimPrefix(f[0], "Benchmark")
 		if i := strings.LastIndexByte(name, '-'); i > 0 {
 			if _, err := strconv.Atoi(name[i+1:]); err == nil {
@@ -147,6 +151,19 @@ func (r results) get(name, unit string) figure {
 		m = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
 	}
 	return figure{median: m, min: vs[0], max: vs[len(vs)-1], ok: true}
+}
+
+// quotient is the figure of a/b taken run by run (the values of one run are paired by order).
+func (r results) quotient(name, a, b string) figure {
+	as, bs := r[name][a], r[name][b]
+	if len(as) == 0 || len(as) != len(bs) {
+		return figure{}
+	}
+	q := results{name: {"q": make([]float64, len(as))}}
+	for i := range as {
+		q[name]["q"][i] = as[i] / bs[i]
+	}
+	return q.get(name, "q")
 }
 
 // format writes a figure with the given decimals; the range only when the runs differ.
@@ -228,6 +245,7 @@ func render(r results, env []string) string {
 	for _, rt := range requestTypes {
 		if f := r.get("Floor/"+rt.name, "baseline/floor"); f.ok {
 			w("| (reported) baseline module / floor, %s, same run | %s | – |\n", rt.label, f.format(2))
+			w("| (reported) Tollgate / baseline module, %s, run by run | %s | – |\n", rt.label, r.quotient("Floor/"+rt.name, "tollgate/floor", "baseline/floor").format(2))
 		}
 	}
 	// The Go runtime adds about one WASI call per thousand requests of its own (the .01).
