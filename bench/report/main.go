@@ -88,7 +88,7 @@ func header(raw []byte) []string {
 	var lines []string
 	for _, l := range strings.Split(string(raw), "\n") {
 		if strings.HasPrefix(l, "cpu:") || strings.HasPrefix(l, "# report:") {
-			lines = append(lines, strings.TrimSpace(l))
+			lines = append(lines, strings.TrimSpace(strings.TrimPrefix(l, "# report:")))
 		}
 	}
 	return append(lines, "go: "+runtime.Version())
