@@ -141,6 +141,9 @@ func TestUpstreamTimeoutThroughHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), "Gateway Timeout") {
 		t.Fatalf("status %d body %q, want 504", resp.StatusCode, body)
 	}
+	if err := h.Tick(context.Background()); err != nil { // the module hands its counts over on ticks
+		t.Fatal(err)
+	}
 	if n, _ := h.Metrics().Value("tollgate.rule.per-api-key.admitted"); n != 1 {
 		t.Fatalf("admitted counter %d, want 1", n)
 	}

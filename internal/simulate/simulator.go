@@ -192,6 +192,11 @@ func (s *Simulator) Do(e *Entry) error {
 	}
 	s.requests++
 	s.statuses[resp.Status]++
+	// The module hands its counters over on its ticks: one after each request attributes the
+	// request's counts to it.
+	if err := s.vm.Tick(); err != nil {
+		return fmt.Errorf("the module failed: %w%s", err, s.logText())
+	}
 	m := s.host.Metrics()
 	exempt := s.exempt.delta(m) > 0
 	s.internal.delta(m)
