@@ -102,16 +102,8 @@ func keyPartExample(name string) string {
 }
 
 func (v *validator) headerName(path string, value *jsonValue) string {
-	if !v.wantKind(path, value, kindString, headerRule) {
-		return ""
-	}
-	name := value.text
-	switch {
-	case name == "":
-		v.add(path, `"" is not allowed: `+headerRule)
-		return ""
-	case len(name) > maxHeaderLength:
-		v.add(path, quoteClipped(name)+" is "+strconv.Itoa(len(name))+" bytes long: "+headerRule)
+	name := v.boundedString(path, value, maxHeaderLength, headerRule)
+	if name == "" {
 		return ""
 	}
 	// Envoy presents header names lower-cased, as HTTP/2 requires, so the
@@ -203,16 +195,8 @@ func (v *validator) addressPrefixes(path string, value *jsonValue, ipv4, ipv6 *i
 }
 
 func (v *validator) queryName(path string, value *jsonValue) string {
-	if !v.wantKind(path, value, kindString, queryRule) {
-		return ""
-	}
-	name := value.text
-	switch {
-	case name == "":
-		v.add(path, `"" is not allowed: `+queryRule)
-		return ""
-	case len(name) > maxQueryLength:
-		v.add(path, quoteClipped(name)+" is "+strconv.Itoa(len(name))+" bytes long: "+queryRule)
+	name := v.boundedString(path, value, maxQueryLength, queryRule)
+	if name == "" {
 		return ""
 	}
 	for _, r := range name {

@@ -65,16 +65,8 @@ func (v *validator) rule(path string, value *jsonValue, index int, ruleIndexByNa
 }
 
 func (v *validator) ruleName(path string, value *jsonValue, index int, ruleIndexByName map[string]int) string {
-	if !v.wantKind(path, value, kindString, ruleNameRule) {
-		return ""
-	}
-	name := value.text
-	switch {
-	case name == "":
-		v.add(path, `"" is not allowed: `+ruleNameRule)
-		return ""
-	case len(name) > maxRuleNameLength:
-		v.add(path, quoteClipped(name)+" is "+strconv.Itoa(len(name))+" bytes long: "+ruleNameRule)
+	name := v.boundedString(path, value, maxRuleNameLength, ruleNameRule)
+	if name == "" {
 		return ""
 	}
 	for _, r := range name {

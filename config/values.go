@@ -141,3 +141,20 @@ func hasUnknownField(object *jsonValue, known []string) bool {
 	}
 	return false
 }
+
+// boundedString reads a string that must be neither empty nor longer than limit bytes (a name:
+// a header, a query parameter, a rule); "" when it is not, with the problem recorded.
+func (v *validator) boundedString(path string, value *jsonValue, limit int, rule string) string {
+	if !v.wantKind(path, value, kindString, rule) {
+		return ""
+	}
+	switch name := value.text; {
+	case name == "":
+		v.add(path, `"" is not allowed: `+rule)
+	case len(name) > limit:
+		v.add(path, quoteClipped(name)+" is "+strconv.Itoa(len(name))+" bytes long: "+rule)
+	default:
+		return name
+	}
+	return ""
+}
