@@ -48,8 +48,20 @@ func (p *pluginContext) flushCounters() {
 	}
 }
 
-// OnTick flushes the counters every tickPeriod.
-func (p *pluginContext) OnTick() { p.flushCounters() }
+// OnTick wakes the held requests that are due (held.go) and flushes the counters every
+// tickPeriod.
+func (p *pluginContext) OnTick() {
+	if len(p.held.list) > 0 {
+		if now, err := abi.MonotonicNanos(); err == nil {
+			p.wakeHeld(now)
+		} else {
+			p.failed("cannot read the monotonic clock: " + err.Error())
+		}
+	}
+	if p.held.flushDue() {
+		p.flushCounters()
+	}
+}
 
 // OnPluginDone flushes the counters when the root context goes away.
 func (p *pluginContext) OnPluginDone() bool {

@@ -58,6 +58,11 @@ type pluginContext struct {
 	globalRules       []*globalRule
 	hasGlobal         bool
 	lastGlobalFailure string
+
+	// Held requests (held.go): mayHold is set when a rule may hold requests, and the plugin
+	// then ticks fast.
+	held    heldSet
+	mayHold bool
 }
 
 // replyBuffers are reused to build local replies without allocating.
@@ -138,7 +143,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	}
 	level, _ := abi.GetLogLevel()
 	p.debug = level <= abi.LogLevelDebug
-	if err := abi.SetTickPeriod(tickPeriod); err != nil {
+	if err := abi.SetTickPeriod(p.tickPeriodMilliseconds()); err != nil {
 		abi.Log(abi.LogLevelCritical, "tollgate: cannot set the tick period, on which counters are flushed: "+err.Error())
 		return types.OnPluginStartStatusFailed
 	}
@@ -187,6 +192,7 @@ func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
 // OnHttpStreamDone runs when Envoy deletes the stream's context: the context goes back to its
 // plugin's free list.
 func (h *httpContext) OnHttpStreamDone() {
+	h.releaseHeld()
 	h.responseHeaders, h.global = nil, nil
 	h.plugin.free = append(h.plugin.free, h)
 }
@@ -225,6 +231,7 @@ type httpContext struct {
 
 	id     uint32
 	global *globalWait // a request held for the rate limit service (global.go)
+	held   bool        // in the plugin's held set (held.go)
 }
 
 // OnHttpRequestHeadersPanic answers a request whose decision panicked (a bug): it must not trap

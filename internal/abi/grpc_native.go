@@ -25,3 +25,6 @@ func PendingGrpcCalls() int { return 0 }
 
 // ResumeHttpRequest continues the paused request in the emulator.
 func ResumeHttpRequest() error { return proxywasm.ResumeHttpRequest() }
+
+// SetEffectiveContext makes a stream the emulator's current context.
+func SetEffectiveContext(contextID uint32) error { return proxywasm.SetEffectiveContext(contextID) }

@@ -97,6 +97,13 @@ func PendingGrpcCalls() int { return len(calls) }
 // callback returns.
 func ResumeHttpRequest() error { return statusErr(proxyContinueStream(0)) }
 
+// SetEffectiveContext makes a stream the context of the hostcalls that follow, for the rest of
+// the current callback: a root-context callback (a tick) continues or answers a held request
+// this way. Envoy answers BadArgument for a context that is gone.
+func SetEffectiveContext(contextID uint32) error {
+	return statusErr(proxySetEffectiveContext(contextID))
+}
+
 // Spec "gRPC calls": proxy_on_grpc_receive, the response of a successful call.
 //
 //go:wasmexport proxy_on_grpc_receive

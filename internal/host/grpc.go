@@ -371,20 +371,18 @@ func (vm *VM) settlePaused(err error) {
 	}
 }
 
-// pause registers a stream the module stopped with a call of its own in flight; false if it has
-// none, and nothing could ever resume it.
+// pause registers a stream the module stopped with a call of its own in flight, or under a root
+// context with a timer (held.go); false if it has neither, and nothing could ever resume it.
 func (vm *VM) pause(s *Stream) (chan streamResult, bool) {
-	for _, c := range vm.grpc.calls {
-		if c.stream == s {
-			if vm.grpc.paused == nil {
-				vm.grpc.paused = map[uint32]*pausedStream{}
-			}
-			p := &pausedStream{stream: s, resume: make(chan streamResult, 1)}
-			vm.grpc.paused[s.id] = p
-			return p.resume, true
-		}
+	if !vm.canResume(s) {
+		return nil, false
 	}
-	return nil, false
+	if vm.grpc.paused == nil {
+		vm.grpc.paused = map[uint32]*pausedStream{}
+	}
+	p := &pausedStream{stream: s, resume: make(chan streamResult, 1)}
+	vm.grpc.paused[s.id] = p
+	return p.resume, true
 }
 
 // unpause forgets a paused stream (it ended or was reset), ending its wait with ErrStreamReset;

@@ -91,6 +91,10 @@ type Stream struct {
 	// then can only reset the stream.
 	responseStarted bool
 	finished        bool
+	// resume delivers the outcome of a request the module held (OpenStream); settled keeps it
+	// once read.
+	resume  chan streamResult
+	settled *streamResult
 }
 
 // Decision is the outcome of the request-headers phase.

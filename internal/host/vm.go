@@ -79,6 +79,10 @@ type VM struct {
 	// root callback in progress (proxy_on_vm_start, proxy_on_configure, proxy_on_tick), or 0.
 	tickPeriods map[uint32]time.Duration
 	callRoot    uint32
+	// tickArmed is when each root context's timer was last armed, on the system clock
+	// (RunTicks); ticking is true during proxy_on_tick.
+	tickArmed map[uint32]time.Time
+	ticking   bool
 
 	metricIDs  map[uint32]*metric
 	nextMetric [3]uint32
@@ -146,6 +150,7 @@ func (h *Host) startVM(ctx context.Context, pluginConfig []byte) (*VM, error) {
 		retiring:      map[uint32]int{},
 		metricIDs:     map[uint32]*metric{},
 		tickPeriods:   map[uint32]time.Duration{},
+		tickArmed:     map[uint32]time.Time{},
 		stack:         make([]uint64, 8),
 	}
 	vm.ctx = context.WithValue(ctx, vmKey{}, vm)
@@ -317,6 +322,7 @@ var ErrConfigRejected = errors.New("proxy_on_configure returned false: the modul
 func (vm *VM) endRoot(root uint32) {
 	// Its timer goes with it (Envoy's timers fire only for a live root context).
 	delete(vm.tickPeriods, root)
+	delete(vm.tickArmed, root)
 	if vm.failed != nil || root == 0 {
 		return
 	}

@@ -33,6 +33,7 @@ func (*vmContext) NewPluginContext(uint32) types.PluginContext { return &plugin{
 type plugin struct {
 	types.DefaultPluginContext
 	mode string
+	held []uint32 // the streams held until the next tick ("hold" modes)
 }
 
 func (p *plugin) OnPluginStart(int) types.OnPluginStartStatus {
@@ -42,6 +43,9 @@ func (p *plugin) OnPluginStart(int) types.OnPluginStartStatus {
 		return types.OnPluginStartStatusFailed
 	}
 	p.mode = string(cfg)
+	if strings.HasPrefix(p.mode, "hold") {
+		_ = abi.SetTickPeriod(10)
+	}
 	if p.mode == "reply-in-configure" {
 		// A root context has no stream: Envoy answers Ok and sends nothing.
 		_ = abi.SendHttpResponse(418, nil, nil, -1)
@@ -49,12 +53,34 @@ func (p *plugin) OnPluginStart(int) types.OnPluginStartStatus {
 	return types.OnPluginStartStatusOK
 }
 
-func (p *plugin) NewHttpContext(id uint32) types.HttpContext { return &stream{mode: p.mode, id: id} }
+func (p *plugin) NewHttpContext(id uint32) types.HttpContext {
+	return &stream{mode: p.mode, id: id, plugin: p}
+}
+
+// OnTick lets the held requests go on ("hold"), answers them ("hold-answer"), or continues
+// without making any of them the effective context first ("hold-no-context", a misuse).
+func (p *plugin) OnTick() {
+	for _, id := range p.held {
+		if p.mode != "hold-no-context" {
+			if err := abi.SetEffectiveContext(id); err != nil {
+				abi.Log(abi.LogLevelInfo, "probe: cannot resume stream "+strconv.Itoa(int(id))+": "+err.Error())
+				continue
+			}
+		}
+		if p.mode == "hold-answer" {
+			_ = abi.SendHttpResponse(429, [][2]string{{"x-held", "answered"}}, nil, -1)
+			continue
+		}
+		_ = abi.ResumeHttpRequest()
+	}
+	p.held = p.held[:0]
+}
 
 type stream struct {
 	types.DefaultHttpContext
-	mode string
-	id   uint32
+	mode   string
+	id     uint32
+	plugin *plugin
 }
 
 func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
@@ -68,6 +94,9 @@ func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
 		return types.ActionPause
 	}
 	switch s.mode {
+	case "hold", "hold-answer", "hold-no-context":
+		s.plugin.held = append(s.plugin.held, s.id)
+		return types.ActionPause
 	case "continue-in-headers":
 		// Envoy continues the chain after this callback, which then continues it again.
 		_ = abi.ResumeHttpRequest()
