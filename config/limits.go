@@ -124,8 +124,12 @@ func (v *validator) tokenBucket(path string, value *jsonValue, limit *Limit, def
 		}
 		refillInterval = v.required(value, path, "refill_interval", `"1s"`)
 		if refillInterval != nil {
-			limit.RefillInterval, refillIntervalOK = v.duration(fieldPath(path, "refill_interval"), refillInterval, refillIntervalRule)
+			limit.RefillInterval, refillIntervalOK = v.quotaDuration(fieldPath(path, "refill_interval"), refillInterval, refillIntervalRule)
 		}
+	}
+	if calendar := value.member("calendar"); calendar != nil {
+		v.add(fieldPath(path, "calendar"), `calendar belongs to "algorithm": "fixed_window", but this limit is a token bucket: `+
+			`remove calendar, or set "algorithm": "fixed_window" and remove refill_tokens and refill_interval`)
 	}
 	if window != nil {
 		message := `window belongs to the window algorithms, "fixed_window" and "sliding_window", but this limit is a token bucket`
@@ -160,8 +164,21 @@ func (v *validator) window(path string, value *jsonValue, limit *Limit) {
 				`or remove "algorithm" to use a token bucket`)
 		}
 	}
+	calendar := value.member("calendar")
+	switch {
+	case calendar != nil && limit.Algorithm != FixedWindow:
+		v.add(fieldPath(path, "calendar"), `calendar belongs to "algorithm": "fixed_window", but this limit is a `+
+			strconv.Quote(limit.Algorithm.String())+`: remove calendar, or use "algorithm": "fixed_window"`)
+	case calendar != nil:
+		v.calendar(path, calendar, limit)
+		if value.member("window") != nil {
+			v.add(fieldPath(path, "window"), `window and calendar are exclusive: a calendar window's length is the `+
+				`day, week or month it falls in; remove window, or remove calendar for a window of a fixed length`)
+		}
+		return
+	}
 	if window := v.required(value, path, "window", `"1m"`); window != nil {
-		limit.Window, _ = v.duration(fieldPath(path, "window"), window, windowRule)
+		limit.Window, _ = v.quotaDuration(fieldPath(path, "window"), window, windowRule)
 	}
 }
 
