@@ -487,16 +487,16 @@ func TestParse(t *testing.T) {
 		{name: "refill_interval 366d1ns", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "366d0.000000001s"}`), problems: []problem{{refillIntervalPath, `"366d0.000000001s" is longer than "366d"`}}},
 		{name: "refill_interval 367 days", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "8808h"}`), problems: []problem{{refillIntervalPath, `"8808h" is longer than "366d"`}}},
 
-		// Token arithmetic overflow.
+		// No token arithmetic overflow any more: the level is whole tokens and credits.
 		{
-			name:     "overflow combination",
-			input:    withLimit(`{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "24h"}`),
-			problems: []problem{{"rules[0].limits[0]", `capacity 1000000000 with refill_tokens 1 every "24h" would overflow the token arithmetic`}},
+			name:  "a billion tokens refilled one a day",
+			input: withLimit(`{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "24h"}`),
+			want:  oneRule(config.Limit{Capacity: 1_000_000_000, RefillTokens: 1, RefillInterval: 24 * time.Hour}),
 		},
 		{
-			name:     "overflow just above 2^62",
-			input:    withLimit(`{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "4.611686019s"}`),
-			problems: []problem{{"rules[0].limits[0]", "use a shorter refill_interval or a smaller capacity"}},
+			name:  "just above the former 2^62 bound",
+			input: withLimit(`{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "4.611686019s"}`),
+			want:  oneRule(config.Limit{Capacity: 1_000_000_000, RefillTokens: 1, RefillInterval: 4611686019 * time.Nanosecond}),
 		},
 		{
 			name:  "no overflow once reduced by the gcd",

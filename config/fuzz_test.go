@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"math/big"
 	"reflect"
 	"strconv"
 	"strings"
@@ -265,14 +264,6 @@ func revalidateLimit(limit config.Limit) error {
 	}
 	if limit.RefillInterval < time.Millisecond || limit.RefillInterval > 366*24*time.Hour {
 		return errors.New("refill_interval " + limit.RefillInterval.String())
-	}
-	// Recompute the overflow bound with big integers rather than the
-	// package's 128-bit multiplication.
-	interval := big.NewInt(int64(limit.RefillInterval))
-	gcd := new(big.Int).GCD(nil, nil, interval, big.NewInt(limit.RefillTokens))
-	product := new(big.Int).Mul(big.NewInt(limit.Capacity), new(big.Int).Quo(interval, gcd))
-	if product.Cmp(new(big.Int).Lsh(big.NewInt(1), 62)) > 0 {
-		return errors.New("token arithmetic overflows: " + product.String())
 	}
 	return nil
 }

@@ -15,9 +15,6 @@ const (
 	maxTokens         = 1_000_000_000
 	minDuration       = time.Millisecond
 	maxDuration       = 24 * time.Hour
-	// maxTokenArithmetic bounds capacity × (refill interval in ns / gcd)
-	// so that the limiter's fixed-point token arithmetic cannot overflow int64.
-	maxTokenArithmetic = 1 << 62
 
 	maxTrustedHops            = 10
 	maxExemptions             = 64 // entries in each exempt list

@@ -28,12 +28,16 @@
 // RefillInterval/g credits and each nanosecond adds RefillTokens/g credits.
 // Every quantity the bucket reports (Remaining, RetryAfter, Reset) is then an
 // exact integer division of credits, with no floating point and no drift over
-// any number of steps. BucketState.Level is stored in credits, and
-// Bucket.CreditsPerToken converts it to tokens.
+// any number of steps.
 //
-// NewBucket rejects limits whose capacity in credits exceeds 2^62, so no
-// computation in this package can overflow, whatever BucketState and times it is
-// given.
+// A level in credits can need more than 64 bits: a capacity of 10^9 tokens
+// refilled one per 366 days is 3×10^25 credits. So BucketState keeps it in
+// two parts, whole Tokens and the Credits toward the next token (below
+// Bucket.CreditsPerToken), and the refill multiplies and divides in 128 bits
+// (math/bits). Every computation is exact for any positive Capacity,
+// RefillTokens and RefillInterval, whatever BucketState and times it is
+// given; a duration beyond math.MaxInt64 nanoseconds (292 years) is reported
+// as math.MaxInt64.
 //
 // # Fixed and sliding windows
 //

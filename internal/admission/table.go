@@ -71,13 +71,13 @@ const casCreate = math.MaxUint32
 //	offset 8  uint64   owner: the bucket's hash
 //	offset 16 int64    idle at: monotonic ns from which the slot may go to another key; in the
 //	                   overflow bucket, which is never taken over, its drawers (drawerMarks)
-//	offset 24 int64    cell 0 ┐ token bucket: level (credits), last update (ns), credits per token
+//	offset 24 int64    cell 0 ┐ token bucket: whole tokens, last update (ns), credits toward the next token
 //	offset 32 int64    cell 1 ├ windows: window start (ns), count, previous window's count
 //	offset 40 int64    cell 2 ┘ (zero in claims and released slots)
 //	offset 48 int64    stamp: the latest now of any write to this slot
 const (
 	SlotSize    = 56
-	slotVersion = 3
+	slotVersion = 4
 )
 
 // The kinds of slot value.
@@ -146,10 +146,13 @@ func decodeSlot(value []byte) (s slot, ok bool) {
 	return s, true
 }
 
-// previousLayout reports a slot value of the layout before candidate slots (version 2, 48 bytes,
-// one slot per bucket): left by an earlier version of the module in the same Envoy process.
+// previousLayout reports a slot value of an earlier layout, left by an earlier version of the
+// module in the same Envoy process: version 2 (48 bytes, one slot per bucket, before candidate
+// slots) or version 3 (a token bucket's level as one int64 of credits, before whole tokens and
+// credits).
 func previousLayout(value []byte) bool {
-	return len(value) == 48 && value[0] == 'T' && value[1] == 'G' && value[2] == 2
+	return (len(value) == 48 && value[2] == 2 || len(value) == SlotSize && value[2] == 3) && value[0] == 'T' && value[1] == 'G'
+
 }
 
 // slotKey is the shared-data key of a slot, built in a buffer of the Gate's: it is valid until
