@@ -41,6 +41,9 @@ type algorithm interface {
 func newAlgorithm(l config.Limit, describe bool) (algorithm, error) {
 	switch l.Algorithm {
 	case config.FixedWindow:
+		if l.Calendar != config.NoCalendar {
+			return newCalendarWindow(l)
+		}
 		limit := limiter.WindowLimit{Capacity: l.Capacity, Window: l.Window}
 		w, err := limiter.NewFixedWindow(limit)
 		return window{algo: w, limit: limit}, err

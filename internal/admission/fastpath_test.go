@@ -146,6 +146,11 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		`{"capacity": 1000000000, "refill_tokens": 1000000000, "refill_interval": "1s"}`,
 		`{"algorithm": "fixed_window", "capacity": 2, "window": "1s"}`,
 		`{"algorithm": "sliding_window", "capacity": 5, "window": "2s"}`,
+		`{"capacity": 100000, "refill_tokens": 1, "refill_interval": "1d"}`,
+		`{"capacity": 1000000000, "refill_tokens": 3, "refill_interval": "366d"}`,
+		`{"algorithm": "fixed_window", "capacity": 4, "window": "7d"}`,
+		`{"algorithm": "fixed_window", "capacity": 3, "calendar": "day"}`,
+		`{"algorithm": "fixed_window", "capacity": 6, "calendar": "month"}`,
 	}
 	missing := []string{``, `, "missing_key": {"action": "allow"}`, `, "missing_key": {"action": "reject", "status": 403}`,
 		`, "missing_key": {"action": "fallback", "key": [{"client_ip": {}}]}`}
@@ -169,6 +174,10 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		}
 		gates := [2]*Gate{}
 		stores := [2]*memStore{newMemStore(), newMemStore()}
+		// The wall clock runs with the monotonic one from 20 seconds before a month ends, and is
+		// sometimes stepped back by up to a day.
+		now, wallOffset := int64(1000*sec), utcNanos(2025, 1, 31, 23)+int64(59*time.Minute+40*time.Second)-1000*sec
+		wall := func() (int64, error) { return now + wallOffset, nil }
 		for i := range gates {
 			p, err := Compile(cfg, "test")
 			if err != nil {
@@ -182,14 +191,17 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 				p.fast = nil // the general path
 			}
 			gates[i] = NewGate(p)
+			gates[i].SetWallClock(wall)
 		}
 		if gates[0].fast == nil {
 			t.Fatalf("%s: not the fast shape", doc)
 		}
-		now := int64(1000 * sec)
 		keys := []string{"alice", "bob", "carol", "", longKey, strings.Repeat("x", 14)}
 		for step := range 60 {
 			now += r.Int64N(800 * int64(time.Millisecond))
+			if r.IntN(20) == 0 {
+				wallOffset -= r.Int64N(int64(24 * time.Hour))
+			}
 			req := fakeRequest{headers: map[string]string{}, source: "192.0.2.7:4000"}
 			if k := r.IntN(len(keys) + 1); k < len(keys) {
 				req.headers["x-api-key"] = keys[k]
