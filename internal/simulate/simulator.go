@@ -364,6 +364,10 @@ func describeLimit(l config.Limit) LimitInfo {
 		info.PerSecond = float64(l.RefillTokens) / l.RefillInterval.Seconds()
 	case l.Window > 0:
 		info.PerSecond = float64(l.Capacity) / l.Window.Seconds()
+	case l.Calendar != config.NoCalendar:
+		// A month averages 365.2425/12 days in the Gregorian calendar.
+		days := map[config.Calendar]float64{config.CalendarDay: 1, config.CalendarWeek: 7, config.CalendarMonth: 365.2425 / 12}
+		info.PerSecond = float64(l.Capacity) / (days[l.Calendar] * 86400)
 	}
 	return info
 }
