@@ -258,3 +258,72 @@ func TestSlotKeyMatchesStrconv(t *testing.T) {
 		}
 	}
 }
+
+// undo gives back what the reference, on levels in big integers, says is still owed: n tokens,
+// or the room above the most the bucket can have held since the write (its written level
+// refilled to the later of now and the state's last update), whichever is less, added to the
+// state refilled to now; and nothing, leaving the state as it is, once the bucket may have been
+// full since. Random long and short limits, states and times.
+func TestTokenBucketUndoMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const day = int64(24 * time.Hour)
+	for checked := 0; checked < 100_000; {
+		l := config.Limit{Capacity: 1 + r.Int64N(1000), RefillTokens: 1 + r.Int64N(100), RefillInterval: time.Duration(1 + r.Int64N(int64(time.Hour)))}
+		if r.IntN(2) == 0 {
+			l = config.Limit{Capacity: []int64{53_376, 100_000, 1e9}[r.IntN(3)], RefillTokens: 1 + r.Int64N(3),
+				RefillInterval: time.Duration([]int64{day, 7 * day, 366 * day}[r.IntN(3)])}
+		}
+		algo, err := newAlgorithm(l, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := algo.(*tokenBucket)
+		perToken, perNano := tb.creditsPerToken, tb.creditsPerNano
+		level := func(c cells) *big.Int {
+			v := new(big.Int).Mul(big.NewInt(c[0]), big.NewInt(perToken))
+			return v.Add(v, big.NewInt(c[2]))
+		}
+		full := new(big.Int).Mul(big.NewInt(l.Capacity), big.NewInt(perToken))
+		refilled := func(c cells, at int64) *big.Int {
+			v := level(c)
+			if at > c[1] {
+				v.Add(v, new(big.Int).Mul(big.NewInt(at-c[1]), big.NewInt(perNano)))
+			}
+			if v.Cmp(full) > 0 {
+				v.Set(full)
+			}
+			return v
+		}
+		state := func() cells {
+			tokens := r.Int64N(l.Capacity + 1)
+			credits := r.Int64N(perToken)
+			if tokens == l.Capacity {
+				credits = 0
+			}
+			return cells{tokens, int64(1e15) + r.Int64N(30*day), credits}
+		}
+		for range 10 {
+			written, c := state(), state()
+			c[1] = max(c[1], written[1]) // written first, then others
+			now, n := c[1]-r.Int64N(day)+r.Int64N(2*day), r.Int64N(l.Capacity+2)-1
+			got := level(tb.undo(c, written, now, n))
+			end := max(now, c[1])
+			want := level(c) // nothing owed: the state is left as it is
+			if peak := refilled(written, end); peak.Cmp(full) < 0 && n > 0 {
+				want = refilled(c, now)
+				owed := new(big.Int).Mul(big.NewInt(min(n, l.Capacity)), big.NewInt(perToken))
+				if room := new(big.Int).Sub(full, peak); room.Cmp(owed) < 0 {
+					owed = room
+				}
+				want.Add(want, owed)
+				if want.Cmp(full) > 0 {
+					want.Set(full)
+				}
+			}
+			if got.Cmp(want) != 0 {
+				t.Fatalf("%+v: undo(%v, written %v, now %d, n %d) = level %v, want %v", l, c, written, now, n, got, want)
+			}
+			checked++
+		}
+	}
+}
