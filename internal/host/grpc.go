@@ -421,6 +421,14 @@ func (vm *VM) endGrpc(err error) {
 	vm.settlePaused(err)
 }
 
+// PausedStreams is the number of the VM's streams the module stopped and has not yet continued
+// or answered.
+func (vm *VM) PausedStreams() int {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return len(vm.grpc.paused)
+}
+
 // PendingCalls is the number of the VM's gRPC calls in flight: a module that forgets a call (a
 // stream that ended without cancelling what it waited for) leaves it here until it completes.
 func (vm *VM) PendingCalls() int {
