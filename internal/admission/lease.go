@@ -23,8 +23,9 @@ import (
 //     window (each lease at most max_tokens).
 //   - Adaptive: the next lease's size starts at 1, doubles whenever the pool ran dry within half
 //     a ttl of its last grant (the key stays busy), up to max_tokens, and halves whenever tokens
-//     expire unused (demand dropped): it settles near what the key spends in half a ttl. It never asks for more than the service said was left in its
-//     window (limit_remaining), nor for less than the request's cost.
+//     expire unused (demand dropped): it settles near what the key spends in half a ttl. It
+//     never asks for more than half of what the service said was left in its window
+//     (limit_remaining), nor for less than the request's cost.
 //   - OVER_LIMIT is remembered until the service's window resets (duration_until_reset): the
 //     key's requests are rejected locally, Retry-After from the remembered instant, once the
 //     tokens already leased are spent.
@@ -266,11 +267,15 @@ func (g *Gate) TakeLease(store Store, rule int, key string, cost, now int64) (Le
 }
 
 // ask is the size of the next lease request for a request of cost: the lease size, no more
-// than the service said was left in its window, and no less than the cost.
+// than half of what the service said was left in its window, and no less than the cost. Half,
+// because other replicas want the rest too: a lease request for more than is left is refused
+// whole, and envoyproxy/ratelimit counts its hits all the same, so what was left is lost to
+// every replica; asking for half leaves the others room, at the price of a few more calls near
+// the end of the window.
 func (s *leaseSlot) ask(cost, maxTokens, now int64) int64 {
 	n := min(max(s.size, 1), maxTokens)
 	if s.remaining >= 0 && now < s.windowEnd {
-		n = min(n, s.remaining)
+		n = min(n, s.remaining/2)
 	}
 	return max(n, cost, 1)
 }
