@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/tollgate-proxy/tollgate/e2e/scenario"
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
 
@@ -104,8 +105,8 @@ func TestLeaseGrantIsSpentByEveryVM(t *testing.T) {
 			}
 			g.wantCounters(map[string]int64{
 				// 16 tokens granted: 13 spent, 3 still in the pool.
-				leaseStat("admitted"): 13, leaseStat("global_ok"): 6, leaseStat("global_lease_requests"): 6,
-				leaseStat("global_lease_tokens"): 16, leaseStat("global_lease_served"): 7, leaseStat("global_lease_expired"): 0,
+				leaseStat("admitted"): 13, leaseStat("global_ok"): 6, leaseStat(scenario.GlobalLeaseRequests): 6,
+				leaseStat(scenario.GlobalLeaseTokens): 16, leaseStat(scenario.GlobalLeaseServed): 7, leaseStat(scenario.GlobalLeaseExpired): 0,
 			})
 			g.checkHealthy()
 		})
@@ -146,7 +147,7 @@ func TestLeaseExpiry(t *testing.T) {
 			t.Fatalf("step %d at %v: hits_addend %s, want %s", i, s.at, got, s.hits)
 		}
 	}
-	g.wantCounters(map[string]int64{leaseStat("global_lease_expired"): 6, leaseStat("global_lease_tokens"): 18})
+	g.wantCounters(map[string]int64{leaseStat(scenario.GlobalLeaseExpired): 6, leaseStat(scenario.GlobalLeaseTokens): 18})
 	g.checkHealthy()
 }
 
@@ -185,7 +186,7 @@ func TestLeaseRemembersOverLimit(t *testing.T) {
 				}
 			}
 			g.wantCounters(map[string]int64{
-				leaseStat("limited"): 4, leaseStat("global_over_limit"): 1, leaseStat("global_over_limit_remembered"): 3,
+				leaseStat("limited"): 4, leaseStat("global_over_limit"): 1, leaseStat(scenario.GlobalOverLimitRemembered): 3,
 				leaseStat("admitted"): 1,
 			})
 			g.checkHealthy()
@@ -281,7 +282,7 @@ func TestLeaseWaitersAreReleasedTogether(t *testing.T) {
 			if n := len(rls.taken()); n != 2 {
 				t.Fatalf("%d calls, want 2: one per VM", n)
 			}
-			g.wantCounters(map[string]int64{leaseStat("global_error"): 2, leaseStat("global_lease_requests"): 2})
+			g.wantCounters(map[string]int64{leaseStat("global_error"): 2, leaseStat(scenario.GlobalLeaseRequests): 2})
 			g.checkHealthy()
 		})
 	}
