@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -207,5 +208,103 @@ func TestLeaseTableIsBounded(t *testing.T) {
 	// A key with no free candidate drops its grant (reported as expired) and is not served.
 	if kept == 0 || int64(1000-kept)*4 != dropped {
 		t.Fatalf("kept %d leases, dropped %d tokens", kept, dropped)
+	}
+}
+
+// Property: whatever the order of takes, grants, refusals and expiries over several VMs, every
+// token the service granted is spent once, dropped (reported expired) or still in the pool; a
+// lease request never asks for less than the cost; and the pool is never spendable past the end
+// of the service's window it knows (the earliest of the grants it holds).
+func TestLeaseAccountingProperty(t *testing.T) {
+	for seed := uint64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		a, b, store := leaseGates(t, 100)
+		gates := []*Gate{a, b}
+		var granted, spent, expired int64
+		now := sec
+		for step := 0; step < 300; step++ {
+			now += int64(rng.IntN(400)) * ms
+			g := gates[rng.IntN(2)]
+			switch op := rng.IntN(10); {
+			case op < 6:
+				cost := int64(1 + rng.IntN(3))
+				take, err := g.TakeLease(store, 0, "key", cost, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				expired += take.Expired
+				if take.Verdict == LeaseServed {
+					spent += cost
+				}
+				if take.Verdict == LeaseAsk && take.Ask < cost {
+					t.Fatalf("seed %d: ask %d for a cost of %d", seed, take.Ask, cost)
+				}
+			case op < 9:
+				n := int64(rng.IntN(17))
+				reset := time.Duration(0)
+				if rng.IntN(2) == 0 {
+					reset = time.Duration(50+rng.IntN(2000)) * time.Millisecond
+				}
+				granted += n
+				e, err := g.PutLease(store, 0, "key", LeaseGrant{Tokens: n, Asked: n + 1, SentAt: now - int64(rng.IntN(20))*ms,
+					UntilReset: reset, Remaining: int64(rng.IntN(50))}, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				expired += e
+			default:
+				if err := g.RefuseLease(store, 0, "key", time.Duration(rng.IntN(3000))*time.Millisecond, 10, 3, now); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ref, _ := a.leaseRef(0, "key")
+			f, err := a.findLease(store, &ref, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			left := int64(0)
+			if f.mine {
+				left = f.slot.tokens
+				if f.slot.windowEnd != 0 && f.slot.expiresAt > f.slot.windowEnd {
+					t.Fatalf("seed %d step %d: tokens spendable until %d, after the window's end %d", seed, step, f.slot.expiresAt, f.slot.windowEnd)
+				}
+			}
+			if granted != spent+expired+left {
+				t.Fatalf("seed %d step %d: granted %d != spent %d + expired %d + left %d", seed, step, granted, spent, expired, left)
+			}
+		}
+	}
+}
+
+// Two VMs racing for the last tokens: the compare-and-swap makes one of them read again, and
+// each token is spent once.
+func TestLeaseSpendRacesAreExact(t *testing.T) {
+	a, b, store := leaseGates(t, 100)
+	if _, err := a.PutLease(store, 0, "key", LeaseGrant{Tokens: 3, Asked: 3, SentAt: sec, Remaining: -1}, sec); err != nil {
+		t.Fatal(err)
+	}
+	raced := false
+	store.beforeSet = func(key string) error {
+		if raced {
+			return nil
+		}
+		raced = true
+		// b spends 2 between a's read and a's write.
+		store.beforeSet = nil
+		if take, err := b.TakeLease(store, 0, "key", 2, sec+ms); err != nil || take.Verdict != LeaseServed {
+			t.Fatalf("b: %+v %v", take, err)
+		}
+		return nil
+	}
+	// a wants 2 as well: its first write loses the CAS, it reads 1 left and must ask.
+	take, err := a.TakeLease(store, 0, "key", 2, sec+ms)
+	if err != nil || take.Verdict != LeaseAsk {
+		t.Fatalf("a: %+v %v, want to ask: only 1 token is left", take, err)
+	}
+	if take, _ := a.TakeLease(store, 0, "key", 1, sec+ms); take.Verdict != LeaseServed {
+		t.Fatalf("the last token: %+v", take)
+	}
+	if take, _ := b.TakeLease(store, 0, "key", 1, sec+ms); take.Verdict != LeaseAsk {
+		t.Fatalf("nothing is left: %+v", take)
 	}
 }
