@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -332,6 +333,62 @@ func TestLeaseCostLargerThanWhatIsLeft(t *testing.T) {
 		if got := fmt.Sprint(hits(rls)); got != s.hits {
 			t.Fatalf("step %d (cost %d): hits_addend %s, want %s", i, s.cost, got, s.hits)
 		}
+	}
+	g.checkHealthy()
+}
+
+// A request whose client goes away while it waits for another request's lease request gets its
+// local charge back; the lease request still serves the others.
+func TestLeaseWaiterGoesAway(t *testing.T) {
+	t.Parallel()
+	rls := startScriptedRLS(t)
+	block := holdCalls(rls, grant(time.Hour))
+	// Two requests fit in the local limit.
+	config := `{"rules": [{"name": "lease", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"}],
+	  "global": {"cluster": "rls", "domain": "d", "timeout": "60s", "lease": {"max_tokens": 4}}}]}`
+	g := newLeaseRig(t, host.Envoy139, config, rls)
+	vm := g.vms[0]
+	req := host.Request{Headers: [][2]string{{":method", "GET"}, {":path", "/"}, {":authority", "a"}, {"x-api-key", "frank"}},
+		SourceAddress: "192.0.2.10:40000", EndOfStream: true}
+	first := make(chan int, 1)
+	go func() {
+		resp, err := vm.Do(req, okUpstream)
+		if err != nil {
+			t.Error(err)
+			first <- 0
+			return
+		}
+		first <- resp.Status
+	}()
+	<-block.arrived
+	waitPaused(t, vm, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() {
+		s, _, err := vm.StartStreamContext(ctx, req)
+		if s != nil {
+			if ferr := s.Finish(); ferr != nil && err == nil {
+				err = ferr
+			}
+		}
+		gone <- err
+	}()
+	waitPaused(t, vm, 2)
+	cancel()
+	if err := <-gone; !errors.Is(err, host.ErrStreamReset) {
+		t.Fatalf("the request that went away: %v", err)
+	}
+	close(block.release)
+	if status := <-first; status != 200 {
+		t.Fatalf("the first request: %d", status)
+	}
+	// The second request's local charge came back: one more fits, then the local limit rejects.
+	if resp := g.leaseRequest(vm, "frank", 1); resp.Status != 200 {
+		t.Fatalf("after the give-back: %d", resp.Status)
+	}
+	if resp := g.leaseRequest(vm, "frank", 1); resp.Status != 429 {
+		t.Fatalf("the local limit: %d", resp.Status)
 	}
 	g.checkHealthy()
 }
