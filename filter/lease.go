@@ -19,6 +19,13 @@ import (
 // wait for it (a VM cannot be woken by another): a VM that finds the pool dry sends its own
 // request, so a replica has at most one lease request per key and worker VM in flight, and the
 // grants all go to the same pool.
+//
+// Deciding several streams in one callback is what Envoy provides for: the lease request is the
+// plugin's own (not a stream's), and its callback selects each waiting stream with
+// proxy_set_effective_context (proxy-wasm-cpp-host src/exports.cc set_effective_context) before
+// continuing or answering it; Envoy queues each continue and each local reply until the callback
+// returns (source/extensions/common/wasm/context.cc continueStream and sendLocalResponse, through
+// addAfterVmCallAction), one per stream.
 
 // leaseMetrics are a lease rule's counters, named tollgate.rule.<rule>.global_lease_<event>.
 type leaseMetrics struct {
