@@ -90,8 +90,16 @@
 //	                                      1 to 256 bytes without control characters, all distinct
 //	        "timeout": "20ms",            optional: whole milliseconds from "1ms" to "60s"
 //	                                      (default "20ms")
-//	        "failure_mode": "allow"       optional: "allow" (default) or "deny" (503) when the
+//	        "failure_mode": "allow",      optional: "allow" (default) or "deny" (503) when the
 //	                                      service fails or times out
+//	        "lease": {                    optional: take tokens from the service ahead of demand
+//	                                      and spend them without a call per request
+//	          "max_tokens": 16,           required: the most tokens one lease request asks for,
+//	                                      1 to 10000
+//	          "ttl": "1s"                 optional: how long leased tokens may be spent, "10ms"
+//	                                      to "1h" (default "1s"); also never past the end of
+//	                                      the service's window
+//	        }
 //	      }                               the request's cost is sent as hits_addend; a request
 //	                                      that costs 0 is not sent
 //	    }

@@ -194,6 +194,7 @@ func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
 // plugin's free list.
 func (h *httpContext) OnHttpStreamDone() {
 	h.releaseHeld()
+	h.leaveLeases()
 	h.responseHeaders, h.global = nil, nil
 	h.plugin.free = append(h.plugin.free, h)
 }

@@ -37,8 +37,12 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	for _, r := range cfg.Rules {
 		if g := r.Global; g != nil {
-			fmt.Fprintf(stdout, "%s: rule %s: global limit from cluster %s, domain %s, timeout %s, failure_mode %s\n",
-				name, r.Name, g.Cluster, g.Domain, g.Timeout, g.FailureMode)
+			lease := ""
+			if l := g.Lease; l != nil {
+				lease = fmt.Sprintf(", leases of up to %d tokens for %s", l.MaxTokens, l.TTL)
+			}
+			fmt.Fprintf(stdout, "%s: rule %s: global limit from cluster %s, domain %s, timeout %s, failure_mode %s%s\n",
+				name, r.Name, g.Cluster, g.Domain, g.Timeout, g.FailureMode, lease)
 		}
 	}
 	return 0

@@ -24,6 +24,18 @@ const (
 // RuleKinds lists every kind of per-rule counter.
 var RuleKinds = []string{Admitted, Limited, ShadowLimited, MissingKey}
 
+// Kinds of per-rule counters of a rule with a global limit that has a lease (global.lease).
+const (
+	GlobalLeaseRequests       = "global_lease_requests"
+	GlobalLeaseTokens         = "global_lease_tokens"
+	GlobalLeaseExpired        = "global_lease_expired"
+	GlobalLeaseServed         = "global_lease_served"
+	GlobalOverLimitRemembered = "global_over_limit_remembered"
+)
+
+// LeaseKinds lists the per-rule counters of a rule with a lease.
+var LeaseKinds = []string{GlobalLeaseRequests, GlobalLeaseTokens, GlobalLeaseExpired, GlobalLeaseServed, GlobalOverLimitRemembered}
+
 // Plugin-wide counters.
 const (
 	ExemptStat         = "tollgate.exempt"
