@@ -186,6 +186,22 @@ func GetHttpRequestHeader(name string) (string, error) {
 	return unsafe.String(unsafe.SliceData(b), len(b)), nil
 }
 
+// GetHttpResponseHeader returns the first value of a response header (":status" too); only
+// during the response-headers callback. The string lives in the scratch arena, as
+// GetHttpRequestHeader's.
+func GetHttpResponseHeader(name string) (string, error) {
+	beginResult()
+	st := proxyGetHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), ptrAddr, ptrSize)
+	if st != wire.StatusOK {
+		return "", statusErr(st)
+	}
+	b, st := hostResult()
+	if st != wire.StatusOK {
+		return "", statusErr(st)
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b)), nil
+}
+
 // AddHttpRequestHeader appends a request header; only during the request-headers callback.
 func AddHttpRequestHeader(name, value string) error {
 	return statusErr(proxyAddHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))))

@@ -47,6 +47,11 @@ func GetHttpRequestHeader(name string) (string, error) {
 	return proxywasm.GetHttpRequestHeader(name)
 }
 
+// GetHttpResponseHeader returns the first value of a response header.
+func GetHttpResponseHeader(name string) (string, error) {
+	return proxywasm.GetHttpResponseHeader(name)
+}
+
 // AddHttpRequestHeader appends a request header.
 func AddHttpRequestHeader(name, value string) error {
 	return proxywasm.AddHttpRequestHeader(name, value)
