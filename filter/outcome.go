@@ -30,18 +30,11 @@ func (h *httpContext) settle(status int) {
 
 // responseStatus is the response's :status, 0 if it cannot be read.
 func responseStatus() int {
-	v, err := abi.GetHttpResponseHeader(":status")
-	if err != nil || len(v) != 3 {
+	status, err := abi.GetHttpResponseStatus()
+	if err != nil {
 		return 0
 	}
-	n := 0
-	for i := 0; i < len(v); i++ {
-		if v[i] < '0' || v[i] > '9' {
-			return 0
-		}
-		n = n*10 + int(v[i]-'0')
-	}
-	return n
+	return status
 }
 
 // defineOutcomeCounters defines the refunded counter of every rule with count or refund.

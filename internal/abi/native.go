@@ -47,9 +47,13 @@ func GetHttpRequestHeader(name string) (string, error) {
 	return proxywasm.GetHttpRequestHeader(name)
 }
 
-// GetHttpResponseHeader returns the first value of a response header.
-func GetHttpResponseHeader(name string) (string, error) {
-	return proxywasm.GetHttpResponseHeader(name)
+// GetHttpResponseStatus returns the response's :status as a number.
+func GetHttpResponseStatus() (int, error) {
+	v, err := proxywasm.GetHttpResponseHeader(":status")
+	if err != nil {
+		return 0, err
+	}
+	return parseStatus([]byte(v))
 }
 
 // AddHttpRequestHeader appends a request header.
