@@ -31,6 +31,25 @@ func (s *Statuses) Match(status int) bool {
 	return false
 }
 
+// String lists the statuses as they are written in the configuration, exact codes first:
+// "401, 403, 5xx".
+func (s *Statuses) String() string {
+	var b []byte
+	for _, c := range s.Codes {
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, int64(c), 10)
+	}
+	for _, c := range s.Classes {
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, byte('0'+c), 'x', 'x')
+	}
+	return string(b)
+}
+
 // maxStatuses bounds the entries of a statuses list.
 const maxStatuses = 32
 

@@ -131,3 +131,10 @@ func TestStatusesMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusesString(t *testing.T) {
+	s := config.Statuses{Codes: []int{401, 403}, Classes: []int{5, 1}}
+	if got := s.String(); got != "401, 403, 5xx, 1xx" {
+		t.Errorf("String() = %q", got)
+	}
+}
