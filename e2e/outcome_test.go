@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/tollgate-proxy/tollgate/e2e/scenario"
 	"github.com/tollgate-proxy/tollgate/internal/host"
@@ -203,5 +207,63 @@ func TestRefundAcrossAWindowBoundaryThroughTheModule(t *testing.T) {
 	}
 	if resp := g.send(g.vms[0], req, statusUpstream); resp.Status != 429 {
 		t.Fatalf("third of the new window: %d: the previous window's refund was taken off this one", resp.Status)
+	}
+}
+
+// A request that a count rule admitted and a global limit then rejects (or whose client goes
+// away while the service is asked) gets its charge back once: with the global rejection, not
+// again when the 429 passes the filter's encoder or the stream ends. The login bucket is kept
+// below full, where a second give-back would show as one more admission.
+func TestCountRuleWithAGlobalRejection(t *testing.T) {
+	t.Parallel()
+	rls := startScriptedRLS(t)
+	g := newGlobalRig(t, host.Envoy139, `{"rules": [
+	  {"name": "shared", "key": [{"header": "x-api-key"}],
+	   "limits": [{"capacity": 100, "refill_tokens": 1, "refill_interval": "1h"}],
+	   "global": {"cluster": "rls", "domain": "tollgate", "timeout": "60s"}},
+	  {"name": "logins", "key": [{"header": "x-api-key"}],
+	   "limits": [{"capacity": 2, "refill_tokens": 2, "refill_interval": "1h"}],
+	   "count": {"statuses": ["401"]}}]}`, map[string]string{"rls": rls.addr})
+	vm := g.vms[0]
+	failedLogin := httpReq("POST", "/login", peer, "x-api-key", "k", "x-want-status", "401")
+	if resp := g.send(vm, failedLogin, statusUpstream); resp.Status != 401 {
+		t.Fatalf("first failed login: %d", resp.Status)
+	}
+	// Over the global limit: 429, the login charge given back with the rest.
+	rls.set(answerOverLimit(time.Minute))
+	for i := 0; i < 2; i++ {
+		if resp := g.send(vm, failedLogin, statusUpstream); resp.Status != 429 {
+			t.Fatalf("over the global limit: %d", resp.Status)
+		}
+	}
+	// The client goes away while the service is asked.
+	held := make(chan struct{}, 1)
+	rls.set(func(ctx context.Context, _ *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+		held <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-held
+		cancel()
+	}()
+	s, _, err := vm.StartStreamContext(ctx, failedLogin)
+	if !errors.Is(err, host.ErrStreamReset) {
+		t.Fatalf("got %v, want the stream reset while held", err)
+	}
+	if err := s.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	g.checkHealthy()
+	rls.set(answerOK)
+	if resp := g.send(vm, failedLogin, statusUpstream); resp.Status != 401 {
+		t.Fatalf("second failed login: %d", resp.Status)
+	}
+	if resp := g.send(vm, failedLogin, statusUpstream); resp.Status != 429 {
+		t.Fatalf("third failed login: %d, want 429: a charge was given back twice", resp.Status)
+	}
+	if got := g.counter(scenario.RuleStat("logins", scenario.Refunded)); got != 0 {
+		t.Errorf("refunded = %d, want 0: the rejected requests' charges went back with the global rejection", got)
 	}
 }
