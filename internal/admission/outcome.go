@@ -12,9 +12,11 @@ import (
 // requests run at once, no more are admitted than the limits allow, and the price is that a
 // request in flight holds its tokens until its response even if it will not be counted.
 //
-// A give-back is the one a global rejection uses (undo): all of a rule's limits or none, a token
-// bucket never above its capacity and never more than it would hold had the request not been
-// charged, a window only while the window charged lasts.
+// A give-back is the one a global rejection uses (undo): all of a rule's limits or none; a token
+// bucket gets the cost back, or only the room between its capacity and the level the request
+// left plus the refill since, whichever is less (so never a refill the full bucket would have
+// lost, which errs towards admitting less when other requests drew meanwhile); a window only
+// while the window charged lasts.
 
 // settlement is what a rule does with its charge at the response.
 type settlement struct {

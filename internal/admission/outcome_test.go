@@ -199,6 +199,27 @@ func TestRefundNeverAboveCapacity(t *testing.T) {
 	})
 }
 
+// A refund never hands back a refill the full bucket would have lost: 3 tokens, one a second; f
+// charged at 0 leaves 2, g at 0 leaves 1, and f's refund at 500ms is the room between capacity
+// and the level f left plus the refill since (3 - 2.5 = 0.5 token), not a whole token: the
+// bucket holds 2 then, two requests pass, and the third waits a whole second. (Had f never been
+// charged it would hold 2.5: the refund errs towards admitting less, as documented.)
+func TestRefundOwesNoMoreThanTheRoomLeft(t *testing.T) {
+	runOutcomeSteps(t, `{"rules": [{"name": "api", "key": [{"header": "k"}],
+	  "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}],
+	  "refund": {"statuses": ["5xx"]}}]}`, false, []outcomeStep{
+		admit(0, "f", "a", Allow), admit(0, "g", "a", Allow),
+		respond(500, "f", 503, 0),
+		admit(500, "a1", "a", Allow), admit(500, "a2", "a", Allow),
+		{at: 500, op: "admit", id: "a3", key: "a", want: Limited, retry: time.Second},
+		// g's refund at 2s, long after the level it left (1) plus the refill could have filled
+		// the bucket: nothing is owed, and the bucket holds what the refill gave it (1.5).
+		respond(2000, "g", 503, 0),
+		admit(2000, "b1", "a", Allow),
+		{at: 2000, op: "admit", id: "b2", key: "a", want: Limited, retry: 500 * time.Millisecond},
+	})
+}
+
 // A window takes a refund only within the window that was charged: a failure counted at 900ms
 // whose response comes at 1100ms, in the next window, is not taken off what that window counted.
 func TestRefundOnlyWithinTheChargedWindow(t *testing.T) {
