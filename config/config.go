@@ -207,6 +207,10 @@ type Rule struct {
 	// Global, when set, also checks requests the rule's limits admit with a rate limit service
 	// shared by every replica.
 	Global *Global
+	// Count, when set, makes the rule charge a request only if its response status is in the
+	// set; Refund, when set, gives an admitted request's charge back if it is. At most one is
+	// set, and neither with Global. Both charge at admission and settle at the response.
+	Count, Refund *Statuses
 }
 
 // KeyKind says where a KeyPart takes its value from. The zero value is

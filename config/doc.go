@@ -102,6 +102,13 @@
 //	        }
 //	      }                               the request's cost is sent as hits_addend; a request
 //	                                      that costs 0 is not sent
+//	      "count": {"statuses": ["401"]}, optional: charge a request only when its response
+//	                                      status is listed; 1 to 32 exact codes "100" to "599"
+//	                                      or classes "1xx" to "5xx", strings, no repeats, no code
+//	                                      whose class is listed too
+//	      "refund": {"statuses": ["5xx"]} optional: give an admitted request's charge back when
+//	                                      its response status is listed (same list); a rule has
+//	                                      count or refund, not both, and neither with global
 //	    }
 //	  ],
 //	  "failure_mode": "allow",            optional: "allow" (default) or "deny" the request

@@ -3,8 +3,10 @@ package config_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,6 +115,9 @@ func revalidateRule(rule config.Rule) error {
 	}
 	if rule.Global != nil && rule.Shadow {
 		return errors.New("global limit on a shadow rule")
+	}
+	if err := revalidateOutcomes(rule); err != nil {
+		return err
 	}
 	if err := revalidateMatch(rule.Match); err != nil {
 		return errors.New("match: " + err.Error())
@@ -499,6 +504,12 @@ func encode(t *testing.T, cfg *config.Config) []byte {
 			}
 			encoded["global"] = global
 		}
+		if rule.Count != nil {
+			encoded["count"] = encodeStatuses(rule.Count)
+		}
+		if rule.Refund != nil {
+			encoded["refund"] = encodeStatuses(rule.Refund)
+		}
 		rules = append(rules, encoded)
 	}
 	document["rules"] = rules
@@ -636,4 +647,46 @@ func revalidateGlobal(g *config.Global) error {
 		return errors.New("failure mode " + g.FailureMode.String())
 	}
 	return nil
+}
+
+// revalidateOutcomes checks a rule's count and refund against the documented rules.
+func revalidateOutcomes(rule config.Rule) error {
+	if rule.Count != nil && rule.Refund != nil {
+		return errors.New("both count and refund")
+	}
+	for _, s := range []*config.Statuses{rule.Count, rule.Refund} {
+		if s == nil {
+			continue
+		}
+		if rule.Global != nil {
+			return errors.New("count or refund with a global limit")
+		}
+		n := len(s.Codes) + len(s.Classes)
+		if n < 1 || n > 32 {
+			return fmt.Errorf("%d statuses", n)
+		}
+		for i, c := range s.Classes {
+			if c < 1 || c > 5 || slices.Contains(s.Classes[:i], c) {
+				return fmt.Errorf("class %d", c)
+			}
+		}
+		for i, c := range s.Codes {
+			if c < 100 || c > 599 || slices.Contains(s.Codes[:i], c) || slices.Contains(s.Classes, c/100) {
+				return fmt.Errorf("status %d", c)
+			}
+		}
+	}
+	return nil
+}
+
+// encodeStatuses writes a status set as its statuses field: the codes, then the classes.
+func encodeStatuses(s *config.Statuses) map[string]any {
+	list := []string{}
+	for _, c := range s.Codes {
+		list = append(list, strconv.Itoa(c))
+	}
+	for _, c := range s.Classes {
+		list = append(list, strconv.Itoa(c)+"xx")
+	}
+	return map[string]any{"statuses": list}
 }

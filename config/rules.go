@@ -61,6 +61,7 @@ func (v *validator) rule(path string, value *jsonValue, index int, ruleIndexByNa
 	if global := value.member("global"); global != nil {
 		rule.Global = v.global(fieldPath(path, "global"), global)
 	}
+	v.outcomes(path, value, &rule)
 	return rule
 }
 

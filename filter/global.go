@@ -171,6 +171,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 		if !w.decided {
 			w.decided = true
 			p.gate.GiveBack(sharedData, w.charge, now)
+			h.pending.Clear() // given back with the rest
 		}
 		return
 	}
@@ -243,6 +244,7 @@ func (h *httpContext) finish(now int64) {
 		delete(w.pending, token)
 	}
 	h.plugin.gate.GiveBack(sharedData, w.charge, now)
+	h.pending.Clear() // given back with the rest: the reply settles nothing
 }
 
 // rejectGlobal answers a request a global limit rejected as local rejections are answered, with

@@ -301,4 +301,5 @@ func (h *httpContext) leaveLeases() {
 		now = w.sent
 	}
 	h.plugin.gate.GiveBack(sharedData, w.charge, now)
+	h.pending.Clear() // given back with the rest
 }

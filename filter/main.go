@@ -63,6 +63,9 @@ type pluginContext struct {
 	// then ticks fast.
 	held    heldSet
 	mayHold bool
+
+	// settles: some rule has count or refund (outcome.go).
+	settles bool
 }
 
 // replyBuffers are reused to build local replies without allocating.
@@ -75,6 +78,8 @@ type replyBuffers struct {
 // ruleMetrics are a rule's counters, named tollgate.rule.<rule>.<event>.
 type ruleMetrics struct {
 	admitted, limited, shadowLimited, missingKey, invalidCost counter
+	// refunded counts the charges given back at the response (rules with count or refund).
+	refunded counter
 }
 
 func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPluginStartStatus {
@@ -117,6 +122,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	}
 	p.cfg, p.gate = cfg, admission.NewGate(policy)
 	p.gate.SetWallClock(abi.WallNanos) // read only by calendar windows
+	p.settles = policy.SettlesAtResponse()
 	define := func(name string, c *counter) bool {
 		if c.id, err = abi.DefineCounter(name); err != nil {
 			abi.Log(abi.LogLevelCritical, "tollgate: cannot define metric "+name+": "+err.Error())
@@ -135,7 +141,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 			define(prefix+"shadow_limited", &m.shadowLimited) && define(prefix+"missing_key", &m.missingKey) &&
 			define(prefix+"invalid_cost", &m.invalidCost)
 	}
-	if !ok || !p.setUpGlobal(define) {
+	if !ok || !p.setUpGlobal(define) || !p.defineOutcomeCounters(define) {
 		return types.OnPluginStartStatusFailed
 	}
 	p.shadowRules = cfg.Shadow
@@ -194,7 +200,10 @@ func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
 // plugin's free list.
 func (h *httpContext) OnHttpStreamDone() {
 	h.releaseHeld()
-	h.leaveLeases()
+	h.leaveLeases() // gives back the whole charge, a count or refund rule's hold with it
+	if !h.pending.Empty() {
+		h.settle(0) // no response headers came
+	}
 	h.responseHeaders, h.global = nil, nil
 	h.plugin.free = append(h.plugin.free, h)
 }
@@ -234,6 +243,8 @@ type httpContext struct {
 	id     uint32
 	global *globalWait // a request held for the rate limit service (global.go)
 	held   bool        // in the plugin's held set (held.go)
+	// pending is the charge kept until the response (outcome.go).
+	pending admission.Pending
 }
 
 // OnHttpRequestHeadersPanic answers a request whose decision panicked (a bug): it must not trap
@@ -280,6 +291,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	}
 	switch out.Verdict {
 	case admission.Allow:
+		if p.settles {
+			h.holdCharge(out)
+		}
 		if p.hasGlobal {
 			if action, held := h.checkGlobal(out, now); held {
 				return action
@@ -397,6 +411,9 @@ func (h *httpContext) failOpenOrDeny() types.Action {
 
 func (h *httpContext) OnHttpResponseHeaders(numHeaders int, endOfStream bool) types.Action {
 	faultPoint("response")
+	if !h.pending.Empty() {
+		h.settle(responseStatus())
+	}
 	for _, header := range h.responseHeaders {
 		// Replaced, not added: an upstream's own rate-limit headers would contradict ours.
 		if err := abi.ReplaceHttpResponseHeader(header[0], header[1]); err != nil {

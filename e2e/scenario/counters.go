@@ -19,10 +19,13 @@ const (
 	Limited       = "limited"
 	ShadowLimited = "shadow_limited"
 	MissingKey    = "missing_key"
+	// Refunded counts the charges a rule with count or refund gave back at the response; only
+	// such rules define it.
+	Refunded = "refunded"
 )
 
 // RuleKinds lists every kind of per-rule counter.
-var RuleKinds = []string{Admitted, Limited, ShadowLimited, MissingKey}
+var RuleKinds = []string{Admitted, Limited, ShadowLimited, MissingKey, Refunded}
 
 // Kinds of per-rule counters of a rule with a global limit that has a lease (global.lease).
 const (

@@ -104,6 +104,9 @@ type Outcome struct {
 	// copies, read only when it is asked for.
 	enforced  []applied
 	decidedAt int64
+	// shadowCharged are the shadow rules' groups that admitted and were charged, when some
+	// rule settles at the response (outcome.go).
+	shadowCharged [][]applied
 }
 
 // RetryAfterSeconds is the Retry-After header value: whole seconds, rounded up, at least 1.
@@ -128,6 +131,8 @@ type Policy struct {
 	// fast is the policy's one rule when it has the common shape that Admit decides without the
 	// general machinery (fastShape), nil otherwise.
 	fast *rule
+	// settles: some rule has count or refund (outcome.go).
+	settles bool
 
 	limitCount int // over all rules
 
@@ -141,6 +146,9 @@ type rule struct {
 	index  int
 	config *config.Rule
 	limits []limit
+	// settle is what the rule does with its charge at the response (count, refund); nil for
+	// the rules that settle at admission.
+	settle *settlement
 }
 
 type limit struct {
@@ -175,7 +183,8 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 	}
 	for i := range cfg.Rules {
 		r := &cfg.Rules[i]
-		compiled := rule{index: i, config: r}
+		compiled := rule{index: i, config: r, settle: compileSettlement(r)}
+		p.settles = p.settles || compiled.settle != nil
 		for j, l := range r.Limits {
 			algo, err := newAlgorithm(l, p.collectStatus)
 			if err != nil {
@@ -248,6 +257,10 @@ type Gate struct {
 	wallClock func() (int64, error)
 	wallAt    int64
 	wallRead  bool
+
+	// settleBuf and settledRules are Settle's scratch (outcome.go).
+	settleBuf    []applied
+	settledRules []int
 }
 
 // NewGate returns a Gate that decides by p.
@@ -303,7 +316,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	out := &g.out
 	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
 		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
-		Global: out.Global[:0]}
+		Global: out.Global[:0], shadowCharged: out.shadowCharged[:0]}
 	g.wallRead = false
 	if g.fast != nil {
 		if g.admitFast(req, store, now) {
@@ -412,6 +425,9 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			// Shadow limits stay out of the rate-limit headers: clients would throttle
 			// themselves on a limit that is only being tried.
 			g.admitted(group)
+			if g.settles {
+				out.shadowCharged = append(out.shadowCharged, group)
+			}
 		}
 	}
 	out.Verdict = Allow

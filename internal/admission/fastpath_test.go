@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -155,6 +156,9 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 	missing := []string{``, `, "missing_key": {"action": "allow"}`, `, "missing_key": {"action": "reject", "status": 403}`,
 		`, "missing_key": {"action": "fallback", "key": [{"client_ip": {}}]}`}
 	costs := []string{``, `, "cost": 0`, `, "cost": 2`}
+	// Count and refund keep a rule on the fast path: the decision is the same, and the charge
+	// is held from the Outcome, which both paths fill alike; the steps settle it on both.
+	outcomes := []string{``, `, "count": {"statuses": ["401"]}`, `, "refund": {"statuses": ["5xx"]}`}
 	r := rand.New(rand.NewPCG(3, 4))
 	longKey := strings.Repeat("k", fastKeyBytes+1)
 	for round := range 300 {
@@ -167,7 +171,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		doc := `{"rate_limit_headers": ` + headers + `, "key_table": {"max_keys": ` + []string{"16", "100000"}[r.IntN(2)] +
 			`, "when_full": "` + whenFull + `", "max_key_bytes": ` + []string{"16", "1024"}[r.IntN(2)] + `},
 		  "rules": [{"name": "r", "key": [{"header": "x-api-key"}], "limits": [` + strings.Join(ls, ", ") + `]` +
-			missing[r.IntN(len(missing))] + costs[r.IntN(len(costs))] + `}]}`
+			missing[r.IntN(len(missing))] + costs[r.IntN(len(costs))] + outcomes[r.IntN(len(outcomes))] + `}]}`
 		cfg, err := config.Parse([]byte(doc))
 		if err != nil {
 			continue // a cost above a capacity
@@ -197,6 +201,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 			t.Fatalf("%s: not the fast shape", doc)
 		}
 		keys := []string{"alice", "bob", "carol", "", longKey, strings.Repeat("x", 14)}
+		var held [2][]*Pending
 		for step := range 60 {
 			now += r.Int64N(800 * int64(time.Millisecond))
 			if r.IntN(20) == 0 {
@@ -217,6 +222,22 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 				t.Fatalf("%s\nround %d step %d, request %+v:\n fast    %+v (%d reads)\n general %+v (%d reads)",
 					doc, round, step, req, outs[0], reads[0], outs[1], reads[1])
 			}
+			for i, g := range gates {
+				p := &Pending{}
+				g.Admit(req, stores[i], now).Hold(p) // decided again: a second request at now
+				held[i] = append(held[i], p)
+			}
+			if len(held[0]) > 0 && r.IntN(2) == 0 {
+				status := []int{0, 200, 401, 503}[r.IntN(4)]
+				var given [2][]int
+				for i, g := range gates {
+					given[i] = slices.Clone(g.Settle(stores[i], held[i][0], status, now))
+					held[i] = held[i][1:]
+				}
+				if !slices.Equal(given[0], given[1]) {
+					t.Fatalf("%s\nround %d step %d: settled %v on the fast path, %v on the general one", doc, round, step, given[0], given[1])
+				}
+			}
 		}
 		if !reflect.DeepEqual(stores[0].values, stores[1].values) {
 			t.Fatalf("%s\nround %d: shared data differs", doc, round)
@@ -228,7 +249,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 // a request off the fast path: a field added to one of them must be considered there too, or the
 // fast path would ignore it.
 func TestFastShapeKnowsEveryMatchField(t *testing.T) {
-	for typ, want := range map[reflect.Type]int{reflect.TypeOf(config.Match{}): 4, reflect.TypeOf(config.Exemptions{}): 3, reflect.TypeOf(config.Rule{}): 8} {
+	for typ, want := range map[reflect.Type]int{reflect.TypeOf(config.Match{}): 4, reflect.TypeOf(config.Exemptions{}): 3, reflect.TypeOf(config.Rule{}): 10} {
 		if typ.NumField() != want {
 			t.Errorf("config.%s has %d fields, fastShape knows %d: check it against the new ones", typ.Name(), typ.NumField(), want)
 		}
