@@ -469,6 +469,11 @@ func (g *Gate) startState(store Store, a *applied) (cells, error) {
 // resume is the state of a limit's live bucket as stored: as it is, converted if a changed
 // version of the limit wrote it (a new configuration), or fresh if the limit changed algorithm.
 func (l *limit) resume(s *slot, now int64) cells {
+	if l.peers != nil && s.fingerprint != l.fingerprint {
+		if carried, ok := l.switchTier(s, now); ok {
+			return carried // another tier of the rule wrote it: the key changed tier
+		}
+	}
 	if s.algorithm == l.tag {
 		if s.fingerprint == l.fingerprint && l.algo.valid(s.cells) {
 			return s.cells
