@@ -25,7 +25,8 @@ func TestCheckWarnsOfAClientChosenTier(t *testing.T) {
 	header := writeFile(t, "header.json", tiersConfig)
 	code, stdout, stderr := runCLI("", "check", header)
 	want := header + ": warning: rules[0].limits_by.part: the tier is read from the request header x-plan, which a client can send itself"
-	if code != 0 || !strings.Contains(stdout, header+": valid: 1 rule(s)") || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 {
+	tiers := header + `: rule plans: limits by tier from header x-plan: "free" (1 limit, the default), "pro" (2 limits)`
+	if code != 0 || !strings.Contains(stdout, header+": valid: 1 rule(s)") || !strings.Contains(stdout, tiers) || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("exit %d stdout %q stderr %q; want exit 0, valid, and one line starting %q", code, stdout, stderr, want)
 	}
 	metadata := writeFile(t, "metadata.json", strings.Replace(tiersConfig, `{"header": "x-plan"}`,
