@@ -372,3 +372,34 @@ func TestTierLookupDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTierLookup decides a request of a known key by a rule with limits and by the same
+// limits chosen among 64 tiers (the request's tier last, the worst case of the lookup), both on
+// the general path (the key is the client address).
+func BenchmarkTierLookup(b *testing.B) {
+	const bucket = `[{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "1s"}]`
+	var tiers []string
+	for i := range 63 {
+		tiers = append(tiers, fmt.Sprintf(`"tier-%d": %s`, i, bucket))
+	}
+	tiers = append(tiers, `"pro": `+bucket)
+	for _, c := range []struct{ name, limits string }{
+		{"limits", `"limits": ` + bucket},
+		{"limits_by-64", `"limits_by": {"part": {"header": "x-plan"}, "default": "tier-0", "tiers": {` + strings.Join(tiers, ", ") + `}}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			g := mustGate(b, `{"rules": [{"name": "r", "key": [{"client_ip": {}}], `+c.limits+`}]}`)
+			setCollectStatus(g.Policy, false)
+			store := &steadyStore{values: map[string][]byte{}, cas: map[string]uint32{}}
+			var r Request = req("192.0.2.1:1", "x-plan", "pro")
+			g.Admit(r, store, sec)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if out := g.Admit(r, store, sec); out.Verdict != Allow {
+					b.Fatal(out.Verdict)
+				}
+			}
+		})
+	}
+}
