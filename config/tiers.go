@@ -42,6 +42,8 @@ func (r *Rule) LimitPositions() int {
 const (
 	maxTiers          = 64
 	maxTierNameLength = 256
+	// maxListedTiers bounds the tier names a message lists.
+	maxListedTiers = 16
 )
 
 var limitsByFields = []string{"part", "default", "tiers"}
@@ -97,7 +99,7 @@ func (v *validator) limitsBy(path string, value *jsonValue) *LimitsBy {
 			v.add(tiersPath, strconv.Itoa(n)+" tiers are too many: at most "+strconv.Itoa(maxTiers)+" are allowed")
 		}
 		for _, member := range tiers.members {
-			tierPath := fieldPath(tiersPath, member.name)
+			tierPath := fieldPath(tiersPath, clip(member.name))
 			if member.name == "" || len(member.name) > maxTierNameLength {
 				v.add(tierPath, "the tier name "+quoteClipped(member.name)+" is "+strconv.Itoa(len(member.name))+
 					" bytes long: a tier name is the part's value that selects it, 1 to 256 bytes")
@@ -113,12 +115,16 @@ func (v *validator) limitsBy(path string, value *jsonValue) *LimitsBy {
 			}
 		}
 		if by.Default < 0 && len(by.Tiers) > 0 {
-			names := make([]string, len(by.Tiers))
+			var names []string
 			for i, t := range by.Tiers {
-				names[i] = strconv.Quote(clip(t.Name))
+				if i == maxListedTiers {
+					names = append(names, "and "+strconv.Itoa(len(by.Tiers)-i)+" more")
+					break
+				}
+				names = append(names, strconv.Quote(clip(t.Name)))
 			}
 			message := quoteClipped(name.text) + " is not one of the tiers (" + strings.Join(names, ", ") + "): " + tierDefaultRule
-			if len(names) <= 16 {
+			if len(by.Tiers) <= maxListedTiers {
 				tierNames := make([]string, len(by.Tiers))
 				for i, t := range by.Tiers {
 					tierNames[i] = t.Name
