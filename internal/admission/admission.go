@@ -163,6 +163,8 @@ type limit struct {
 	// peers are the other tiers' limits at the same position (limits_by), whose states this
 	// limit carries over when a key changes tier (switchTier).
 	peers []*limit
+	// wallPeer: a peer is a calendar window, whose state is read on the wall clock.
+	wallPeer bool
 }
 
 // Compile compiles a validated configuration. namespace separates the keys of different

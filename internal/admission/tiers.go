@@ -24,8 +24,8 @@ import (
 //     rejects until the window moves;
 //   - anything else (another algorithm, another window length): the whole units the old state
 //     has left by now, at most the new capacity, are what the new state has left in its current
-//     window, or in its bucket. (A calendar window is on the wall clock, the others on the
-//     monotonic one: across the two, the old state is read as of its last write.)
+//     window, or in its bucket, each read on its own clock (the wall clock for a calendar
+//     window, which a decision of a rule with one among its tiers reads).
 //
 // A position only some tiers have counts only the requests of those tiers. docs/configuration.md
 // states the bound this gives; TestTierSwitchingNeverGains checks it against a reference model.
@@ -62,6 +62,7 @@ func (p *Policy) compileTiers(r *rule, namespace string) error {
 			for k := range t.limits {
 				if j < len(t.limits[k]) && t.limits[k][j].fingerprint != l.fingerprint {
 					l.peers = append(l.peers, &t.limits[k][j])
+					l.wallPeer = l.wallPeer || t.limits[k][j].wall
 				}
 			}
 		}
@@ -113,9 +114,10 @@ func (g *Gate) tierValue(view *requestView, part *config.KeyPart) (string, bool)
 // switchTier is the state of a tiered limit's bucket that another tier's limit at the same
 // position wrote (a peer with the slot's fingerprint and algorithm), carried over as the
 // comment at the top of this file says; ok is false when no peer wrote it (a configuration
-// change: resume decides as for any limit). now is on this limit's clock (the wall clock for a
-// calendar window, else the monotonic one).
-func (l *limit) switchTier(s *slot, now int64) (c cells, ok bool) {
+// change: resume decides as for any limit). now is on this limit's clock; monotonic and wall
+// are the decision's times on both (wall is read only when this limit or a peer is a calendar
+// window).
+func (l *limit) switchTier(s *slot, now, monotonic, wall int64) (c cells, ok bool) {
 	var from *limit
 	for _, peer := range l.peers {
 		if peer.fingerprint == s.fingerprint && peer.tag == s.algorithm && peer.algo.valid(s.cells) {
@@ -142,15 +144,11 @@ func (l *limit) switchTier(s *slot, now int64) (c cells, ok bool) {
 			return cells{advanced.Start, min(max(advanced.Count, 0), to.algo.Limit().Capacity), 0}, true
 		}
 	}
-	// The old state is read on its own clock. When that is not this limit's, the instant the
-	// state was written stands for now (the slot's stamp, or a calendar window's own start): a
-	// state read at an earlier instant has refilled or rolled over less, so it has no more left.
-	at := now
-	switch {
-	case from.wall && !l.wall:
-		at = s.cells[0]
-	case !from.wall && l.wall:
-		at = s.stamp
+	// The old state is read on its own clock: a calendar window on the wall clock, the others on
+	// the monotonic one.
+	at := monotonic
+	if from.wall {
+		at = wall
 	}
 	return startWithRemaining(l.algo, remainingUnits(from.algo, s.cells, at), now), true
 }

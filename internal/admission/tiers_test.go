@@ -403,3 +403,69 @@ func BenchmarkTierLookup(b *testing.B) {
 		})
 	}
 }
+
+// Calendar windows carry their count to a calendar window of the same unit; between a calendar
+// window (wall clock) and a token bucket (monotonic clock) each state is read on its own clock.
+func TestTierCalendarWindows(t *testing.T) {
+	g := mustGate(t, `{"rules": [
+	  {"name": "daily", "match": {"headers": [{"name": "x-rule", "exact": "daily"}]}, "key": [{"header": "x-user"}], "limits_by": {"part": {"header": "x-plan"}, "default": "free", "tiers": {
+	    "free": [{"algorithm": "fixed_window", "capacity": 2, "calendar": "day"}],
+	    "pro":  [{"algorithm": "fixed_window", "capacity": 5, "calendar": "day"}]}}},
+	  {"name": "mixed", "match": {"headers": [{"name": "x-rule", "exact": "mixed"}]}, "key": [{"header": "x-user"}], "limits_by": {"part": {"header": "x-plan"}, "default": "free", "tiers": {
+	    "free": [{"capacity": 3, "refill_tokens": 3, "refill_interval": "1h"}],
+	    "pro":  [{"algorithm": "fixed_window", "capacity": 10, "calendar": "day"}]}}}]}`)
+	clock := &wallClock{at: utcNanos(2025, 3, 10, 12)}
+	g.SetWallClock(clock.read)
+	store := newMemStore()
+	steps := []struct {
+		user, plan string
+		mono       int64
+		wall       int64
+		verdict    Verdict
+		rule       int
+	}{
+		// daily: pro counts 4 of its 5, free finds them (at or above its 2) and rejects.
+		{"a", "pro", sec, utcNanos(2025, 3, 10, 12), Allow, -1},
+		{"a", "pro", sec, utcNanos(2025, 3, 10, 12), Allow, -1},
+		{"a", "pro", sec, utcNanos(2025, 3, 10, 12), Allow, -1},
+		{"a", "pro", sec, utcNanos(2025, 3, 10, 12), Allow, -1},
+		{"a", "", sec, utcNanos(2025, 3, 10, 13), Limited, 0},
+		{"a", "pro", sec, utcNanos(2025, 3, 10, 13), Allow, -1},
+		{"a", "pro", sec, utcNanos(2025, 3, 10, 13), Limited, 0},
+		// The next day, free has its 2.
+		{"a", "", sec, utcNanos(2025, 3, 11, 0), Allow, -1},
+		{"a", "", sec, utcNanos(2025, 3, 11, 0), Allow, -1},
+		{"a", "", sec, utcNanos(2025, 3, 11, 0), Limited, 0},
+		{"a", "pro", sec, utcNanos(2025, 3, 11, 0), Allow, -1}, // 2 of pro's 5 used
+	}
+	// mixed: b spends 2 of free's 3 tokens; pro's day then has 1 left; back in free, pro's spent
+	// day leaves nothing, however far the monotonic clock goes, until the wall clock's next day
+	// (10 left there, 3 of which fit in free's bucket).
+	for _, s := range []struct {
+		plan    string
+		mono    int64
+		day     int
+		verdict Verdict
+	}{{"", sec, 10, Allow}, {"", sec, 10, Allow}, {"pro", 2 * sec, 10, Allow}, {"pro", 2 * sec, 10, Limited},
+		{"", 2 * sec, 10, Limited}, {"", 7200 * sec, 10, Limited},
+		{"", 7200 * sec, 11, Allow}, {"", 7200 * sec, 11, Allow}, {"", 7200 * sec, 11, Allow}, {"", 7200 * sec, 11, Limited}} {
+		steps = append(steps, struct {
+			user, plan string
+			mono       int64
+			wall       int64
+			verdict    Verdict
+			rule       int
+		}{"b", s.plan, s.mono, utcNanos(2025, 3, s.day, 14), s.verdict, map[bool]int{true: -1, false: 1}[s.verdict == Allow]})
+	}
+	for i, s := range steps {
+		clock.at = s.wall
+		headers := map[string]string{"x-user": s.user, "x-rule": map[string]string{"a": "daily", "b": "mixed"}[s.user]}
+		if s.plan != "" {
+			headers["x-plan"] = s.plan
+		}
+		out := g.Admit(fakeRequest{headers: headers}, store, s.mono)
+		if out.Verdict != s.verdict || out.Rule != s.rule {
+			t.Fatalf("step %d (%s %q): verdict %d rule %d, want %d rule %d", i, s.user, s.plan, out.Verdict, out.Rule, s.verdict, s.rule)
+		}
+	}
+}
