@@ -17,7 +17,7 @@ const plansJSON = `{"rules": [
    "limits_by": {"part": {"header": "x-plan"}, "default": "free",
      "tiers": {"free": [{"capacity": 10, "refill_tokens": 10, "refill_interval": "1m"}],
                "pro":  [{"capacity": 100, "refill_tokens": 100, "refill_interval": "1m"},
-                        {"algorithm": "fixed_window", "capacity": 100000, "window": "24h"}]}}}
+                        {"algorithm": "fixed_window", "capacity": 100000, "calendar": "month"}]}}}
 ]}`
 
 // withLimitsBy is a one-rule document whose limits_by is limitsByJSON.
@@ -39,7 +39,7 @@ func TestLimitsBy(t *testing.T) {
 		Tiers: []config.Tier{
 			{Name: "free", Limits: []config.Limit{{Capacity: 10, RefillTokens: 10, RefillInterval: time.Minute}}},
 			{Name: "pro", Limits: []config.Limit{{Capacity: 100, RefillTokens: 100, RefillInterval: time.Minute},
-				{Algorithm: config.FixedWindow, Capacity: 100000, Window: 24 * time.Hour}}},
+				{Algorithm: config.FixedWindow, Capacity: 100000, Calendar: config.CalendarMonth}}},
 		},
 	}
 	if !reflect.DeepEqual(r.LimitsBy, want) || r.Limits != nil {

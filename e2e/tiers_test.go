@@ -15,7 +15,7 @@ func TestTiersThroughTheModule(t *testing.T) {
 	  "limits_by": {"part": {"header": "x-plan"}, "default": "free", "tiers": {
 	    "free": [{"capacity": 2, "refill_tokens": 2, "refill_interval": "1h"}],
 	    "pro":  [{"capacity": 4, "refill_tokens": 4, "refill_interval": "1h"},
-	             {"algorithm": "fixed_window", "capacity": 100, "window": "24h"}]}}}]}`, 2)
+	             {"algorithm": "fixed_window", "capacity": 100, "calendar": "month"}]}}}]}`, 2)
 	user := func(name string, plan ...string) host.Request {
 		headers := []string{"x-user", name}
 		if len(plan) > 0 {

@@ -17,7 +17,7 @@ const tiersConfig = `{"rules": [
    "limits_by": {"part": {"header": "x-plan"}, "default": "free",
      "tiers": {"free": [{"capacity": 10, "refill_tokens": 10, "refill_interval": "1h"}],
                "pro":  [{"capacity": 100, "refill_tokens": 100, "refill_interval": "1h"},
-                        {"algorithm": "fixed_window", "capacity": 100000, "window": "24h"}]}}}
+                        {"algorithm": "fixed_window", "capacity": 100000, "calendar": "month"}]}}}
 ]}`
 
 // tollgate check accepts limits_by and warns, exit 0, when the tier is a plain request header.
