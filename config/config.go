@@ -200,7 +200,9 @@ type Rule struct {
 	Key        []KeyPart
 	MissingKey MissingKey
 	Limits     []Limit
-	Cost       Cost
+	// LimitsBy, when set instead of Limits, chooses the limits by a tier (see LimitsBy).
+	LimitsBy *LimitsBy
+	Cost     Cost
 	// Shadow rules decide and count as usual but never reject: a request they would have
 	// limited goes through, marked for the upstream and counted as shadow-limited.
 	Shadow bool

@@ -65,11 +65,23 @@
 //	                                      boundaries of the wall clock
 //	        }
 //	      ],
+//	      "limits_by": {                  instead of "limits" (a rule has exactly one): the limits
+//	                                      of the tier one key part's value names
+//	        "part": {"header": "x-plan"}, required: a key part of any kind (see "key"); it must
+//	                                      come from something the client cannot set
+//	        "default": "free",            required: the tier of a request without the value or
+//	                                      with a value that names no tier
+//	        "tiers": {                    required: 1 to 64 tiers, each a name (1 to 256 bytes) and
+//	          "free": [...],              1 to 8 limits as in "limits"; every tier's limit at one
+//	          "pro": [...]                position is one bucket of the key
+//	        }
+//	      },
 //	      "cost": 1,                      optional: units per request, 0 to 1000000000 (default 1),
 //	                                      or {"header": "x-cost", "max": 100, "default": 1} to read
 //	                                      it from a request header (max 1 to 1000000000; default 0
 //	                                      to max, 1 if absent); the cost, or max, must not exceed
-//	                                      the smallest capacity of the rule's limits
+//	                                      the smallest capacity of the rule's limits (of every
+//	                                      tier's, with limits_by)
 //	      "shadow": false,                optional: true decides and counts but never rejects
 //	      "global": {                     optional: also check requests the limits admit with a
 //	                                      rate limit service shared by every replica (Envoy's

@@ -149,6 +149,8 @@ type rule struct {
 	// settle is what the rule does with its charge at the response (count, refund); nil for
 	// the rules that settle at admission.
 	settle *settlement
+	// tiers chooses the limits by a tier (limits_by); nil for a rule with limits.
+	tiers *tierSet
 }
 
 type limit struct {
@@ -166,6 +168,11 @@ type limit struct {
 	quota, windowSeconds int64
 	// wall: the limit decides on the wall clock (a calendar window, calendar.go).
 	wall bool
+	// peers are the other tiers' limits at the same position (limits_by), whose states this
+	// limit carries over when a key changes tier (switchTier).
+	peers []*limit
+	// wallPeer: a peer is a calendar window, whose state is read on the wall clock.
+	wallPeer bool
 }
 
 // Compile compiles a validated configuration. namespace separates the keys of different
@@ -185,26 +192,17 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 		r := &cfg.Rules[i]
 		compiled := rule{index: i, config: r, settle: compileSettlement(r)}
 		p.settles = p.settles || compiled.settle != nil
+		if r.LimitsBy != nil {
+			if err := p.compileTiers(&compiled, namespace); err != nil {
+				return nil, err
+			}
+		}
 		for j, l := range r.Limits {
-			algo, err := newAlgorithm(l, p.collectStatus)
+			compiledLimit, err := p.compileLimit(r.Name, j, l, p.limitCount, namespace)
 			if err != nil {
 				return nil, errors.New("rules[" + strconv.Itoa(i) + "].limits[" + strconv.Itoa(j) + "]: " + err.Error())
 			}
-			quota, window := algo.policy()
-			prefix := r.Name + "\x00" + strconv.Itoa(j) + "\x00"
-			compiled.limits = append(compiled.limits, limit{
-				index:         j,
-				seq:           p.limitCount,
-				algo:          algo,
-				tag:           uint8(l.Algorithm),
-				fingerprint:   algo.fingerprint(),
-				ownerPrefix:   prefix,
-				overflowKey:   "tollgate/v2/" + namespace + "/overflow/" + strconv.Itoa(j) + "/" + r.Name,
-				overflowOwner: sipHash24(0, 0, []byte("overflow\x00"+prefix)),
-				quota:         quota,
-				windowSeconds: window,
-				wall:          l.Calendar != config.NoCalendar,
-			})
+			compiled.limits = append(compiled.limits, compiledLimit)
 			p.limitCount++
 		}
 		p.rules = append(p.rules, compiled)
@@ -214,6 +212,29 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 		p.fast = &p.rules[0]
 	}
 	return p, nil
+}
+
+// compileLimit compiles the limit at index j of a rule (of a tier, for limits_by), numbered seq.
+func (p *Policy) compileLimit(ruleName string, j int, l config.Limit, seq int, namespace string) (limit, error) {
+	algo, err := newAlgorithm(l, p.collectStatus)
+	if err != nil {
+		return limit{}, err
+	}
+	quota, window := algo.policy()
+	prefix := ruleName + "\x00" + strconv.Itoa(j) + "\x00"
+	return limit{
+		index:         j,
+		seq:           seq,
+		algo:          algo,
+		tag:           uint8(l.Algorithm),
+		fingerprint:   algo.fingerprint(),
+		ownerPrefix:   prefix,
+		overflowKey:   "tollgate/v2/" + namespace + "/overflow/" + strconv.Itoa(j) + "/" + ruleName,
+		overflowOwner: sipHash24(0, 0, []byte("overflow\x00"+prefix)),
+		quota:         quota,
+		windowSeconds: window,
+		wall:          l.Calendar != config.NoCalendar,
+	}, nil
 }
 
 // fastShape reports whether a configuration is the common one: one enforced rule that applies
@@ -228,7 +249,8 @@ func fastShape(cfg *config.Config) bool {
 	m := &r.Match
 	return len(e.Paths) == 0 && len(e.ClientCIDRs) == 0 && len(e.Headers) == 0 &&
 		m.Path == nil && len(m.Methods) == 0 && len(m.Hosts) == 0 && len(m.Headers) == 0 &&
-		len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow && r.Global == nil
+		len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow && r.Global == nil &&
+		r.LimitsBy == nil
 }
 
 // fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,
@@ -250,6 +272,7 @@ type Gate struct {
 	// ownerBufs hold each limit's owner-hash prefix (by limit.seq), followed by the last key.
 	ownerBufs [][]byte
 	keyBuf    []byte
+	tierBuf   []byte // a tier's value (tierValue)
 	slotBuf   []byte
 	starts    []int // where each shadow rule's limits start in applied
 
@@ -269,6 +292,15 @@ func NewGate(p *Policy) *Gate {
 	for i := range p.rules {
 		for _, l := range p.rules[i].limits {
 			g.ownerBufs[l.seq] = []byte(l.ownerPrefix)
+		}
+		if t := p.rules[i].tiers; t != nil {
+			for _, limits := range t.limits { // every tier's limit j has the same seq and prefix
+				for _, l := range limits {
+					if g.ownerBufs[l.seq] == nil {
+						g.ownerBufs[l.seq] = []byte(l.ownerPrefix)
+					}
+				}
+			}
 		}
 	}
 	return g
@@ -373,8 +405,12 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			if r.config.Global != nil && !shadow {
 				global = globalKey(r.config.Name, key)
 			}
-			for j := range r.limits {
-				l := &r.limits[j]
+			limits := r.limits
+			if r.tiers != nil {
+				limits = g.tierLimits(&view, r.tiers)
+			}
+			for j := range limits {
+				l := &limits[j]
 				owner := g.owner(l, key)
 				g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner,
 					pkHash: pkHash, globalKey: global, cost: cost})

@@ -7,8 +7,6 @@ import (
 	"time"
 )
 
-const ms = int64(time.Millisecond)
-
 // outcomeStep is one event of a request at a fixed instant: its admission, its response headers
 // with a status, or the end of its stream without response headers.
 type outcomeStep struct {
