@@ -391,3 +391,38 @@ func TestRefundOnlyWithinTheChargedCalendarDay(t *testing.T) {
 	step(5*sec, midnight+3*sec, Allow)
 	step(6*sec, midnight+4*sec, Limited)
 }
+
+// A rule with tiers settles its tier's limits: a pro key counts two failures, a free one one.
+func TestCountWithTiers(t *testing.T) {
+	doc := `{"rules": [{"name": "logins", "key": [{"header": "k"}],
+	  "limits_by": {"part": {"header": "x-plan"}, "default": "free", "tiers": {
+	    "free": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}],
+	    "pro": [{"capacity": 2, "refill_tokens": 2, "refill_interval": "1h"}]}},
+	  "count": {"statuses": ["401"]}}]}`
+	g := mustGate(t, doc)
+	store := newMemStore()
+	for _, plan := range []struct {
+		name     string
+		failures int
+	}{{"free", 1}, {"pro", 2}} {
+		r := fakeRequest{headers: map[string]string{"k": "user-" + plan.name, "x-plan": plan.name}}
+		var p Pending
+		for i := 0; i < 3; i++ { // successes are given back
+			g.Admit(r, store, sec).Hold(&p)
+			if given := g.Settle(store, &p, 200, sec); len(given) != 1 {
+				t.Fatalf("%s: success %d given back by %v", plan.name, i, given)
+			}
+		}
+		for i := 0; i < plan.failures; i++ {
+			out := g.Admit(r, store, sec)
+			if out.Verdict != Allow {
+				t.Fatalf("%s: failure %d: %+v", plan.name, i, out)
+			}
+			out.Hold(&p)
+			g.Settle(store, &p, 401, sec)
+		}
+		if out := g.Admit(r, store, sec); out.Verdict != Limited {
+			t.Fatalf("%s: after %d failures: %+v, want limited", plan.name, plan.failures, out)
+		}
+	}
+}

@@ -51,6 +51,10 @@ type Entry struct {
 	RemoteAddress string
 	// Headers are the other request headers the line carries, names in lower case.
 	Headers [][2]string
+	// Status is the response status the line records, 100 to 599; 0 when it has none. The
+	// replay's upstream answers an admitted request with it, for rules that count or refund by
+	// status.
+	Status int
 }
 
 // Parse reads one line in format f.
@@ -136,6 +140,10 @@ func parseEnvoyJSON(line []byte) (Entry, error) {
 			e.Headers = append(e.Headers, [2]string{strings.ToLower(header), value})
 		}
 	}
+	// response_code (a number in the shipped format) is the status; anything else is no status.
+	if code, ok := fields["response_code"].(float64); ok && code >= 100 && code <= 599 && code == float64(int(code)) {
+		e.Status = int(code)
+	}
 	// Map order is random; the module sees headers in one order every run.
 	sortHeaders(e.Headers)
 	return e, nil
@@ -203,8 +211,12 @@ func parseCombined(line []byte) (Entry, error) {
 	if len(fields) < 2 {
 		return Entry{}, errors.New("no status and size after the request line")
 	}
-	if _, err := strconv.Atoi(fields[0]); err != nil {
+	status, err := strconv.Atoi(fields[0])
+	if err != nil {
 		return Entry{}, fmt.Errorf("status %q is not a number", fields[0])
+	}
+	if status >= 100 && status <= 599 {
+		e.Status = status
 	}
 	rest = strings.TrimLeft(rest, " ")
 	rest = strings.TrimLeft(rest[len(fields[0]):], " ")

@@ -60,6 +60,9 @@ type Simulator struct {
 	clock  *host.ManualClock
 	attrib *admission.Gate
 	req    request
+	// upstreamFunc is s.upstream, made once; answer is its response, reused.
+	upstreamFunc host.Upstream
+	answer       host.Response
 
 	rules    []ruleState
 	exempt   counter
@@ -114,6 +117,7 @@ func New(ctx context.Context, opts Options) (*Simulator, error) {
 	}
 	attrib := admission.NewGate(policy)
 	s := &Simulator{opts: opts, cfg: cfg, attrib: attrib, statuses: map[int]int64{}}
+	s.upstreamFunc = s.upstream
 	s.clock = host.NewManualClock(time.Unix(0, opts.Start), monotonicStart)
 	s.host, err = host.New(ctx, opts.Wasm, host.Options{
 		PluginName: pluginName, RootID: pluginName, VMID: pluginName,
@@ -175,8 +179,19 @@ func (s *Simulator) HasGlobal() []string {
 	return names
 }
 
-// upstream answers every admitted request, as the service behind Envoy would.
-func upstream([][2]string) (*host.Response, error) { return &host.Response{Status: 200}, nil }
+// upstream answers an admitted request as the service behind Envoy did: with the status the log
+// recorded for it (200 when it recorded none, a 1xx or a 429), which rules with count or refund
+// settle by.
+func (s *Simulator) upstream([][2]string) (*host.Response, error) {
+	status := 200
+	if e := s.req.entry; e != nil && e.Status >= 200 && e.Status != 429 {
+		// A 429 in the log came from a limiter in front of the upstream, whose answer is
+		// unknown: 200.
+		status = e.Status
+	}
+	s.answer = host.Response{Status: status}
+	return &s.answer, nil
+}
 
 // Do replays one request at its time. Requests must come in time order.
 func (s *Simulator) Do(e *Entry) error {
@@ -186,12 +201,16 @@ func (s *Simulator) Do(e *Entry) error {
 		return fmt.Errorf("request at %s is before the previous one: requests must be replayed in time order", time.Unix(0, e.Time).UTC().Format(time.RFC3339Nano))
 	}
 	s.req.set(e)
-	resp, err := s.vm.Do(s.req.host, upstream)
+	resp, err := s.vm.Do(s.req.host, s.upstreamFunc)
 	if err != nil {
 		return fmt.Errorf("the module failed: %w%s", err, s.logText())
 	}
 	s.requests++
-	s.statuses[resp.Status]++
+	if resp.LocalReply {
+		s.statuses[resp.Status]++
+	} else {
+		s.statuses[200]++ // let through, whatever the upstream answered (Result.Statuses)
+	}
 	// The module hands its counters over on its ticks: one after each request attributes the
 	// request's counts to it.
 	if err := s.vm.Tick(); err != nil {
