@@ -207,6 +207,8 @@ type Rule struct {
 	// Global, when set, also checks requests the rule's limits admit with a rate limit service
 	// shared by every replica.
 	Global *Global
+	// OnLimit says whether a request over the rule's limits is rejected or held (onlimit.go).
+	OnLimit OnLimit
 }
 
 // KeyKind says where a KeyPart takes its value from. The zero value is

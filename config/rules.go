@@ -61,6 +61,11 @@ func (v *validator) rule(path string, value *jsonValue, index int, ruleIndexByNa
 	if global := value.member("global"); global != nil {
 		rule.Global = v.global(fieldPath(path, "global"), global)
 	}
+	if onLimit := value.member("on_limit"); onLimit != nil {
+		onLimitPath := fieldPath(path, "on_limit")
+		rule.OnLimit = v.onLimit(onLimitPath, onLimit)
+		v.checkDelayFits(onLimitPath, rule.OnLimit, fieldPath(path, "limits"), rule.Limits)
+	}
 	return rule
 }
 

@@ -99,6 +99,9 @@ type Outcome struct {
 	// Global lists the global checks the request still needs (Allow only): one per enforced rule
 	// with a global limit, in rule order.
 	Global []GlobalCheck
+	// Delay is how long the request must be held before it goes on (Allow, a rule with
+	// on_limit delay): its tokens are reserved, and due then (delay.go).
+	Delay time.Duration
 
 	// enforced are the enforced limits as decided (Allow only), at decidedAt: what Charge
 	// copies, read only when it is asked for.
@@ -128,6 +131,8 @@ type Policy struct {
 	// fast is the policy's one rule when it has the common shape that Admit decides without the
 	// general machinery (fastShape), nil otherwise.
 	fast *rule
+	// delays: some rule holds requests over its limits (delay.go).
+	delays bool
 
 	limitCount int // over all rules
 
@@ -156,6 +161,9 @@ type limit struct {
 	overflowKey          string
 	overflowOwner        uint64
 	quota, windowSeconds int64
+	// maxWait is how far ahead the limit reserves (its rule's max_delay; delay.go), 0 if it
+	// only rejects.
+	maxWait time.Duration
 }
 
 // Compile compiles a validated configuration. namespace separates the keys of different
@@ -179,6 +187,10 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 			if err != nil {
 				return nil, errors.New("rules[" + strconv.Itoa(i) + "].limits[" + strconv.Itoa(j) + "]: " + err.Error())
 			}
+			maxWait := ruleDelay(cfg, r)
+			if maxWait > 0 {
+				algo, p.delays = withDelay(algo, maxWait), true
+			}
 			quota, window := algo.policy()
 			prefix := r.Name + "\x00" + strconv.Itoa(j) + "\x00"
 			compiled.limits = append(compiled.limits, limit{
@@ -192,6 +204,7 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 				overflowOwner: sipHash24(0, 0, []byte("overflow\x00"+prefix)),
 				quota:         quota,
 				windowSeconds: window,
+				maxWait:       maxWait,
 			})
 			p.limitCount++
 		}
@@ -216,7 +229,8 @@ func fastShape(cfg *config.Config) bool {
 	m := &r.Match
 	return len(e.Paths) == 0 && len(e.ClientCIDRs) == 0 && len(e.Headers) == 0 &&
 		m.Path == nil && len(m.Methods) == 0 && len(m.Hosts) == 0 && len(m.Headers) == 0 &&
-		len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow && r.Global == nil
+		len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow && r.Global == nil &&
+		r.OnLimit.Action == config.OnLimitReject
 }
 
 // fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,
@@ -277,6 +291,7 @@ type applied struct {
 	skip       bool   // no free slot and when_full is allow: not counted
 	next       cells
 	decision   limiter.Decision
+	due        int64 // when the reserved tokens are due (a delaying limit; delay.go)
 }
 
 // Admit decides req at now (monotonic nanoseconds).
@@ -383,6 +398,9 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	g.admitted(enforced)
 	if g.hasGlobal {
 		out.Global = appendGlobalChecks(out.Global, enforced)
+	}
+	if g.delays {
+		out.Delay = requestDelay(enforced, now)
 	}
 	out.enforced, out.decidedAt = enforced, now
 	for s, start := range shadowStart {

@@ -87,6 +87,11 @@ type tokenBucket struct {
 	capacityCredits int64 // <= 2^62
 	creditsPerToken int64 // >= 1
 	creditsPerNano  int64 // >= 1 for a valid bucket
+
+	// A bucket of a rule that delays (delay.go) reserves up to maxWait ahead: its level may be
+	// below zero, down to -debt credits. Both are 0 for a bucket that only rejects.
+	maxWait time.Duration
+	debt    int64
 }
 
 func bucketState(c cells) limiter.BucketState { return limiter.BucketState{Level: c[0], Last: c[1]} }
@@ -143,6 +148,9 @@ func ceilDivU(a, d uint64) uint64 {
 }
 
 func (t *tokenBucket) give(c cells, now, n int64) cells {
+	if t.debt > 0 {
+		return t.cells(t.b.Unreserve(bucketState(c), now, n))
+	}
 	return t.cells(t.b.Give(bucketState(c), now, n))
 }
 
@@ -158,7 +166,7 @@ func (t *tokenBucket) undo(c, written cells, now, n int64) cells {
 		return c // the bucket may have been full since: nothing is owed
 	}
 	capacity := t.capacityCredits
-	peak := min(max(written[0], 0), capacity)
+	peak := min(max(written[0], -t.debt), capacity)
 	if end > written[1] {
 		peak += (end - written[1]) * t.creditsPerNano // below capacity: end is before idle
 	}
@@ -167,22 +175,27 @@ func (t *tokenBucket) undo(c, written cells, now, n int64) cells {
 		return c
 	}
 	s := t.b.Refill(bucketState(c), now)
+	if t.debt > 0 {
+		s = t.b.RefillOwing(bucketState(c), now) // a reservation's debt stays owed
+	}
 	s.Level += min(owed, capacity-s.Level)
 	return t.cells(s)
 }
 
 func (t *tokenBucket) valid(c cells) bool {
-	return c[2] == t.creditsPerToken && 0 <= c[0] && c[0] <= t.capacityCredits
+	return c[2] == t.creditsPerToken && -t.debt <= c[0] && c[0] <= t.capacityCredits
 }
 func (t *tokenBucket) fingerprint() uint32 { return t.b.Fingerprint() }
 
 // idleAt: full again at last + ceil(missing credits / credits per nanosecond).
 func (t *tokenBucket) idleAt(c cells) int64 {
-	missing := t.capacityCredits - min(max(c[0], 0), t.capacityCredits)
+	// A level below zero (a delaying rule's reservations) is missing that much more.
+	level := min(max(c[0], -t.debt), t.capacityCredits)
+	missing := uint64(t.capacityCredits) + uint64(-min(level, 0)) - uint64(max(level, 0))
 	if missing == 0 || t.creditsPerNano <= 0 {
 		return c[1]
 	}
-	wait := int64(ceilDivU(uint64(missing), uint64(t.creditsPerNano)))
+	wait := int64(min(ceilDivU(missing, uint64(t.creditsPerNano)), math.MaxInt64))
 	if c[1] > math.MaxInt64-wait {
 		return math.MaxInt64
 	}
@@ -193,8 +206,13 @@ func (t *tokenBucket) idleAt(c cells) int64 {
 // limit never hands out a fraction more).
 func (t *tokenBucket) convert(c cells, now int64) (cells, bool) {
 	oldPerToken, newPerToken := c[2], t.creditsPerToken
-	if oldPerToken <= 0 || c[0] < 0 {
+	if oldPerToken <= 0 {
 		return cells{}, false
+	}
+	if c[0] < 0 {
+		// Reservations still owed: carried over as a debt this limit may hold (none, for a
+		// limit that rejects: an empty bucket), never as tokens.
+		return t.convertDebt(c, newPerToken), true
 	}
 	hi, lo := bits.Mul64(uint64(c[0]), uint64(newPerToken))
 	if hi >= uint64(oldPerToken) {

@@ -1,0 +1,86 @@
+package admission
+
+import (
+	"math/bits"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+// Delay. A rule with on_limit delay reserves a request's tokens when it is decided, even when
+// they are not there yet: its buckets may go below zero, by at most the refill over max_delay
+// (limiter.Bucket.Reserve), and the request is admitted with Outcome.Delay, the time until its
+// tokens are due, for the filter to hold it that long. Because the reservation is written with
+// the same read-decide-write loop as any take (all or nothing over the request's limits, CAS
+// against every other worker), requests let go at their due instants never exceed
+// capacity + rate × T over any interval T, whichever worker holds them. A request whose tokens
+// would be due later than max_delay is Limited at once, with Retry-After the time until they
+// would be there without waiting. A held request whose client goes away gives its reservation
+// back like any charge (Outcome.Charge, Gate.GiveBack).
+//
+// Only token buckets delay (config refuses windows with on_limit delay); shadow rules never
+// hold: their limits are decided as rejecting ones. In a request matched by several rules, the
+// limits of a rule that rejects must admit at once, those of delaying rules within their own
+// max_delay, and the request waits for the latest of them.
+
+// withDelay makes a token bucket reserve up to maxDelay ahead.
+func withDelay(a algorithm, maxDelay time.Duration) algorithm {
+	if t, ok := a.(*tokenBucket); ok {
+		t.maxWait, t.debt = maxDelay, t.b.MaxDebt(maxDelay)
+	}
+	return a
+}
+
+// ruleDelay is how long a rule's requests may be held: 0 for a rule that rejects, a shadow
+// rule, or one whose limits cannot reserve.
+func ruleDelay(cfg *config.Config, r *config.Rule) time.Duration {
+	if !r.Delays(cfg) {
+		return 0
+	}
+	return r.OnLimit.MaxDelay
+}
+
+// reserveOn decides a delaying limit on state: its tokens are taken if they are there or due
+// within the rule's max_delay, and a.due is when they are.
+func (g *Gate) reserveOn(a *applied, state cells, now int64) error {
+	t, ok := a.limit.algo.(*tokenBucket)
+	if !ok {
+		a.next, a.decision = a.limit.algo.take(state, now, a.cost)
+		a.due = now
+		return nil
+	}
+	s, r := t.b.Reserve(bucketState(state), now, a.cost, t.maxWait)
+	a.next = t.cells(s)
+	a.decision.Allowed, a.decision.RetryAfter, a.decision.Remaining, a.decision.Reset = r.OK, r.RetryAfter, r.Remaining, r.Reset
+	a.due = satAdd(now, int64(r.Wait))
+	return nil
+}
+
+// requestDelay is how long an admitted request must be held: until the latest instant its
+// reserved tokens are due.
+func requestDelay(enforced []applied, now int64) time.Duration {
+	var delay int64
+	for i := range enforced {
+		a := &enforced[i]
+		if a.limit.maxWait > 0 && !a.skip && a.cost > 0 {
+			delay = max(delay, a.due-now)
+		}
+	}
+	return time.Duration(delay)
+}
+
+// convertDebt carries a debt over to a bucket of other numbers, in its tokens rounded up (a
+// changed limit never owes a fraction less), and no deeper than the new bucket may owe.
+func (t *tokenBucket) convertDebt(c cells, newPerToken int64) cells {
+	owed := uint64(-max(c[0], -t.capacityCredits-t.debt))
+	hi, lo := bits.Mul64(owed, uint64(newPerToken))
+	level := -t.debt
+	if hi < uint64(c[2]) {
+		q, r := bits.Div64(hi, lo, uint64(c[2]))
+		if r != 0 {
+			q++
+		}
+		level = -int64(min(q, uint64(t.debt)))
+	}
+	return cells{level, c[1], newPerToken}
+}
