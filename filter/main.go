@@ -63,6 +63,8 @@ type pluginContext struct {
 	// then ticks fast.
 	held    heldSet
 	mayHold bool
+	// delayRules are the counters of the rules with on_limit delay (delay.go), nil for others.
+	delayRules []*delayMetrics
 }
 
 // replyBuffers are reused to build local replies without allocating.
@@ -134,7 +136,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 			define(prefix+"shadow_limited", &m.shadowLimited) && define(prefix+"missing_key", &m.missingKey) &&
 			define(prefix+"invalid_cost", &m.invalidCost)
 	}
-	if !ok || !p.setUpGlobal(define) {
+	if !ok || !p.setUpGlobal(define) || !p.setUpDelay(define) {
 		return types.OnPluginStartStatusFailed
 	}
 	p.shadowRules = cfg.Shadow
@@ -278,6 +280,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	}
 	switch out.Verdict {
 	case admission.Allow:
+		if out.Delay > 0 {
+			return h.delay(out, now)
+		}
 		if p.hasGlobal {
 			if action, held := h.checkGlobal(out, now); held {
 				return action

@@ -100,8 +100,12 @@ type Outcome struct {
 	// with a global limit, in rule order.
 	Global []GlobalCheck
 	// Delay is how long the request must be held before it goes on (Allow, a rule with
-	// on_limit delay): its tokens are reserved, and due then (delay.go).
-	Delay time.Duration
+	// on_limit delay): its tokens are reserved, and due then (delay.go). DelayRule is the rule
+	// whose tokens are due last, DelayOwner that bucket's owner hash (for logs: it does not
+	// reveal the key).
+	Delay      time.Duration
+	DelayRule  int
+	DelayOwner uint64
 
 	// enforced are the enforced limits as decided (Allow only), at decidedAt: what Charge
 	// copies, read only when it is asked for.
@@ -400,7 +404,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 		out.Global = appendGlobalChecks(out.Global, enforced)
 	}
 	if g.delays {
-		out.Delay = requestDelay(enforced, now)
+		requestDelay(out, enforced, now)
 	}
 	out.enforced, out.decidedAt = enforced, now
 	for s, start := range shadowStart {

@@ -160,6 +160,9 @@ func (t *tokenBucket) give(c cells, now, n int64) cells {
 // less, are still owed, in credits: a refill of part of a token since the write costs only that
 // part, never a whole token.
 func (t *tokenBucket) undo(c, written cells, now, n int64) cells {
+	if t.debt > 0 {
+		return t.undoReservation(c, written, now, n)
+	}
 	end := max(now, c[1])
 	idle := t.idleAt(written)
 	if end >= idle || t.creditsPerNano <= 0 {

@@ -56,17 +56,28 @@ func (g *Gate) reserveOn(a *applied, state cells, now int64) error {
 	return nil
 }
 
-// requestDelay is how long an admitted request must be held: until the latest instant its
+// requestDelay sets how long an admitted request must be held: until the latest instant its
 // reserved tokens are due.
-func requestDelay(enforced []applied, now int64) time.Duration {
-	var delay int64
+func requestDelay(out *Outcome, enforced []applied, now int64) {
 	for i := range enforced {
 		a := &enforced[i]
-		if a.limit.maxWait > 0 && !a.skip && a.cost > 0 {
-			delay = max(delay, a.due-now)
+		if a.limit.maxWait > 0 && !a.skip && a.cost > 0 && a.due-now > int64(out.Delay) {
+			out.Delay, out.DelayRule, out.DelayOwner = time.Duration(a.due-now), a.rule.index, a.owner
 		}
 	}
-	return time.Duration(delay)
+}
+
+// undoReservation gives back what a delaying bucket's write took, only if nothing was written
+// to the bucket since: every later request's tokens are due at instants computed from the level
+// this write left, and tokens given back under them would make a new request due together with
+// one of them, over capacity + rate × T. So a request held behind another keeps the tokens of a
+// request before it that went away spent (erring towards admitting less), and the latest one
+// gives back all it took, as if it had never come.
+func (t *tokenBucket) undoReservation(c, written cells, now, n int64) cells {
+	if c[0] != written[0] || c[1] != written[1] {
+		return c
+	}
+	return t.cells(t.b.Unreserve(bucketState(c), now, n))
 }
 
 // convertDebt carries a debt over to a bucket of other numbers, in its tokens rounded up (a

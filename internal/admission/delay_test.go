@@ -10,7 +10,8 @@ import (
 const ms = int64(time.Millisecond)
 
 // Capacity 1, one token per 200ms, max_delay 1s: a burst is paced 200ms apart, the request past
-// max_delay is Limited at once, and a give-back (a client gone while held) makes room again.
+// max_delay is Limited at once, and a give-back (a client gone while held) makes room again when
+// no request reserved behind it.
 func TestDelaySteps(t *testing.T) {
 	g := mustGate(t, `{"rules": [{"name": "partner", "key": [{"header": "k"}],
 	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "200ms"}],
@@ -20,46 +21,46 @@ func TestDelaySteps(t *testing.T) {
 	}
 	store := newMemStore()
 	base := 1000 * sec
-	var held Charge
+	charges := map[int]Charge{}
 	steps := []struct {
 		at       int64
 		key      string
+		giveBack int // a step whose request's client goes away now (0: none)
 		verdict  Verdict
 		delay    time.Duration
 		retry    time.Duration
-		giveBack bool // give back the charge kept from the step marked keep
-		keep     bool
 	}{
 		{at: 0, key: "a", verdict: Allow, delay: 0},
 		{at: 0, key: "a", verdict: Allow, delay: 200 * time.Millisecond},
 		{at: 0, key: "a", verdict: Allow, delay: 400 * time.Millisecond},
-		{at: 50 * ms, key: "a", verdict: Allow, delay: 550 * time.Millisecond, keep: true}, // due at 600
-		{at: 100 * ms, key: "a", verdict: Allow, delay: 700 * time.Millisecond},            // due at 800
-		{at: 100 * ms, key: "a", verdict: Allow, delay: 900 * time.Millisecond},            // due at 1000
-		// Due at 1200: more than max_delay from 100ms; refused with the wait without holding.
+		{at: 50 * ms, key: "a", verdict: Allow, delay: 550 * time.Millisecond},  // due at 600
+		{at: 100 * ms, key: "a", verdict: Allow, delay: 700 * time.Millisecond}, // due at 800
+		{at: 100 * ms, key: "a", verdict: Allow, delay: 900 * time.Millisecond}, // due at 1000
+		// Due at 1200: more than max_delay from 100ms; refused with the wait, without holding.
 		{at: 100 * ms, key: "a", verdict: Limited, retry: 1100 * time.Millisecond},
 		// Another key has its own bucket.
 		{at: 100 * ms, key: "b", verdict: Allow, delay: 0},
-		// The request due at 600 goes away at 150: its token comes back, and the next request
-		// is due where the last one was, at 1000.
-		{at: 150 * ms, key: "a", giveBack: true, verdict: Allow, delay: 1000*time.Millisecond - 150*time.Millisecond},
-		{at: 150 * ms, key: "a", verdict: Limited, retry: 1050 * time.Millisecond},
-		// Once the debt is repaid (at 1000ms the last reservation is due), a request at 1200
-		// has a whole token again.
+		// The request due at 600 goes away: two requests reserved behind it keep their instants,
+		// so its token stays spent (given back, a new request would be due with the last one).
+		{at: 150 * ms, key: "a", giveBack: 3, verdict: Limited, retry: 1050 * time.Millisecond},
+		// The last one (due at 1000) goes away: nothing behind it, its token comes back, and the
+		// next request is due where it was.
+		{at: 160 * ms, key: "a", giveBack: 5, verdict: Allow, delay: 840 * time.Millisecond},
+		{at: 160 * ms, key: "a", verdict: Limited, retry: 1040 * time.Millisecond},
+		// Once the debt is repaid (the last reservation is due at 1000), a request at 1200
+		// finds a whole token.
 		{at: 1200 * ms, key: "a", verdict: Allow, delay: 0},
 	}
 	for i, s := range steps {
-		if s.giveBack {
-			g.GiveBack(store, held, base+s.at)
+		if s.giveBack > 0 {
+			g.GiveBack(store, charges[s.giveBack], base+s.at)
 		}
 		out := g.Admit(header("k", s.key), store, base+s.at)
 		if out.Verdict != s.verdict || out.Delay != s.delay || (s.verdict == Limited && out.RetryAfter != s.retry) {
 			t.Fatalf("step %d at %dms: got verdict %d delay %v retry %v, want %d, %v, %v",
 				i, s.at/ms, out.Verdict, out.Delay, out.RetryAfter, s.verdict, s.delay, s.retry)
 		}
-		if s.keep {
-			held = out.Charge()
-		}
+		charges[i] = out.Charge()
 	}
 }
 
@@ -100,9 +101,9 @@ func TestDelayWithOtherRules(t *testing.T) {
 	}
 }
 
-// Several workers (Gates on one store) reserve from one bucket at random instants: the instants
-// the admitted requests are due never put more than capacity + rate × T in any interval T, and
-// no request is held longer than max_delay.
+// Several workers (Gates on one store) reserve from one bucket at random instants, and some held
+// clients go away: the instants the requests that go on are due never put more than
+// capacity + rate × T in any interval T, and no request is held longer than max_delay.
 func TestDelayAcrossWorkersIsPaced(t *testing.T) {
 	doc := `{"rules": [{"name": "r", "key": [{"header": "k"}],
 	  "limits": [{"capacity": 3, "refill_tokens": 2, "refill_interval": "300ms"}],
@@ -110,20 +111,37 @@ func TestDelayAcrossWorkersIsPaced(t *testing.T) {
 	store := newMemStore()
 	gates := []*Gate{mustGate(t, doc), mustGate(t, doc), mustGate(t, doc)}
 	rng := rand.New(rand.NewPCG(7, 8))
-	var due []int64
+	var requests []*heldRequest
 	now := 10 * sec
 	for i := 0; i < 3000; i++ {
 		now += rng.Int64N(120 * ms)
+		if rng.IntN(4) == 0 {
+			// A client that is still held goes away: its reservation is given back (when
+			// nothing was reserved behind it) and its request never goes on.
+			for _, r := range requests[max(len(requests)-5, 0):] {
+				if !r.gone && r.due > now {
+					gates[rng.IntN(len(gates))].GiveBack(store, r.charge, now)
+					r.gone = true
+					break
+				}
+			}
+		}
 		out := gates[rng.IntN(len(gates))].Admit(header("k", "a"), store, now)
 		switch out.Verdict {
 		case Allow:
 			if out.Delay < 0 || out.Delay > 700*time.Millisecond {
 				t.Fatalf("request %d held %v, outside 0..max_delay", i, out.Delay)
 			}
-			due = append(due, now+int64(out.Delay))
+			requests = append(requests, &heldRequest{due: now + int64(out.Delay), at: now, charge: out.Charge()})
 		case Limited:
 		default:
 			t.Fatalf("request %d: %+v", i, out)
+		}
+	}
+	var due []int64
+	for _, r := range requests {
+		if !r.gone {
+			due = append(due, r.due)
 		}
 	}
 	sort.Slice(due, func(i, j int) bool { return due[i] < due[j] })
@@ -139,7 +157,22 @@ func TestDelayAcrossWorkersIsPaced(t *testing.T) {
 			}
 		}
 	}
-	if len(due) < 1000 {
-		t.Fatalf("only %d of 3000 admitted: the test paces nothing", len(due))
+	if held, gone := countHeld(requests), len(requests)-len(due); held < 300 || gone < 100 {
+		t.Fatalf("%d requests held, %d gone: the test exercises too little", held, gone)
 	}
+}
+
+type heldRequest struct {
+	due, at int64
+	charge  Charge
+	gone    bool
+}
+
+func countHeld(requests []*heldRequest) (n int) {
+	for _, r := range requests {
+		if r.due > r.at {
+			n++
+		}
+	}
+	return n
 }
