@@ -88,8 +88,15 @@
 //	                                      (default "20ms")
 //	        "failure_mode": "allow"       optional: "allow" (default) or "deny" (503) when the
 //	                                      service fails or times out
-//	      }                               the request's cost is sent as hits_addend; a request
+//	      },                              the request's cost is sent as hits_addend; a request
 //	                                      that costs 0 is not sent
+//	      "on_limit": {                   optional: what happens to a request over the limits
+//	        "action": "delay",            required: "reject" (429 at once, the default) or
+//	                                      "delay" (hold it until its tokens are due); token
+//	                                      buckets only; a shadow rule never holds
+//	        "max_delay": "2s"             "delay" only, required: the longest a request is held,
+//	                                      "1ms" to "60s"; a later one is rejected at once
+//	      }
 //	    }
 //	  ],
 //	  "failure_mode": "allow",            optional: "allow" (default) or "deny" the request

@@ -19,10 +19,19 @@ const (
 	Limited       = "limited"
 	ShadowLimited = "shadow_limited"
 	MissingKey    = "missing_key"
+	// A rule with on_limit delay: requests held, their total delay in milliseconds, and the
+	// longest delay (a gauge).
+	Delayed    = "delayed"
+	DelayMs    = "delay_ms"
+	MaxDelayMs = "max_delay_ms"
 )
 
 // RuleKinds lists every kind of per-rule counter.
 var RuleKinds = []string{Admitted, Limited, ShadowLimited, MissingKey}
+
+// DelayKinds lists the per-rule metrics of a rule with on_limit delay only; MaxDelayMs is a
+// gauge.
+var DelayKinds = []string{Delayed, DelayMs, MaxDelayMs}
 
 // Plugin-wide counters.
 const (

@@ -196,7 +196,7 @@ func TestEnvoyPrometheusSeries(t *testing.T) {
 func TestSeriesFollowFromStatNames(t *testing.T) {
 	shipped := []scenario.StatsTag{{Name: scenario.RuleTag, Regex: scenario.RuleTagRegex}}
 	var pairs [][2]string
-	for _, kind := range scenario.RuleKinds {
+	for _, kind := range append(append([]string(nil), scenario.RuleKinds...), scenario.DelayKinds...) {
 		pairs = append(pairs, [2]string{scenario.RuleStat(scenario.Rule, kind), scenario.RuleSeries(scenario.Rule, kind)})
 	}
 	for _, stat := range scenario.PluginStats {
