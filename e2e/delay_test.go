@@ -241,3 +241,49 @@ func TestDelayHeldRequestsAreBounded(t *testing.T) {
 		t.Fatalf("the last held request: %q, want it due at 1025ms (1024ms from now)", line)
 	}
 }
+
+// A delaying rule with a global limit: the local limits decide first and hold the request, and
+// the rate limit service is asked when the request is due, so that it counts what goes on; its
+// OVER_LIMIT then rejects the held request as any global rejection.
+func TestDelayAsksTheGlobalLimitWhenDue(t *testing.T) {
+	t.Parallel()
+	rls := startScriptedRLS(t)
+	g := newGlobalRig(t, host.Envoy139, `{"rules": [{"name": "partner", "key": [{"authority": {}}],
+	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "100ms"}],
+	  "on_limit": {"action": "delay", "max_delay": "1s"},
+	  "global": {"cluster": "rls", "domain": "d", "timeout": "5s"}}]}`, map[string]string{"rls": rls.addr})
+	vm := g.vms[0]
+	first := g.open(vm, partnerReq())
+	if !first.held {
+		t.Fatal("the first request should wait for the rate limit service")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if d, err := first.s.Wait(ctx); err != nil || !d.Continue {
+		t.Fatalf("first request: %+v %v", d, err)
+	}
+	g.finish(first)
+	if n := len(rls.taken()); n != 1 {
+		t.Fatalf("%d calls for the first request, want 1", n)
+	}
+	// The second is due 100ms later: held, and nothing asked yet (no tick has run).
+	second := g.open(vm, partnerReq())
+	if !second.held || len(rls.taken()) != 0 {
+		t.Fatal("the second request should be held by its local limit, the service not asked yet")
+	}
+	rls.set(answerOverLimit(30 * time.Second))
+	ticks, stopTicks := context.WithCancel(context.Background())
+	defer stopTicks()
+	go g.host.RunTicks(ticks)
+	d, err := second.s.Wait(ctx)
+	if err != nil || d.Continue || d.Reply == nil || d.Reply.Status != 429 || d.Reply.Details != "tollgate_global_rate_limited" ||
+		d.Reply.Header("retry-after") != "30" {
+		t.Fatalf("second request: %+v %v, want the global 429 once it was due", d.Reply, err)
+	}
+	g.finish(second)
+	if n := len(rls.taken()); n != 1 {
+		t.Fatalf("%d calls for the second request, want 1, made when it was due", n)
+	}
+	stopTicks()
+	g.checkHealthy()
+}
