@@ -321,6 +321,9 @@ type Limit struct {
 	RefillTokens   int64
 	RefillInterval time.Duration
 	Window         time.Duration
+	// Calendar, on a FixedWindow instead of Window, aligns its windows on UTC days, weeks or
+	// months of the wall clock.
+	Calendar Calendar
 }
 
 // Cost is how many units a request takes from each limit of its rule.

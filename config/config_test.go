@@ -349,7 +349,7 @@ func TestParse(t *testing.T) {
 			name:  "unknown limit field",
 			input: withLimit(`{"capcity": 3, "refill_tokens": 1, "refill_interval": "1s"}`),
 			problems: []problem{
-				{"rules[0].limits[0]", `unknown field "capcity": known fields are algorithm, capacity, refill_tokens, refill_interval, window (did you mean "capacity"?)`},
+				{"rules[0].limits[0]", `unknown field "capcity": known fields are algorithm, capacity, refill_tokens, refill_interval, window, calendar (did you mean "capacity"?)`},
 				{capacityPath, `required field is missing: add "capacity": 10`},
 			},
 		},
@@ -357,7 +357,7 @@ func TestParse(t *testing.T) {
 			name:  "camelCase limit fields",
 			input: withLimit(`{"capacity": 3, "refillTokens": 1, "refill_interval": "1s"}`),
 			problems: []problem{
-				{"rules[0].limits[0]", `unknown field "refillTokens": known fields are algorithm, capacity, refill_tokens, refill_interval, window (did you mean "refill_tokens"?)`},
+				{"rules[0].limits[0]", `unknown field "refillTokens": known fields are algorithm, capacity, refill_tokens, refill_interval, window, calendar (did you mean "refill_tokens"?)`},
 				{refillTokensPath, "required field is missing"},
 			},
 		},
@@ -477,26 +477,26 @@ func TestParse(t *testing.T) {
 
 		// refill_interval
 		{name: "refill_interval bare number", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": 1}`), problems: []problem{{refillIntervalPath, `got the number 1, want a string: quote the duration and give it a unit, e.g. "1s"`}}},
-		{name: "refill_interval null", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": null}`), problems: []problem{{refillIntervalPath, `got null, want a string: refill_interval is a duration from "1ms" to "24h"`}}},
+		{name: "refill_interval null", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": null}`), problems: []problem{{refillIntervalPath, `got null, want a string: refill_interval is a duration from "1ms" to "366d"`}}},
 		{name: "refill_interval without unit", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "1"}`), problems: []problem{{refillIntervalPath, `"1" is not a valid duration: refill_interval is a duration`}}},
 		{name: "refill_interval gibberish", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "one second"}`), problems: []problem{{refillIntervalPath, `"one second" is not a valid duration`}}},
 		{name: "refill_interval overflowing duration", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "99999999999h"}`), problems: []problem{{refillIntervalPath, `"99999999999h" is not a valid duration`}}},
 		{name: "refill_interval 0s", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "0s"}`), problems: []problem{{refillIntervalPath, `"0s" is shorter than 1ms`}}},
 		{name: "refill_interval negative", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "-1s"}`), problems: []problem{{refillIntervalPath, `"-1s" is shorter than 1ms`}}},
-		{name: "refill_interval 999us", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "999us"}`), problems: []problem{{refillIntervalPath, `"999us" is shorter than 1ms: refill_interval is a duration from "1ms" to "24h" inclusive`}}},
-		{name: "refill_interval 24h1ns", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "24h0m0.000000001s"}`), problems: []problem{{refillIntervalPath, `"24h0m0.000000001s" is longer than 24h`}}},
-		{name: "refill_interval 2 days", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "48h"}`), problems: []problem{{refillIntervalPath, `"48h" is longer than 24h`}}},
+		{name: "refill_interval 999us", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "999us"}`), problems: []problem{{refillIntervalPath, `"999us" is shorter than 1ms: refill_interval is a duration from "1ms" to "366d" inclusive`}}},
+		{name: "refill_interval 366d1ns", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "366d0.000000001s"}`), problems: []problem{{refillIntervalPath, `"366d0.000000001s" is longer than "366d"`}}},
+		{name: "refill_interval 367 days", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "8808h"}`), problems: []problem{{refillIntervalPath, `"8808h" is longer than "366d"`}}},
 
-		// Token arithmetic overflow.
+		// No token arithmetic overflow any more: the level is whole tokens and credits.
 		{
-			name:     "overflow combination",
-			input:    withLimit(`{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "24h"}`),
-			problems: []problem{{"rules[0].limits[0]", `capacity 1000000000 with refill_tokens 1 every "24h" would overflow the token arithmetic`}},
+			name:  "a billion tokens refilled one a day",
+			input: withLimit(`{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "24h"}`),
+			want:  oneRule(config.Limit{Capacity: 1_000_000_000, RefillTokens: 1, RefillInterval: 24 * time.Hour}),
 		},
 		{
-			name:     "overflow just above 2^62",
-			input:    withLimit(`{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "4.611686019s"}`),
-			problems: []problem{{"rules[0].limits[0]", "use a shorter refill_interval or a smaller capacity"}},
+			name:  "just above the former 2^62 bound",
+			input: withLimit(`{"capacity": 1000000000, "refill_tokens": 1, "refill_interval": "4.611686019s"}`),
+			want:  oneRule(config.Limit{Capacity: 1_000_000_000, RefillTokens: 1, RefillInterval: 4611686019 * time.Nanosecond}),
 		},
 		{
 			name:  "no overflow once reduced by the gcd",
@@ -954,8 +954,8 @@ func TestParse(t *testing.T) {
 		},
 		{name: "window capacity 0", input: withLimit(`{"algorithm": "fixed_window", "capacity": 0, "window": "1s"}`), problems: []problem{{capacityPath, "0 is not allowed: capacity is how many units each window admits, a whole number from 1 to 1000000000"}}},
 		{name: "window bare number", input: withLimit(`{"algorithm": "fixed_window", "capacity": 1, "window": 60}`), problems: []problem{{windowPath, `got the number 60, want a string: quote the duration and give it a unit`}}},
-		{name: "window too short", input: withLimit(`{"algorithm": "fixed_window", "capacity": 1, "window": "100us"}`), problems: []problem{{windowPath, `"100us" is shorter than 1ms: window is a duration from "1ms" to "24h" inclusive`}}},
-		{name: "window too long", input: withLimit(`{"algorithm": "sliding_window", "capacity": 1, "window": "25h"}`), problems: []problem{{windowPath, `"25h" is longer than 24h`}}},
+		{name: "window too short", input: withLimit(`{"algorithm": "fixed_window", "capacity": 1, "window": "100us"}`), problems: []problem{{windowPath, `"100us" is shorter than 1ms: window is a duration from "1ms" to "366d" inclusive`}}},
+		{name: "window too long", input: withLimit(`{"algorithm": "sliding_window", "capacity": 1, "window": "53w"}`), problems: []problem{{windowPath, `"53w" is longer than "366d"`}}},
 		{name: "window invalid", input: withLimit(`{"algorithm": "sliding_window", "capacity": 1, "window": "a minute"}`), problems: []problem{{windowPath, `"a minute" is not a valid duration: window is a duration`}}},
 		{name: "window no overflow check", input: withLimit(`{"algorithm": "fixed_window", "capacity": 1000000000, "window": "24h"}`), want: oneRule(config.Limit{Algorithm: config.FixedWindow, Capacity: 1_000_000_000, Window: 24 * time.Hour})},
 		{
@@ -1062,7 +1062,7 @@ func TestErrorMessageReadsWell(t *testing.T) {
 	if err == nil {
 		t.Fatal("Parse: want an error")
 	}
-	want := `rules[0].limits[0]: unknown field "capcity": known fields are algorithm, capacity, refill_tokens, refill_interval, window (did you mean "capacity"?); ` +
+	want := `rules[0].limits[0]: unknown field "capcity": known fields are algorithm, capacity, refill_tokens, refill_interval, window, calendar (did you mean "capacity"?); ` +
 		`rules[0].limits[0].capacity: required field is missing: add "capacity": 10; ` +
 		`rules[1].name: "per-api-key" is already used by rules[0]: rule names must be unique; ` +
 		`rules[1].key[0]: has both "header" and "client_ip": a key part takes exactly one, so split them into two parts, e.g. [{"header": "x-api-key"}, {"client_ip": {}}]; ` +

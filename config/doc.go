@@ -56,9 +56,13 @@
 //	                                      bucket, or the units admitted per window
 //	          "refill_tokens": 1,         token_bucket only, required: tokens added per interval,
 //	                                      1 to 1000000000
-//	          "refill_interval": "1s",    token_bucket only, required: a Go duration from "1ms" to "24h"
-//	          "window": "1m"              fixed_window and sliding_window only, required: a Go
-//	                                      duration from "1ms" to "24h"
+//	          "refill_interval": "1s",    token_bucket only, required: a Go duration from "1ms" to
+//	                                      "366d", with days ("d") and weeks ("w") too: "7d", "1w"
+//	          "window": "1m"              fixed_window and sliding_window only, required unless
+//	                                      calendar is given: a duration as refill_interval
+//	          "calendar": "month"         fixed_window only, instead of window: "day", "week" (ISO,
+//	                                      from Monday) or "month", windows aligned on UTC calendar
+//	                                      boundaries of the wall clock
 //	        }
 //	      ],
 //	      "cost": 1,                      optional: units per request, 0 to 1000000000 (default 1),
@@ -140,10 +144,11 @@
 // Whole numbers may be written as 3, 3.0 or 3e0, because Istio converts
 // pluginConfig through protobuf Struct where every number is a double, but
 // must be whole. Durations use time.ParseDuration syntax such as "500ms",
-// "1s", "1m" or "24h"; a bare number is rejected because its unit would be
-// a guess. A token bucket is also rejected when capacity × (refill_interval in
-// nanoseconds / gcd(refill_interval in nanoseconds, refill_tokens)) exceeds
-// 2^62, since the limiter's exact token arithmetic would overflow.
+// "1s", "1m" or "24h"; refill_interval and window also take whole days ("d")
+// and weeks ("w"), as in "7d", "1w" or "1d12h", up to "366d". A bare number
+// is rejected because its unit would be a guess. Every combination of
+// capacity, refill_tokens and refill_interval in range is exact: the limiter
+// keeps a bucket's level as whole tokens and the credits toward the next one.
 //
 // # Errors
 //

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"math/big"
 	"reflect"
 	"strconv"
 	"strings"
@@ -257,7 +256,13 @@ func revalidateLimit(limit config.Limit) error {
 		if limit.RefillTokens != 0 || limit.RefillInterval != 0 {
 			return errors.New("refill fields on a " + limit.Algorithm.String())
 		}
-		if limit.Window < time.Millisecond || limit.Window > 24*time.Hour {
+		if limit.Calendar != config.NoCalendar {
+			if limit.Algorithm != config.FixedWindow || limit.Window != 0 || limit.Calendar > config.CalendarMonth {
+				return errors.New("calendar " + limit.Calendar.String() + " on a " + limit.Algorithm.String() + " of window " + limit.Window.String())
+			}
+			return nil
+		}
+		if limit.Window < time.Millisecond || limit.Window > 366*24*time.Hour {
 			return errors.New("window " + limit.Window.String())
 		}
 		return nil
@@ -265,22 +270,14 @@ func revalidateLimit(limit config.Limit) error {
 	default:
 		return errors.New("algorithm " + limit.Algorithm.String())
 	}
-	if limit.Window != 0 {
-		return errors.New("window on a token bucket")
+	if limit.Window != 0 || limit.Calendar != config.NoCalendar {
+		return errors.New("window or calendar on a token bucket")
 	}
 	if limit.RefillTokens < 1 || limit.RefillTokens > 1_000_000_000 {
 		return errors.New("refill_tokens " + strconv.FormatInt(limit.RefillTokens, 10))
 	}
-	if limit.RefillInterval < time.Millisecond || limit.RefillInterval > 24*time.Hour {
+	if limit.RefillInterval < time.Millisecond || limit.RefillInterval > 366*24*time.Hour {
 		return errors.New("refill_interval " + limit.RefillInterval.String())
-	}
-	// Recompute the overflow bound with big integers rather than the
-	// package's 128-bit multiplication.
-	interval := big.NewInt(int64(limit.RefillInterval))
-	gcd := new(big.Int).GCD(nil, nil, interval, big.NewInt(limit.RefillTokens))
-	product := new(big.Int).Mul(big.NewInt(limit.Capacity), new(big.Int).Quo(interval, gcd))
-	if product.Cmp(new(big.Int).Lsh(big.NewInt(1), 62)) > 0 {
-		return errors.New("token arithmetic overflows: " + product.String())
 	}
 	return nil
 }
@@ -491,6 +488,8 @@ func encode(t *testing.T, cfg *config.Config) []byte {
 			if limit.Algorithm == config.TokenBucket {
 				encodedLimit["refill_tokens"] = limit.RefillTokens
 				encodedLimit["refill_interval"] = limit.RefillInterval.String()
+			} else if limit.Calendar != config.NoCalendar {
+				encodedLimit["calendar"] = limit.Calendar.String()
 			} else {
 				encodedLimit["window"] = limit.Window.String()
 			}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"math/bits"
 	"strconv"
 )
 
@@ -113,19 +112,22 @@ func (v *validator) tokenBucket(path string, value *jsonValue, limit *Limit, def
 	// A limit with a window and neither refill field was meant to be a
 	// window limit: say only that the algorithm is missing.
 	meantWindow := defaulted && window != nil && value.member("refill_tokens") == nil && value.member("refill_interval") == nil
-	capacityOK, refillTokensOK, refillIntervalOK := false, false, false
 	if capacity := v.required(value, path, "capacity", "10"); capacity != nil {
-		limit.Capacity, capacityOK = v.tokenCount(fieldPath(path, "capacity"), capacity, capacityRule)
+		limit.Capacity, _ = v.tokenCount(fieldPath(path, "capacity"), capacity, capacityRule)
 	}
 	var refillInterval *jsonValue
 	if !meantWindow {
 		if refillTokens := v.required(value, path, "refill_tokens", "1"); refillTokens != nil {
-			limit.RefillTokens, refillTokensOK = v.tokenCount(fieldPath(path, "refill_tokens"), refillTokens, refillTokensRule)
+			limit.RefillTokens, _ = v.tokenCount(fieldPath(path, "refill_tokens"), refillTokens, refillTokensRule)
 		}
 		refillInterval = v.required(value, path, "refill_interval", `"1s"`)
 		if refillInterval != nil {
-			limit.RefillInterval, refillIntervalOK = v.duration(fieldPath(path, "refill_interval"), refillInterval, refillIntervalRule)
+			limit.RefillInterval, _ = v.quotaDuration(fieldPath(path, "refill_interval"), refillInterval, refillIntervalRule)
 		}
+	}
+	if calendar := value.member("calendar"); calendar != nil {
+		v.add(fieldPath(path, "calendar"), `calendar belongs to "algorithm": "fixed_window", but this limit is a token bucket: `+
+			`remove calendar, or set "algorithm": "fixed_window" and remove refill_tokens and refill_interval`)
 	}
 	if window != nil {
 		message := `window belongs to the window algorithms, "fixed_window" and "sliding_window", but this limit is a token bucket`
@@ -138,13 +140,6 @@ func (v *validator) tokenBucket(path string, value *jsonValue, limit *Limit, def
 			message += `: remove window, or set "algorithm": "fixed_window" or "sliding_window" and remove refill_tokens and refill_interval`
 		}
 		v.add(fieldPath(path, "window"), message)
-	}
-	if capacityOK && refillTokensOK && refillIntervalOK && overflowsTokenArithmetic(*limit) {
-		v.add(path, "capacity "+strconv.FormatInt(limit.Capacity, 10)+
-			" with refill_tokens "+strconv.FormatInt(limit.RefillTokens, 10)+
-			" every "+strconv.Quote(refillInterval.text)+" would overflow the token arithmetic "+
-			"(capacity * refill_interval_ns / gcd(refill_interval_ns, refill_tokens) is above 2^62): "+
-			"use a shorter refill_interval or a smaller capacity")
 	}
 }
 
@@ -160,26 +155,22 @@ func (v *validator) window(path string, value *jsonValue, limit *Limit) {
 				`or remove "algorithm" to use a token bucket`)
 		}
 	}
+	calendar := value.member("calendar")
+	switch {
+	case calendar != nil && limit.Algorithm != FixedWindow:
+		v.add(fieldPath(path, "calendar"), `calendar belongs to "algorithm": "fixed_window", but this limit is a `+
+			strconv.Quote(limit.Algorithm.String())+`: remove calendar, or use "algorithm": "fixed_window"`)
+	case calendar != nil:
+		v.calendar(path, calendar, limit)
+		if value.member("window") != nil {
+			v.add(fieldPath(path, "window"), `window and calendar are exclusive: a calendar window's length is the `+
+				`day, week or month it falls in; remove window, or remove calendar for a window of a fixed length`)
+		}
+		return
+	}
 	if window := v.required(value, path, "window", `"1m"`); window != nil {
-		limit.Window, _ = v.duration(fieldPath(path, "window"), window, windowRule)
+		limit.Window, _ = v.quotaDuration(fieldPath(path, "window"), window, windowRule)
 	}
-}
-
-// overflowsTokenArithmetic reports whether the limiter's exact token
-// arithmetic for this limit, which scales the capacity by the refill period
-// reduced by its common factor with refill_tokens, would exceed 2^62.
-func overflowsTokenArithmetic(limit Limit) bool {
-	intervalNanos := uint64(limit.RefillInterval)
-	period := intervalNanos / gcd(intervalNanos, uint64(limit.RefillTokens))
-	high, low := bits.Mul64(uint64(limit.Capacity), period)
-	return high != 0 || low > maxTokenArithmetic
-}
-
-func gcd(a, b uint64) uint64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }
 
 // tokenCount reads a whole number of tokens from 1 to maxTokens.

@@ -15,9 +15,6 @@ const (
 	maxTokens         = 1_000_000_000
 	minDuration       = time.Millisecond
 	maxDuration       = 24 * time.Hour
-	// maxTokenArithmetic bounds capacity × (refill interval in ns / gcd)
-	// so that the limiter's fixed-point token arithmetic cannot overflow int64.
-	maxTokenArithmetic = 1 << 62
 
 	maxTrustedHops            = 10
 	maxExemptions             = 64 // entries in each exempt list
@@ -62,7 +59,7 @@ var (
 	whenFullNames  = []string{"reject", "overflow", "allow"}
 	ruleFields     = []string{"name", "match", "key", "missing_key", "limits", "cost", "shadow", "global", "on_limit"}
 	keyPartFields  = []string{"header", "client_ip", "path", "method", "authority", "query", "attribute"}
-	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window"}
+	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window", "calendar"}
 
 	clientIPFields     = []string{"xff_num_trusted_hops", "ipv4_prefix", "ipv6_prefix"}
 	clientIPPartFields = []string{"ipv4_prefix", "ipv6_prefix"}
@@ -91,10 +88,11 @@ const (
 	anyCapacityRule    = "capacity is a whole number from 1 to 1000000000"
 	refillTokensRule   = "refill_tokens is how many tokens are added every refill_interval, " +
 		"a whole number from 1 to 1000000000"
-	refillIntervalRule = `refill_interval is a duration from "1ms" to "24h" inclusive, ` +
-		`written as a number and a unit (ms, s, m or h), e.g. "500ms", "1s", "1m" or "24h"`
-	windowRule = `window is a duration from "1ms" to "24h" inclusive, ` +
-		`written as a number and a unit (ms, s, m or h), e.g. "1s", "1m" or "1h"`
+	refillIntervalRule = `refill_interval is a duration from "1ms" to "366d" inclusive, ` +
+		`written as a number and a unit (ms, s, m, h, d or w), e.g. "500ms", "1s", "1m", "24h" or "7d"`
+	windowRule = `window is a duration from "1ms" to "366d" inclusive, ` +
+		`written as a number and a unit (ms, s, m, h, d or w), e.g. "1s", "1h", "7d" or "30d"; ` +
+		`for UTC calendar days, weeks or months use "calendar" instead`
 	algorithmRule = `algorithm is "token_bucket" (the default; uses capacity, refill_tokens and refill_interval), ` +
 		`"fixed_window" or "sliding_window" (both use capacity and window)`
 	failureModeRule = `failure_mode is "allow" (let requests through when the limiter fails, the default) ` +

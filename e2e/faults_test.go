@@ -113,7 +113,7 @@ func (g *rig) onlySlot() string {
 func corruptValues(valid []byte) map[string][]byte {
 	out := map[string][]byte{
 		"empty":       {},
-		"short":       []byte("TG\x03"),
+		"short":       []byte("TG\x04"),
 		"one short":   valid[:slotSize-1],
 		"one long":    append(append([]byte(nil), valid...), 0),
 		"foreign":     []byte("some other plugin's value, not a slot at all........"),
@@ -121,13 +121,14 @@ func corruptValues(valid []byte) map[string][]byte {
 		"all ones":    bytes.Repeat([]byte{0xff}, slotSize),
 		"all zeros":   make([]byte, slotSize),
 		"bad magic":   append([]byte("XG"), valid[2:]...),
-		"version 2":   append([]byte("TG\x02"), valid[3:]...), // the previous layout
-		"version 4":   append([]byte("TG\x04"), valid[3:]...),
-		"kind 0":      append([]byte("TG\x03\x00"), valid[4:]...),
-		"algorithm 9": append([]byte("TG\x03\x19"), valid[4:]...),
+		"version 2":   append([]byte("TG\x02"), valid[3:]...),
+		"version 3":   append([]byte("TG\x03"), valid[3:]...), // the previous layout
+		"version 5":   append([]byte("TG\x05"), valid[3:]...),
+		"kind 0":      append([]byte("TG\x04\x00"), valid[4:]...),
+		"algorithm 9": append([]byte("TG\x04\x19"), valid[4:]...),
 	}
 	// This bucket's own slot with a level no bucket can have: negative, and above capacity.
-	for name, level := range map[string]int64{"negative level": -1, "level above capacity": math.MaxInt64} {
+	for name, level := range map[string]int64{"negative tokens": -1, "tokens above capacity": math.MaxInt64} {
 		v := append([]byte(nil), valid...)
 		binary.LittleEndian.PutUint64(v[24:], uint64(level))
 		out[name] = v
@@ -163,7 +164,7 @@ func TestCorruptSlotValuesAreReplaced(t *testing.T) {
 			t.Errorf("%s: %d admitted in one instant, want the capacity, 3", name, admitted)
 		}
 		now := g.slots()[slot]
-		if len(now) != slotSize || string(now[:3]) != "TG\x03" || slotOwner(now) != owner {
+		if len(now) != slotSize || string(now[:3]) != "TG\x04" || slotOwner(now) != owner {
 			t.Errorf("%s: the slot now holds %x, want alice's valid slot", name, now)
 		}
 	}

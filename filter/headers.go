@@ -20,7 +20,10 @@ import (
 // burst of q and then q per w); RateLimit gives each one's remaining units r, seconds t until
 // more quota is available, and pk, a keyed hash of the partition key (never the key itself). On
 // a rejection RateLimit carries only the limit that rejected, with r=0 and t equal to
-// Retry-After.
+// Retry-After. A calendar window's w is the length of the day, week or month it is in (a month
+// of 28 to 31 days: the window the quota is for), and its t the time to the next calendar
+// boundary; a token bucket's w is exact however long (100,000 tokens at one a day is 100,000
+// days).
 //
 // HeadersXRateLimit reports the most restrictive limit (the one that rejected, else the one with
 // the fewest units left) as X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset

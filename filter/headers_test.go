@@ -109,3 +109,55 @@ func TestRateLimitHeaders(t *testing.T) {
 		t.Fatalf("headers off: %q", got)
 	}
 }
+
+// Long and calendar windows in the headers: a month's RateLimit-Policy window is that month's
+// length, and the reset is the time to the next calendar boundary; a 30-day window and a daily
+// bucket of 100,000 tokens (one a day) state their full length.
+func TestRateLimitHeadersOfLongQuotas(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"rate_limit_headers": "draft", "rules": [
+	  {"name": "month", "key": [{"header": "k"}], "limits": [{"algorithm": "fixed_window", "capacity": 3, "calendar": "month"}]},
+	  {"name": "long", "key": [{"header": "k"}], "limits": [
+	    {"algorithm": "fixed_window", "capacity": 50, "window": "30d"},
+	    {"capacity": 100000, "refill_tokens": 1, "refill_interval": "1d"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := admission.Compile(cfg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &memStore{values: map[string][]byte{}, cas: map[string]uint32{}}
+	if err := policy.LoadSecret(store, func() uint64 { return 7 }); err != nil {
+		t.Fatal(err)
+	}
+	gate := admission.NewGate(policy)
+	// 2024-02-28 12:00 UTC: the leap February ends in 36 hours.
+	const feb28Noon = 1709121600 * int64(1e9)
+	gate.SetWallClock(func() (int64, error) { return feb28Noon, nil })
+	request := headerRequest{"k": "key"}
+	out := gate.Admit(request, store, 0)
+	if out.Verdict != admission.Allow || len(out.Limits) != 3 {
+		t.Fatalf("first request: %+v", out)
+	}
+	draft := rateLimitHeaders(cfg, out)
+	wantPolicy := `"month";q=3;w=2505600, "long/0";q=50;w=2592000, "long/1";q=100000;w=8640000000`
+	if draft[0][1] != wantPolicy {
+		t.Errorf("RateLimit-Policy %q, want %q", draft[0][1], wantPolicy)
+	}
+	if !strings.HasPrefix(draft[1][1], `"month";r=2;t=129600;`) || !strings.Contains(draft[1][1], `"long/0";r=49;t=2592000;`) ||
+		!strings.Contains(draft[1][1], `"long/1";r=99999;t=86400;`) {
+		t.Errorf("RateLimit %q", draft[1][1])
+	}
+	xRateLimit := *cfg
+	xRateLimit.RateLimitHeaders = config.HeadersXRateLimit
+	gate.Admit(request, store, 0)
+	gate.Admit(request, store, 0)
+	out = gate.Admit(request, store, 0)
+	if out.Verdict != admission.Limited || out.RetryAfterSeconds() != 36*3600 {
+		t.Fatalf("fourth request in the month: %+v, want limited for 36 hours", out)
+	}
+	x := rateLimitHeaders(&xRateLimit, out)
+	if x[0] != [2]string{"x-ratelimit-limit", "3"} || x[1] != [2]string{"x-ratelimit-remaining", "0"} || x[2] != [2]string{"x-ratelimit-reset", "129600"} {
+		t.Errorf("x-ratelimit on the rejection: %q", x)
+	}
+}

@@ -118,6 +118,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		return types.OnPluginStartStatusFailed
 	}
 	p.cfg, p.gate = cfg, admission.NewGate(policy)
+	p.gate.SetWallClock(abi.WallNanos) // read only by calendar windows
 	define := func(name string, c *counter) bool {
 		if c.id, err = abi.DefineCounter(name); err != nil {
 			abi.Log(abi.LogLevelCritical, "tollgate: cannot define metric "+name+": "+err.Error())

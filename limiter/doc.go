@@ -1,9 +1,11 @@
 // Package limiter implements three rate-limiting algorithms, a token bucket
-// with continuous refill, a fixed window and a sliding window, computed in
-// exact integer arithmetic, with the current time always passed in.
+// with continuous refill, a fixed window (also on calendar days, weeks and
+// months) and a sliding window, computed in exact integer arithmetic, with
+// the current time always passed in.
 //
 // Each algorithm is an immutable value made from a validated limit (Bucket
-// from BucketLimit, FixedWindow and SlidingWindow from WindowLimit) and
+// from BucketLimit, FixedWindow and SlidingWindow from WindowLimit,
+// CalendarWindow from CalendarLimit) and
 // decides on a per-key state that the caller stores (BucketState,
 // WindowState), starting from Initial: Take returns the new state and a
 // Decision, Give refunds a Take that another limit overruled. Algorithm is
@@ -28,12 +30,16 @@
 // RefillInterval/g credits and each nanosecond adds RefillTokens/g credits.
 // Every quantity the bucket reports (Remaining, RetryAfter, Reset) is then an
 // exact integer division of credits, with no floating point and no drift over
-// any number of steps. BucketState.Level is stored in credits, and
-// Bucket.CreditsPerToken converts it to tokens.
+// any number of steps.
 //
-// NewBucket rejects limits whose capacity in credits exceeds 2^62, so no
-// computation in this package can overflow, whatever BucketState and times it is
-// given.
+// A level in credits can need more than 64 bits: a capacity of 10^9 tokens
+// refilled one per 366 days is 3×10^25 credits. So BucketState keeps it in
+// two parts, whole Tokens and the Credits toward the next token (below
+// Bucket.CreditsPerToken), and the refill multiplies and divides in 128 bits
+// (math/bits). Every computation is exact for any positive Capacity,
+// RefillTokens and RefillInterval, whatever BucketState and times it is
+// given; a duration beyond math.MaxInt64 nanoseconds (292 years) is reported
+// as math.MaxInt64.
 //
 // # Fixed and sliding windows
 //
@@ -63,6 +69,16 @@
 // request would be admitted, is an integer division of them. Capacity is at
 // most 1e9 and Window at most 2^61 nanoseconds, so no computation can
 // overflow, whatever WindowState and times they are given.
+//
+// # Calendar windows
+//
+// CalendarWindow is a fixed window whose windows are UTC calendar days, ISO
+// weeks (from Monday) or months (28 to 31 days), with the same WindowState.
+// Its time base is Unix time, read from a wall clock, since calendar
+// boundaries exist only there. A wall clock can be stepped: forward, the
+// next window starts early; backward, the stored window keeps counting as
+// described below for any time behind a state, so a step never hands out a
+// window's units twice.
 //
 // # Time
 //

@@ -9,31 +9,46 @@ import (
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
-// refilledLevel is the reference for Bucket's refill, in credits, computed
-// in big integers so that no input can overflow it: clamp the level; then a
-// now behind Last, by any amount, is read as Last (time never goes
-// backwards), and a later now adds elapsed × creditsPerNano up to capacity.
-func refilledLevel(capacityCredits, creditsPerNano int64, s limiter.BucketState, now int64) (level int64, last int64) {
-	level = min(max(s.Level, 0), capacityCredits)
-	elapsed := new(big.Int).Sub(big.NewInt(now), big.NewInt(s.Last))
-	if elapsed.Sign() < 0 {
-		return level, s.Last
-	}
-	sum := elapsed.Mul(elapsed, big.NewInt(creditsPerNano))
-	sum.Add(sum, big.NewInt(level))
-	if sum.Cmp(big.NewInt(capacityCredits)) >= 0 {
-		return capacityCredits, now
-	}
-	return sum.Int64(), now
+// bigLevel is s's level in credits, Tokens×perToken + Credits, as stored (not clamped).
+func bigLevel(s limiter.BucketState, perToken int64) *big.Int {
+	level := new(big.Int).Mul(big.NewInt(s.Tokens), big.NewInt(perToken))
+	return level.Add(level, big.NewInt(s.Credits))
 }
 
-// ceilQuo is ⌈a/d⌉ for a >= 0, d >= 1, in big integers.
-func ceilQuo(a, d int64) int64 {
-	q, m := new(big.Int).QuoRem(big.NewInt(a), big.NewInt(d), new(big.Int))
+// refilledLevel is the reference for Bucket's refill, in credits, computed
+// in big integers so that no input can overflow it: clamp the two parts of
+// the level; then a now behind Last, by any amount, is read as Last (time
+// never goes backwards), and a later now adds elapsed × creditsPerNano up to
+// capacity.
+func refilledLevel(capacity, perToken, perNano int64, s limiter.BucketState, now int64) (level *big.Int, last int64) {
+	tokens := min(max(s.Tokens, 0), capacity)
+	credits := min(max(s.Credits, 0), perToken-1)
+	if tokens == capacity {
+		credits = 0
+	}
+	level = bigLevel(limiter.BucketState{Tokens: tokens, Credits: credits}, perToken)
+	full := new(big.Int).Mul(big.NewInt(capacity), big.NewInt(perToken))
+	elapsed := new(big.Int).Sub(big.NewInt(now), big.NewInt(s.Last))
+	if elapsed.Sign() <= 0 {
+		return level, s.Last
+	}
+	level.Add(level, elapsed.Mul(elapsed, big.NewInt(perNano)))
+	if level.Cmp(full) > 0 {
+		level = full
+	}
+	return level, now
+}
+
+// ceilNanos is ⌈a/d⌉ for a >= 0, d >= 1, as a duration: math.MaxInt64 when beyond it.
+func ceilNanos(a *big.Int, d int64) time.Duration {
+	q, m := new(big.Int).QuoRem(a, big.NewInt(d), new(big.Int))
 	if m.Sign() != 0 {
 		q.Add(q, big.NewInt(1))
 	}
-	return q.Int64()
+	if !q.IsInt64() {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(q.Int64())
 }
 
 // creditUnits recomputes the units of the package documentation.
@@ -44,80 +59,86 @@ func creditUnits(l limiter.BucketLimit) (perToken, perNano int64, capacity *big.
 }
 
 func FuzzTake(f *testing.F) {
-	f.Add(int64(3), int64(1), int64(time.Second), int64(0), int64(0), int64(300*time.Millisecond), int64(1))
-	f.Fuzz(func(t *testing.T, capacity, refillTokens, intervalNanos, level, last, now, n int64) {
+	f.Add(int64(3), int64(1), int64(time.Second), int64(0), int64(0), int64(0), int64(300*time.Millisecond), int64(1))
+	f.Add(int64(1e9), int64(1), int64(366*24*time.Hour), int64(5), int64(1e15), int64(0), int64(30*24*time.Hour), int64(7))
+	f.Fuzz(func(t *testing.T, capacity, refillTokens, intervalNanos, tokens, credits, last, now, n int64) {
 		l := limiter.BucketLimit{Capacity: capacity, RefillTokens: refillTokens, RefillInterval: time.Duration(intervalNanos)}
 		b, err := limiter.NewBucket(l)
-		if capacity < 1 || refillTokens < 1 || intervalNanos < 1 {
-			if err == nil {
-				t.Fatalf("NewBucket(%+v) accepted a non-positive field", l)
-			}
-			return
-		}
-		perToken, perNano, capacityCredits := creditUnits(l)
-		if tooBig := capacityCredits.Cmp(big.NewInt(1<<62)) > 0; tooBig != (err != nil) {
-			t.Fatalf("NewBucket(%+v): capacity %v credits, error %v", l, capacityCredits, err)
+		if invalid := capacity < 1 || refillTokens < 1 || intervalNanos < 1; invalid != (err != nil) {
+			t.Fatalf("NewBucket(%+v): error %v", l, err)
 		}
 		if err != nil {
 			return
 		}
-		capCredits := capacityCredits.Int64()
-		s := limiter.BucketState{Level: level, Last: last}
-		wantLevel, wantLast := refilledLevel(capCredits, perNano, s, now)
+		perToken, perNano, full := creditUnits(l)
+		if b.CreditsPerToken() != perToken || b.CreditsPerNano() != perNano {
+			t.Fatalf("%+v: %d credits per token, %d per ns; want %d, %d", l, b.CreditsPerToken(), b.CreditsPerNano(), perToken, perNano)
+		}
+		s := limiter.BucketState{Tokens: tokens, Credits: credits, Last: last}
+		wantLevel, wantLast := refilledLevel(capacity, perToken, perNano, s, now)
 		taken := max(n, 1)
+		takenCredits := new(big.Int).Mul(big.NewInt(min(taken, capacity)), big.NewInt(perToken))
 
 		got, d := b.Take(s, now, n)
-		if !b.Valid(got) || got.Level < 0 || got.Level > capCredits {
-			t.Fatalf("Take(%+v, %d, %d) with %+v: level %d outside [0, %d]", s, now, n, l, got.Level, capCredits)
+		if !b.Valid(got) {
+			t.Fatalf("Take(%+v, %d, %d) with %+v: invalid state %+v", s, now, n, l, got)
 		}
 		if d.Allowed != (d.RetryAfter == 0) || d.RetryAfter < 0 || d.Remaining < 0 || d.Reset < 0 {
 			t.Fatalf("Take(%+v, %d, %d) with %+v: inconsistent decision %+v", s, now, n, l, d)
 		}
 		// Time never goes backwards, whatever now and Last are.
-		if got.Last < s.Last || got.Last < now {
-			t.Fatalf("Take(%+v, %d, %d) with %+v: Last %d is behind Last or now", s, now, n, l, got.Last)
-		}
-		if got.Last != wantLast {
+		if got.Last != wantLast || got.Last < s.Last || got.Last < now {
 			t.Fatalf("Take(%+v, %d, %d) with %+v: Last %d, want %d", s, now, n, l, got.Last, wantLast)
 		}
+		gotLevel := bigLevel(got, perToken)
 		if d.Allowed {
-			// taken <= capacity here, so taken × perToken <= 2^62.
-			if got.Level != wantLevel-taken*perToken {
-				t.Fatalf("Take(%+v, %d, %d) with %+v: allowed, level %d, want %d - %d×%d", s, now, n, l, got.Level, wantLevel, taken, perToken)
+			if want := new(big.Int).Sub(wantLevel, takenCredits); taken > capacity || gotLevel.Cmp(want) != 0 {
+				t.Fatalf("Take(%+v, %d, %d) with %+v: allowed, level %v, want %v - %d tokens", s, now, n, l, gotLevel, wantLevel, taken)
 			}
 		} else {
-			if got.Level != wantLevel {
-				t.Fatalf("Take(%+v, %d, %d) with %+v: rejected, level %d, want refilled %d", s, now, n, l, got.Level, wantLevel)
+			if gotLevel.Cmp(wantLevel) != 0 {
+				t.Fatalf("Take(%+v, %d, %d) with %+v: rejected, level %v, want refilled %v", s, now, n, l, gotLevel, wantLevel)
 			}
 			wantRetry := time.Duration(math.MaxInt64)
 			if taken <= capacity {
-				wantRetry = time.Duration(ceilQuo(taken*perToken-wantLevel, perNano))
+				if takenCredits.Cmp(wantLevel) <= 0 {
+					t.Fatalf("Take(%+v, %d, %d) with %+v: rejected with %v credits for %v", s, now, n, l, wantLevel, takenCredits)
+				}
+				wantRetry = ceilNanos(new(big.Int).Sub(takenCredits, wantLevel), perNano)
 			}
 			if d.RetryAfter != wantRetry {
 				t.Fatalf("Take(%+v, %d, %d) with %+v: RetryAfter %d, want %d", s, now, n, l, d.RetryAfter, wantRetry)
 			}
 		}
-		if wantReset := time.Duration(ceilQuo(capCredits-got.Level, perNano)); d.Reset != wantReset {
+		if wantReset := ceilNanos(new(big.Int).Sub(full, gotLevel), perNano); d.Reset != wantReset {
 			t.Fatalf("Take(%+v, %d, %d) with %+v: Reset %d, want %d", s, now, n, l, d.Reset, wantReset)
 		}
-		if d.Remaining != got.Level/perToken {
-			t.Fatalf("Take(%+v, %d, %d) with %+v: remaining %d, level %d credits", s, now, n, l, d.Remaining, got.Level)
+		if want := new(big.Int).Quo(gotLevel, big.NewInt(perToken)); d.Remaining != want.Int64() {
+			t.Fatalf("Take(%+v, %d, %d) with %+v: remaining %d, level %v credits", s, now, n, l, d.Remaining, gotLevel)
+		}
+		// IdleAt: Last plus the exact time to refill what is missing, math.MaxInt64 beyond it.
+		wantIdle := new(big.Int).Sub(full, gotLevel)
+		wantIdle.Add(wantIdle, big.NewInt(perNano-1)).Quo(wantIdle, big.NewInt(perNano)).Add(wantIdle, big.NewInt(got.Last))
+		if !wantIdle.IsInt64() {
+			wantIdle.SetInt64(math.MaxInt64)
+		}
+		if idle := b.IdleAt(got); idle != wantIdle.Int64() {
+			t.Fatalf("IdleAt(%+v) with %+v = %d, want %v", got, l, idle, wantIdle)
 		}
 
 		given := b.Give(s, now, n)
-		refund := new(big.Int).Mul(big.NewInt(min(taken, capacity)), big.NewInt(perToken))
-		refund.Add(refund, big.NewInt(wantLevel))
-		if refund.Cmp(capacityCredits) > 0 {
-			refund = capacityCredits
+		refund := new(big.Int).Add(wantLevel, takenCredits)
+		if refund.Cmp(full) > 0 {
+			refund = full
 		}
-		if given.Level != refund.Int64() || given.Last != wantLast {
+		if !b.Valid(given) || bigLevel(given, perToken).Cmp(refund) != 0 || given.Last != wantLast {
 			t.Fatalf("Give(%+v, %d, %d) with %+v: %+v, want level %v at %d", s, now, n, l, given, refund, wantLast)
 		}
 
 		// A Give right after an allowed Take restores the level exactly.
 		if d.Allowed {
-			if back := b.Give(got, got.Last, n); back.Level != wantLevel {
-				t.Fatalf("Take then Give(%d) with %+v: level %d, want %d", n, l, back.Level, wantLevel)
+			if back := b.Give(got, got.Last, n); bigLevel(back, perToken).Cmp(wantLevel) != 0 {
+				t.Fatalf("Take then Give(%d) with %+v: level %v, want %v", n, l, bigLevel(back, perToken), wantLevel)
 			}
 		}
 	})

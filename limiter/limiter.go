@@ -7,22 +7,20 @@ import (
 	"time"
 )
 
-// maxCapacityCredits bounds the capacity in credits so that every sum and
-// product in this package stays below 2^63.
-const maxCapacityCredits = 1 << 62
-
-// never is the RetryAfter of a request that no amount of waiting can admit.
+// never is the RetryAfter of a request that no amount of waiting can admit. A wait or Reset
+// longer than it (about 292 years, possible only with a slow refill and a huge capacity) is
+// reported as never too.
 const never = time.Duration(math.MaxInt64)
 
 // fingerprintVersion is hashed first by Fingerprint; change it if the
-// meaning of BucketState.Level ever changes, so stored states are discarded.
-const fingerprintVersion = 1
+// meaning of BucketState ever changes, so stored states are discarded.
+// Version 2: the level is kept as whole tokens and the credits toward the next one.
+const fingerprintVersion = 2
 
 var (
 	errCapacity       = errors.New("limiter: Capacity must be at least 1")
 	errRefillTokens   = errors.New("limiter: RefillTokens must be at least 1")
 	errRefillInterval = errors.New("limiter: RefillInterval must be at least 1ns")
-	errTooManyCredits = errors.New("limiter: Capacity * RefillInterval/gcd(RefillTokens, RefillInterval in ns) exceeds 2^62 credits; lower Capacity or use a refill rate with a smaller reduced interval")
 )
 
 // BucketLimit is the shape of one token bucket.
@@ -40,13 +38,17 @@ type Bucket struct {
 	limit           BucketLimit
 	creditsPerToken int64 // RefillInterval/g: one token, in credits
 	creditsPerNano  int64 // RefillTokens/g: credits added per elapsed nanosecond
-	capacityCredits int64 // Capacity * creditsPerToken, <= 2^62
 }
 
-// BucketState is what is persisted per key.
+// BucketState is what is persisted per key. The level, in credits, is
+// Tokens×CreditsPerToken + Credits: kept in two parts, it is exact for every
+// capacity and refill rate, where a single count of credits would need more
+// than 64 bits (a capacity of 10^9 tokens refilled one a year is 3×10^25
+// credits).
 type BucketState struct {
-	Level int64 // tokens in credits, 0..capacity in credits
-	// Last is when Level was computed, in nanoseconds on the caller's
+	Tokens  int64 // whole tokens, 0..Capacity
+	Credits int64 // credits toward the next token, 0..CreditsPerToken-1; 0 when full
+	// Last is when the level was computed, in nanoseconds on the caller's
 	// monotonic time base. It never decreases: a Take or Give at an
 	// earlier now is made as of Last.
 	Last int64
@@ -65,7 +67,7 @@ type Decision struct {
 }
 
 // NewBucket validates l and precomputes its units. It rejects non-positive
-// fields and limits whose capacity in credits would exceed 2^62.
+// fields; any positive numbers are exact.
 func NewBucket(l BucketLimit) (Bucket, error) {
 	if l.Capacity < 1 {
 		return Bucket{}, errCapacity
@@ -77,16 +79,10 @@ func NewBucket(l BucketLimit) (Bucket, error) {
 		return Bucket{}, errRefillInterval
 	}
 	g := gcd(uint64(l.RefillTokens), uint64(l.RefillInterval))
-	perToken := uint64(l.RefillInterval) / g
-	hi, capacityCredits := bits.Mul64(uint64(l.Capacity), perToken)
-	if hi != 0 || capacityCredits > maxCapacityCredits {
-		return Bucket{}, errTooManyCredits
-	}
 	return Bucket{
 		limit:           l,
-		creditsPerToken: int64(perToken),
+		creditsPerToken: int64(uint64(l.RefillInterval) / g),
 		creditsPerNano:  int64(uint64(l.RefillTokens) / g),
-		capacityCredits: int64(capacityCredits),
 	}, nil
 }
 
@@ -94,18 +90,22 @@ func NewBucket(l BucketLimit) (Bucket, error) {
 func (b Bucket) Limit() BucketLimit { return b.limit }
 
 // CreditsPerToken is the number of credits one token is worth for this
-// bucket: a BucketState's Level divided by it is the tokens it holds. Callers
-// use it to carry a level over to a bucket of other numbers.
+// bucket: the unit of BucketState.Credits.
 func (b Bucket) CreditsPerToken() int64 { return b.creditsPerToken }
+
+// CreditsPerNano is the number of credits the bucket gains per nanosecond.
+func (b Bucket) CreditsPerNano() int64 { return b.creditsPerNano }
 
 // Initial returns the state of a key never seen: a full bucket as of now.
 func (b Bucket) Initial(now int64) BucketState {
-	return BucketState{Level: b.capacityCredits, Last: now}
+	return BucketState{Tokens: b.limit.Capacity, Last: now}
 }
 
-// Valid reports whether s.Level is within 0 and the capacity in credits.
+// Valid reports whether s holds 0 to Capacity tokens and fewer credits than
+// one token is worth, none when full.
 func (b Bucket) Valid(s BucketState) bool {
-	return 0 <= s.Level && s.Level <= b.capacityCredits
+	return 0 <= s.Tokens && s.Tokens <= b.limit.Capacity && 0 <= s.Credits && s.Credits < b.creditsPerToken &&
+		(s.Tokens < b.limit.Capacity || s.Credits == 0)
 }
 
 // Take refills s to now and then tries to take n tokens; n < 1 counts as 1.
@@ -117,20 +117,17 @@ func (b Bucket) Take(s BucketState, now int64, n int64) (BucketState, Decision) 
 	if b.creditsPerNano == 0 {
 		return s, Decision{RetryAfter: never}
 	}
-	if n < 1 {
-		n = 1
-	}
+	n = max(n, 1)
 	s = b.refill(s, now)
-	if n > b.limit.Capacity {
-		return s, b.decision(false, s.Level, never)
+	switch {
+	case n > b.limit.Capacity:
+		return s, b.decision(false, s, never)
+	case s.Tokens >= n: // Credits < one token, so the level reaches n tokens exactly when Tokens does
+		s.Tokens -= n
+		return s, b.decision(true, s, 0)
 	}
-	want := n * b.creditsPerToken // <= capacityCredits: cannot overflow
-	if s.Level >= want {
-		s.Level -= want
-		return s, b.decision(true, s.Level, 0)
-	}
-	wait := ceilDiv(want-s.Level, b.creditsPerNano)
-	return s, b.decision(false, s.Level, time.Duration(wait))
+	// The level lacks (n-Tokens) tokens less the credits it has.
+	return s, b.decision(false, s, b.wait(n-s.Tokens, s.Credits))
 }
 
 // Give refills s to now (a now behind s.Last is read as s.Last, as in Take)
@@ -141,17 +138,36 @@ func (b Bucket) Give(s BucketState, now int64, n int64) BucketState {
 	if b.creditsPerNano == 0 {
 		return s
 	}
-	if n < 1 {
-		n = 1
-	}
-	if n > b.limit.Capacity {
-		n = b.limit.Capacity // keeps n*creditsPerToken in range
-	}
 	s = b.refill(s, now)
-	// Compare against the room left rather than summing first: both terms
-	// may be near 2^62, and their sum would not fit in an int64.
-	s.Level += min(n*b.creditsPerToken, b.capacityCredits-s.Level)
-	return s
+	return b.AddLevel(s, max(n, 1), 0)
+}
+
+// AddLevel adds tokens and credits (negative ones count as 0) to s's level, up to capacity,
+// without refilling: a caller that gives back part of a token refills first (Refill). s is
+// clamped into range first, as Take does.
+func (b Bucket) AddLevel(s BucketState, tokens, credits int64) BucketState {
+	s = b.clamp(s)
+	c, perToken := b.limit.Capacity, uint64(b.creditsPerToken)
+	room := c - s.Tokens
+	whole := min(max(tokens, 0), c)
+	credits = max(credits, 0)
+	if q := credits / b.creditsPerToken; q >= c-whole {
+		whole = c
+	} else {
+		whole += q
+	}
+	frac := uint64(s.Credits) + uint64(credits)%perToken // below two tokens' worth: fits
+	if frac >= perToken {
+		frac -= perToken
+		if whole >= room {
+			return BucketState{Tokens: c, Last: s.Last}
+		}
+		whole++
+	}
+	if whole >= room {
+		return BucketState{Tokens: c, Last: s.Last}
+	}
+	return BucketState{Tokens: s.Tokens + whole, Credits: int64(frac), Last: s.Last}
 }
 
 // Fingerprint is a stable hash of the BucketLimit's Capacity, RefillTokens and
@@ -173,46 +189,121 @@ func (b Bucket) Fingerprint() uint32 {
 }
 
 // Refill brings s forward to now without taking anything: the level a Take at now would start
-// from. Callers that give back a fraction of a token (in credits, see CreditsPerToken) add it
-// to this state's Level, up to the capacity in credits.
+// from.
 func (b Bucket) Refill(s BucketState, now int64) BucketState { return b.refill(s, now) }
 
-// refill clamps s.Level into range and brings s forward to now. Time never
-// goes backwards (see the package documentation): a now behind s.Last, by
-// any amount, is read as s.Last, so nothing is refilled and Last is kept.
+// Missing is the credits s lacks to be full, (Capacity-Tokens)×CreditsPerToken-Credits, as a
+// 128-bit number; s is clamped into range first.
+func (b Bucket) Missing(s BucketState) (hi, lo uint64) {
+	s = b.clamp(s)
+	return b.missing(s)
+}
+
+// IdleAt is the instant from which s, left alone, is full again: Last plus the time to refill
+// what it lacks (math.MaxInt64 if that is beyond it).
+func (b Bucket) IdleAt(s BucketState) int64 {
+	s = b.clamp(s)
+	if s.Tokens == b.limit.Capacity || b.creditsPerNano == 0 {
+		return s.Last
+	}
+	hi, lo := b.missing(s)
+	wait := ceilDiv128(hi, lo, uint64(b.creditsPerNano))
+	if wait > uint64(math.MaxInt64)-uint64(s.Last) { // MaxInt64-Last, in 0..2^64-1
+		return math.MaxInt64
+	}
+	return int64(uint64(s.Last) + wait)
+}
+
+// clamp brings the parts of s into range: Tokens into 0..Capacity, Credits into
+// 0..CreditsPerToken-1, and no credits when full.
+func (b Bucket) clamp(s BucketState) BucketState {
+	s.Tokens = min(max(s.Tokens, 0), b.limit.Capacity)
+	s.Credits = min(max(s.Credits, 0), b.creditsPerToken-1)
+	if s.Tokens == b.limit.Capacity {
+		s.Credits = 0
+	}
+	return s
+}
+
+// missing is the credits a clamped s lacks to be full: below Capacity×CreditsPerToken < 2^126.
+func (b Bucket) missing(s BucketState) (hi, lo uint64) {
+	hi, lo = bits.Mul64(uint64(b.limit.Capacity-s.Tokens), uint64(b.creditsPerToken))
+	var borrow uint64
+	lo, borrow = bits.Sub64(lo, uint64(s.Credits), 0)
+	return hi - borrow, lo
+}
+
+// refill clamps s into range and brings it forward to now. Time never goes
+// backwards (see the package documentation): a now behind s.Last, by any
+// amount, is read as s.Last, so nothing is refilled and Last is kept.
+//
+// The refill adds elapsed×CreditsPerNano credits, up to what the bucket
+// lacks; both are 128-bit numbers (below 2^127), and the whole tokens of the
+// sum are a 128-by-64-bit division whose quotient is below Capacity.
 func (b Bucket) refill(s BucketState, now int64) BucketState {
-	level := min(max(s.Level, 0), b.capacityCredits)
+	s = b.clamp(s)
 	if now <= s.Last {
-		return BucketState{Level: level, Last: s.Last}
+		return s
 	}
 	elapsed := uint64(now) - uint64(s.Last) // may exceed math.MaxInt64
-	// Decide "full" by time before multiplying, so elapsed*creditsPerNano
-	// is only computed when it is below the deficit and cannot overflow.
-	toFull := ceilDiv(b.capacityCredits-level, b.creditsPerNano)
-	if elapsed >= uint64(toFull) {
-		return BucketState{Level: b.capacityCredits, Last: now}
+	s.Last = now
+	if s.Tokens == b.limit.Capacity {
+		return s
 	}
-	return BucketState{Level: level + int64(elapsed)*b.creditsPerNano, Last: now}
+	addHi, addLo := bits.Mul64(elapsed, uint64(b.creditsPerNano))
+	if missHi, missLo := b.missing(s); !less128(addHi, addLo, missHi, missLo) {
+		return BucketState{Tokens: b.limit.Capacity, Last: now}
+	}
+	// Credits + added < what is missing + Credits <= (Capacity-Tokens) tokens: the quotient
+	// is below Capacity-Tokens, so the division cannot overflow.
+	var carry uint64
+	addLo, carry = bits.Add64(addLo, uint64(s.Credits), 0)
+	tokens, credits := bits.Div64(addHi+carry, addLo, uint64(b.creditsPerToken))
+	s.Tokens += int64(tokens)
+	s.Credits = int64(credits)
+	return s
 }
 
-// decision reports level (in credits, after the decision) as a Decision.
-func (b Bucket) decision(allowed bool, level int64, retryAfter time.Duration) Decision {
-	return Decision{
-		Allowed:    allowed,
-		Remaining:  level / b.creditsPerToken,
-		RetryAfter: retryAfter,
-		Reset:      time.Duration(ceilDiv(b.capacityCredits-level, b.creditsPerNano)),
-	}
+// wait is the time until a level lacking tokens minus credits (tokens >= 1, credits below one
+// token) has refilled them: ⌈(tokens×CreditsPerToken-credits)/CreditsPerNano⌉, or never if
+// that is beyond math.MaxInt64 nanoseconds.
+func (b Bucket) wait(tokens, credits int64) time.Duration {
+	hi, lo := bits.Mul64(uint64(tokens), uint64(b.creditsPerToken))
+	var borrow uint64
+	lo, borrow = bits.Sub64(lo, uint64(credits), 0)
+	return saturated(ceilDiv128(hi-borrow, lo, uint64(b.creditsPerNano)))
 }
 
-// ceilDiv returns ⌈a/d⌉ for a >= 0 and d >= 1 without computing a+d-1,
-// which could overflow.
-func ceilDiv(a, d int64) int64 {
-	q := a / d
-	if q*d != a {
+// decision reports s (after the decision) as a Decision.
+func (b Bucket) decision(allowed bool, s BucketState, retryAfter time.Duration) Decision {
+	d := Decision{Allowed: allowed, Remaining: s.Tokens, RetryAfter: retryAfter}
+	if s.Tokens < b.limit.Capacity {
+		d.Reset = b.wait(b.limit.Capacity-s.Tokens, s.Credits)
+	}
+	return d
+}
+
+// ceilDiv128 is ⌈(hi, lo)/d⌉ for d >= 1, or math.MaxUint64 when that does not fit in 64 bits.
+func ceilDiv128(hi, lo, d uint64) uint64 {
+	if hi >= d {
+		return math.MaxUint64
+	}
+	q, r := bits.Div64(hi, lo, d)
+	if r != 0 {
+		if q == math.MaxUint64 {
+			return q
+		}
 		q++
 	}
 	return q
+}
+
+// saturated is n nanoseconds, or never when n is beyond math.MaxInt64.
+func saturated(n uint64) time.Duration {
+	if n > uint64(never) {
+		return never
+	}
+	return time.Duration(n)
 }
 
 func gcd(a, b uint64) uint64 {

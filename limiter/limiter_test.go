@@ -42,9 +42,18 @@ func mustBucket(t testing.TB, l limiter.BucketLimit) limiter.Bucket {
 	return b
 }
 
-// creditsPerToken recovers the bucket's token unit through the public API.
-func creditsPerToken(b limiter.Bucket) int64 {
-	return b.Initial(0).Level / b.Limit().Capacity
+// creditsPerToken is the bucket's token unit.
+func creditsPerToken(b limiter.Bucket) int64 { return b.CreditsPerToken() }
+
+// state is the BucketState of level credits at last, for buckets small enough that a level fits
+// in an int64.
+func state(b limiter.Bucket, level, last int64) limiter.BucketState {
+	return limiter.BucketState{Tokens: level / b.CreditsPerToken(), Credits: level % b.CreditsPerToken(), Last: last}
+}
+
+// level is s's level in credits, for buckets small enough that it fits in an int64.
+func level(b limiter.Bucket, s limiter.BucketState) int64 {
+	return s.Tokens*b.CreditsPerToken() + s.Credits
 }
 
 // runTrace plays steps in order, each key starting from Initial(start), and
@@ -155,7 +164,7 @@ func TestFractionalRefillHasNoDrift(t *testing.T) {
 	const perInterval = 3
 	l := limiter.BucketLimit{Capacity: intervals * perInterval, RefillTokens: perInterval, RefillInterval: time.Second}
 	b := mustBucket(t, l)
-	s := limiter.BucketState{Level: 0, Last: 0}
+	s := state(b, 0, 0)
 	// Irregular probe offsets within each interval, so refills land on
 	// fractional token boundaries; the last one lands on the boundary.
 	offsets := []int64{1, 333_333_333, 333_333_334, 700_000_001, 999_999_999, int64(time.Second)}
@@ -170,12 +179,12 @@ func TestFractionalRefillHasNoDrift(t *testing.T) {
 				t.Fatalf("at %v after %d probes: remaining %d, want %d", time.Duration(now), k, d.Remaining, wantTokens)
 			}
 			wantCredits := perInterval * now // exact: 1 token = 1e9 credits, 3 credits per ns
-			if s.Level != wantCredits {
-				t.Fatalf("at %v: level %d credits, want %d", time.Duration(now), s.Level, wantCredits)
+			if level(b, s) != wantCredits {
+				t.Fatalf("at %v: level %d credits, want %d", time.Duration(now), level(b, s), wantCredits)
 			}
 		}
 	}
-	if got := s.Level / creditsPerToken(b); got != intervals*perInterval {
+	if got := s.Tokens; got != intervals*perInterval {
 		t.Fatalf("after %d intervals: %d tokens, want %d", intervals, got, intervals*perInterval)
 	}
 }
@@ -183,7 +192,7 @@ func TestFractionalRefillHasNoDrift(t *testing.T) {
 func TestGiveRefundsUpToCapacity(t *testing.T) {
 	b := mustBucket(t, limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
 	token := creditsPerToken(b)
-	full := b.Initial(0).Level
+	full := level(b, b.Initial(0))
 	empty, _ := b.Take(b.Initial(0), 0, 3)
 	tests := []struct {
 		name string
@@ -192,15 +201,15 @@ func TestGiveRefundsUpToCapacity(t *testing.T) {
 		n    int64
 		want limiter.BucketState
 	}{
-		{"undo one", empty, 0, 1, limiter.BucketState{Level: token, Last: 0}},
-		{"refill first", empty, 500 * ms, 1, limiter.BucketState{Level: token + token/2, Last: 500 * ms}},
-		{"capped", empty, 2500 * ms, 2, limiter.BucketState{Level: full, Last: 2500 * ms}},
-		{"full stays full", b.Initial(0), 0, 1, limiter.BucketState{Level: full, Last: 0}},
-		{"zero counts as one", empty, 0, 0, limiter.BucketState{Level: token, Last: 0}},
-		{"negative counts as one", empty, 0, math.MinInt64, limiter.BucketState{Level: token, Last: 0}},
-		{"more than capacity", empty, 0, math.MaxInt64, limiter.BucketState{Level: full, Last: 0}},
-		{"garbage level", limiter.BucketState{Level: math.MinInt64, Last: 0}, 0, 2, limiter.BucketState{Level: 2 * token, Last: 0}},
-		{"a year behind: as of Last", empty, -year, 1, limiter.BucketState{Level: token, Last: 0}},
+		{"undo one", empty, 0, 1, state(b, token, 0)},
+		{"refill first", empty, 500 * ms, 1, state(b, token+token/2, 500*ms)},
+		{"capped", empty, 2500 * ms, 2, state(b, full, 2500*ms)},
+		{"full stays full", b.Initial(0), 0, 1, state(b, full, 0)},
+		{"zero counts as one", empty, 0, 0, state(b, token, 0)},
+		{"negative counts as one", empty, 0, math.MinInt64, state(b, token, 0)},
+		{"more than capacity", empty, 0, math.MaxInt64, state(b, full, 0)},
+		{"garbage level", state(b, math.MinInt64, 0), 0, 2, state(b, 2*token, 0)},
+		{"a year behind: as of Last", empty, -year, 1, state(b, token, 0)},
 	}
 	for _, tt := range tests {
 		if got := b.Give(tt.s, tt.now, tt.n); got != tt.want {
@@ -209,15 +218,26 @@ func TestGiveRefundsUpToCapacity(t *testing.T) {
 	}
 }
 
-// Give must not overflow when the level and the refund are both near 2^62.
+// Give must not overflow, whatever the capacity and the refund.
 func TestGiveNearMaximumCapacity(t *testing.T) {
-	b := mustBucket(t, limiter.BucketLimit{Capacity: 1 << 62, RefillTokens: 1, RefillInterval: 1})
-	s := limiter.BucketState{Level: 1<<62 - 5, Last: 0}
-	if got := b.Give(s, 0, math.MaxInt64); got.Level != 1<<62 {
-		t.Errorf("Give near 2^62: level %d, want %d", got.Level, int64(1)<<62)
-	}
-	if got := b.Give(s, 0, 1<<62-1); got.Level != 1<<62 {
-		t.Errorf("Give near 2^62: level %d, want %d", got.Level, int64(1)<<62)
+	for _, l := range []limiter.BucketLimit{
+		{Capacity: 1 << 62, RefillTokens: 1, RefillInterval: 1},
+		{Capacity: math.MaxInt64, RefillTokens: 1, RefillInterval: math.MaxInt64},
+		{Capacity: math.MaxInt64, RefillTokens: 3, RefillInterval: 2},
+	} {
+		b := mustBucket(t, l)
+		s := limiter.BucketState{Tokens: l.Capacity - 5, Credits: b.CreditsPerToken() - 1, Last: 0}
+		for _, n := range []int64{math.MaxInt64, l.Capacity - 1, 5} {
+			if got := b.Give(s, 0, n); got != b.Initial(0) {
+				t.Errorf("%+v: Give(%+v, %d) = %+v, want full", l, s, n, got)
+			}
+		}
+		if got, want := b.Give(s, 0, 4), (limiter.BucketState{Tokens: l.Capacity - 1, Credits: s.Credits}); got != want {
+			t.Errorf("%+v: Give(%+v, 4) = %+v, want %+v", l, s, got, want)
+		}
+		if got := b.AddLevel(s, math.MaxInt64, math.MaxInt64); got != b.Initial(0) {
+			t.Errorf("%+v: AddLevel(%+v, max, max) = %+v, want full", l, s, got)
+		}
 	}
 }
 
@@ -229,7 +249,7 @@ func TestClockSteps(t *testing.T) {
 	token := creditsPerToken(b)
 	second := int64(time.Second)
 	last := 10 * second
-	half := limiter.BucketState{Level: token / 2, Last: last}
+	half := state(b, token/2, last)
 	// Half a token at Last: a token in 500ms, full in 2.5s.
 	asOfLast := rejected(0, 500*time.Millisecond, 2500*time.Millisecond)
 	tests := []struct {
@@ -246,7 +266,7 @@ func TestClockSteps(t *testing.T) {
 		{"1h behind", last - hour, half, asOfLast},
 		{"a year behind", last - year, half, asOfLast},
 		{"at MinInt64", math.MinInt64, half, asOfLast},
-		{"forward: refilled", last + 100*ms, limiter.BucketState{Level: token/2 + token/10, Last: last + 100*ms},
+		{"forward: refilled", last + 100*ms, state(b, token/2+token/10, last+100*ms),
 			rejected(0, 400*time.Millisecond, 2400*time.Millisecond)},
 	}
 	for _, tt := range tests {
@@ -258,12 +278,12 @@ func TestClockSteps(t *testing.T) {
 
 	// A request the level covers is admitted as of Last, and a refund is
 	// given as of Last, whatever the distance behind.
-	two := limiter.BucketState{Level: 2 * token, Last: last}
+	two := state(b, 2*token, last)
 	for _, behind := range []int64{1, second, hour, year} {
-		if got, d := b.Take(two, last-behind, 1); got != (limiter.BucketState{Level: token, Last: last}) || d != allowed(1, 2*time.Second) {
+		if got, d := b.Take(two, last-behind, 1); got != (state(b, token, last)) || d != allowed(1, 2*time.Second) {
 			t.Errorf("%v behind: Take(%+v, 1) = %+v, %+v; want one token left at Last", time.Duration(behind), two, got, d)
 		}
-		if got := b.Give(half, last-behind, 1); got != (limiter.BucketState{Level: token + token/2, Last: last}) {
+		if got := b.Give(half, last-behind, 1); got != (state(b, token+token/2, last)) {
 			t.Errorf("%v behind: Give(%+v, 1) = %+v; want 1.5 tokens at Last", time.Duration(behind), half, got)
 		}
 	}
@@ -273,7 +293,7 @@ func TestClockSteps(t *testing.T) {
 	for _, behind := range []int64{600 * ms, hour, year} {
 		s, _ := b.Take(half, last-behind, 1)
 		s, d := b.Take(s, last+500*ms, 1)
-		if !d.Allowed || s != (limiter.BucketState{Level: 0, Last: last + 500*ms}) {
+		if !d.Allowed || s != (state(b, 0, last+500*ms)) {
 			t.Errorf("%v behind, then at Last+500ms: %+v, %+v; want allowed with level 0", time.Duration(behind), s, d)
 		}
 	}
@@ -307,19 +327,19 @@ func TestStalledWorkerCannotOverAdmit(t *testing.T) {
 		want      limiter.Decision
 		wantState limiter.BucketState
 	}{
-		{"B", u, 5, allowed(5, 500*time.Millisecond), limiter.BucketState{Level: 5 * token, Last: u}},
+		{"B", u, 5, allowed(5, 500*time.Millisecond), state(b, 5*token, u)},
 		// A, 1.5s behind: decided as of Last.
-		{"A", t0, 1, allowed(4, 600*time.Millisecond), limiter.BucketState{Level: 4 * token, Last: u}},
+		{"A", t0, 1, allowed(4, 600*time.Millisecond), state(b, 4*token, u)},
 		// 10ms refill a tenth of a token: 4.1 tokens, not 10.
 		{"B", u + 10*ms, 10, rejected(4, 590*time.Millisecond, 590*time.Millisecond),
-			limiter.BucketState{Level: 4*token + token/10, Last: u + 10*ms}},
-		{"B", u + 10*ms, 4, allowed(0, 990*time.Millisecond), limiter.BucketState{Level: token / 10, Last: u + 10*ms}},
+			state(b, 4*token+token/10, u+10*ms)},
+		{"B", u + 10*ms, 4, allowed(0, 990*time.Millisecond), state(b, token/10, u+10*ms)},
 		// Workers further behind, by 1.5s, an hour or a year, are all
 		// decided as of Last, with waits counted from it.
-		{"A", t0, 1, rejected(0, 90*time.Millisecond, 990*time.Millisecond), limiter.BucketState{Level: token / 10, Last: u + 10*ms}},
-		{"C", u - hour, 1, rejected(0, 90*time.Millisecond, 990*time.Millisecond), limiter.BucketState{Level: token / 10, Last: u + 10*ms}},
-		{"D", u - year, 10, rejected(0, 990*time.Millisecond, 990*time.Millisecond), limiter.BucketState{Level: token / 10, Last: u + 10*ms}},
-		{"B", u + 100*ms, 1, allowed(0, time.Second), limiter.BucketState{Level: 0, Last: u + 100*ms}},
+		{"A", t0, 1, rejected(0, 90*time.Millisecond, 990*time.Millisecond), state(b, token/10, u+10*ms)},
+		{"C", u - hour, 1, rejected(0, 90*time.Millisecond, 990*time.Millisecond), state(b, token/10, u+10*ms)},
+		{"D", u - year, 10, rejected(0, 990*time.Millisecond, 990*time.Millisecond), state(b, token/10, u+10*ms)},
+		{"B", u + 100*ms, 1, allowed(0, time.Second), state(b, 0, u+100*ms)},
 	}
 	var admitted []admission
 	for i, st := range steps {
@@ -361,10 +381,9 @@ func TestHugeElapsedFillsWithoutOverflow(t *testing.T) {
 	}
 	for _, l := range limits {
 		b := mustBucket(t, l)
-		full := b.Initial(0).Level
 		for _, tm := range times {
-			s, d := b.Take(limiter.BucketState{Level: 0, Last: tm.last}, tm.now, 1)
-			if !d.Allowed || s.Level != full-creditsPerToken(b) || d.Remaining != l.Capacity-1 {
+			s, d := b.Take(limiter.BucketState{Last: tm.last}, tm.now, 1)
+			if !d.Allowed || s != (limiter.BucketState{Tokens: l.Capacity - 1, Last: tm.now}) || d.Remaining != l.Capacity-1 {
 				t.Errorf("%+v empty at %d, take at %d: %+v, %+v; want full minus one", l, tm.last, tm.now, s, d)
 			}
 		}
@@ -373,7 +392,7 @@ func TestHugeElapsedFillsWithoutOverflow(t *testing.T) {
 
 func TestGarbageStateIsClamped(t *testing.T) {
 	b := mustBucket(t, limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
-	full := b.Initial(0).Level
+	full := level(b, b.Initial(0))
 	token := creditsPerToken(b)
 	never := time.Duration(math.MaxInt64)
 	tests := []struct {
@@ -383,18 +402,22 @@ func TestGarbageStateIsClamped(t *testing.T) {
 		wantState limiter.BucketState
 		want      limiter.Decision
 	}{
-		{"negative level", limiter.BucketState{Level: -1, Last: 0}, 0, limiter.BucketState{Level: 0, Last: 0}, rejected(0, time.Second, 3*time.Second)},
-		{"MinInt64 level", limiter.BucketState{Level: math.MinInt64, Last: 0}, 500 * ms, limiter.BucketState{Level: token / 2, Last: 500 * ms}, rejected(0, 500*time.Millisecond, 2500*time.Millisecond)},
-		{"level above capacity", limiter.BucketState{Level: full + 1, Last: 0}, 0, limiter.BucketState{Level: full - token, Last: 0}, allowed(2, time.Second)},
-		{"MaxInt64 level", limiter.BucketState{Level: math.MaxInt64, Last: 0}, 0, limiter.BucketState{Level: full - token, Last: 0}, allowed(2, time.Second)},
+		{"negative tokens", limiter.BucketState{Tokens: -1, Last: 0}, 0, state(b, 0, 0), rejected(0, time.Second, 3*time.Second)},
+		{"MinInt64 tokens", limiter.BucketState{Tokens: math.MinInt64, Last: 0}, 500 * ms, state(b, token/2, 500*ms), rejected(0, 500*time.Millisecond, 2500*time.Millisecond)},
+		{"negative credits", limiter.BucketState{Tokens: 1, Credits: math.MinInt64, Last: 0}, 0, state(b, 0, 0), allowed(0, 3*time.Second)},
+		{"credits of a token or more", limiter.BucketState{Tokens: 0, Credits: token, Last: 0}, 0, state(b, token-1, 0), rejected(0, 1, 2*time.Second+1)},
+		{"MaxInt64 credits", limiter.BucketState{Tokens: 1, Credits: math.MaxInt64, Last: 0}, 0, state(b, token-1, 0), allowed(0, 2*time.Second+1)},
+		{"full with credits", limiter.BucketState{Tokens: 3, Credits: 5, Last: 0}, 0, state(b, full-token, 0), allowed(2, time.Second)},
+		{"tokens above capacity", limiter.BucketState{Tokens: 4, Last: 0}, 0, state(b, full-token, 0), allowed(2, time.Second)},
+		{"MaxInt64 tokens", limiter.BucketState{Tokens: math.MaxInt64, Credits: math.MaxInt64, Last: 0}, 0, state(b, full-token, 0), allowed(2, time.Second)},
 		// A Last far in the future, which only a corrupt value can hold,
 		// freezes the key until the clock reaches it: never admit more.
-		{"Last far in the future: frozen", limiter.BucketState{Level: 0, Last: math.MaxInt64}, 0, limiter.BucketState{Level: 0, Last: math.MaxInt64}, rejected(0, time.Second, 3*time.Second)},
-		{"Last MaxInt64, now MinInt64: frozen", limiter.BucketState{Level: 0, Last: math.MaxInt64}, math.MinInt64, limiter.BucketState{Level: 0, Last: math.MaxInt64}, rejected(0, time.Second, 3*time.Second)},
-		{"Last just ahead at MaxInt64", limiter.BucketState{Level: 0, Last: math.MaxInt64}, math.MaxInt64 - 1, limiter.BucketState{Level: 0, Last: math.MaxInt64}, rejected(0, time.Second, 3*time.Second)},
-		{"Last far in the past", limiter.BucketState{Level: 0, Last: -int64(1000 * time.Hour)}, 0, limiter.BucketState{Level: full - token, Last: 0}, allowed(2, time.Second)},
-		{"Last MinInt64", limiter.BucketState{Level: 0, Last: math.MinInt64}, math.MaxInt64, limiter.BucketState{Level: full - token, Last: math.MaxInt64}, allowed(2, time.Second)},
-		{"everything extreme, n too large", limiter.BucketState{Level: math.MinInt64, Last: math.MaxInt64}, math.MinInt64, limiter.BucketState{Level: 0, Last: math.MaxInt64}, rejected(0, never, 3*time.Second)},
+		{"Last far in the future: frozen", state(b, 0, math.MaxInt64), 0, state(b, 0, math.MaxInt64), rejected(0, time.Second, 3*time.Second)},
+		{"Last MaxInt64, now MinInt64: frozen", state(b, 0, math.MaxInt64), math.MinInt64, state(b, 0, math.MaxInt64), rejected(0, time.Second, 3*time.Second)},
+		{"Last just ahead at MaxInt64", state(b, 0, math.MaxInt64), math.MaxInt64 - 1, state(b, 0, math.MaxInt64), rejected(0, time.Second, 3*time.Second)},
+		{"Last far in the past", state(b, 0, -int64(1000*time.Hour)), 0, state(b, full-token, 0), allowed(2, time.Second)},
+		{"Last MinInt64", state(b, 0, math.MinInt64), math.MaxInt64, state(b, full-token, math.MaxInt64), allowed(2, time.Second)},
+		{"everything extreme, n too large", limiter.BucketState{Tokens: math.MinInt64, Credits: math.MinInt64, Last: math.MaxInt64}, math.MinInt64, state(b, 0, math.MaxInt64), rejected(0, never, 3*time.Second)},
 	}
 	for _, tt := range tests {
 		n := int64(1)
@@ -410,20 +433,21 @@ func TestGarbageStateIsClamped(t *testing.T) {
 
 func TestValid(t *testing.T) {
 	b := mustBucket(t, limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: time.Second})
-	full := b.Initial(0).Level
+	token := creditsPerToken(b)
 	for _, tt := range []struct {
-		level int64
-		want  bool
-	}{{0, true}, {1, true}, {full, true}, {-1, false}, {full + 1, false}, {math.MinInt64, false}, {math.MaxInt64, false}} {
-		if got := b.Valid(limiter.BucketState{Level: tt.level}); got != tt.want {
-			t.Errorf("Valid(level %d) = %v, want %v", tt.level, got, tt.want)
+		tokens, credits int64
+		want            bool
+	}{{0, 0, true}, {0, 1, true}, {2, token - 1, true}, {3, 0, true}, {3, 1, false}, {0, token, false}, {0, -1, false},
+		{-1, 0, false}, {4, 0, false}, {math.MinInt64, 0, false}, {math.MaxInt64, 0, false}, {1, math.MaxInt64, false}} {
+		if got := b.Valid(limiter.BucketState{Tokens: tt.tokens, Credits: tt.credits}); got != tt.want {
+			t.Errorf("Valid(%d tokens, %d credits) = %v, want %v", tt.tokens, tt.credits, got, tt.want)
 		}
 	}
 }
 
 func TestZeroBucketAdmitsNothing(t *testing.T) {
 	var b limiter.Bucket
-	s := limiter.BucketState{Level: 5, Last: 7}
+	s := limiter.BucketState{Tokens: 5, Credits: 3, Last: 7}
 	got, d := b.Take(s, 100, 1)
 	if d.Allowed || d.RetryAfter != time.Duration(math.MaxInt64) || got != s {
 		t.Errorf("zero Bucket Take = %+v, %+v; want rejected forever, state unchanged", got, d)
@@ -453,16 +477,14 @@ func TestNewBucketValidates(t *testing.T) {
 		{limiter.BucketLimit{Capacity: 3, RefillTokens: -1, RefillInterval: time.Second}, "RefillTokens"},
 		{limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: 0}, "RefillInterval"},
 		{limiter.BucketLimit{Capacity: 3, RefillTokens: 1, RefillInterval: -time.Second}, "RefillInterval"},
-		{limiter.BucketLimit{Capacity: 1<<62 + 1, RefillTokens: 1, RefillInterval: 1}, "2^62"},
-		{limiter.BucketLimit{Capacity: math.MaxInt64, RefillTokens: 1, RefillInterval: 1}, "2^62"},
-		{limiter.BucketLimit{Capacity: math.MaxInt64, RefillTokens: 1, RefillInterval: time.Second}, "2^62"},
-		{limiter.BucketLimit{Capacity: 1, RefillTokens: 1, RefillInterval: 1<<62 + 1}, "2^62"},
-		{limiter.BucketLimit{Capacity: 2, RefillTokens: 1, RefillInterval: math.MaxInt64}, "2^62"},
-		// 4.7e9 tokens per 1s reduces to 1 token = 1e9 credits: too many.
-		{limiter.BucketLimit{Capacity: 4_700_000_000, RefillTokens: 1, RefillInterval: time.Second}, "2^62"},
-		// The same capacity at 7 tokens per second: still 1e9 credits per token.
-		{limiter.BucketLimit{Capacity: 4_700_000_000, RefillTokens: 7, RefillInterval: time.Second}, "2^62"},
-		// ...but at 1000 per second a token is only 1e6 credits.
+		{limiter.BucketLimit{Capacity: 1<<62 + 1, RefillTokens: 1, RefillInterval: 1}, ""},
+		{limiter.BucketLimit{Capacity: math.MaxInt64, RefillTokens: 1, RefillInterval: 1}, ""},
+		{limiter.BucketLimit{Capacity: math.MaxInt64, RefillTokens: 1, RefillInterval: time.Second}, ""},
+		{limiter.BucketLimit{Capacity: 1, RefillTokens: 1, RefillInterval: 1<<62 + 1}, ""},
+		{limiter.BucketLimit{Capacity: 2, RefillTokens: 1, RefillInterval: math.MaxInt64}, ""},
+		// Any positive numbers: the level is kept in two parts and refilled in 128 bits.
+		{limiter.BucketLimit{Capacity: 4_700_000_000, RefillTokens: 1, RefillInterval: time.Second}, ""},
+		{limiter.BucketLimit{Capacity: 4_700_000_000, RefillTokens: 7, RefillInterval: time.Second}, ""},
 		{limiter.BucketLimit{Capacity: 4_700_000_000, RefillTokens: 1000, RefillInterval: time.Second}, ""},
 	}
 	for _, tt := range tests {
@@ -483,7 +505,7 @@ func TestNewBucketValidates(t *testing.T) {
 // fnvFingerprint is Fingerprint's documented hash, computed with hash/fnv.
 func fnvFingerprint(l limiter.BucketLimit) uint32 {
 	var buf [25]byte
-	buf[0] = 1 // format version
+	buf[0] = 2 // format version: whole tokens and credits
 	binary.LittleEndian.PutUint64(buf[1:], uint64(l.Capacity))
 	binary.LittleEndian.PutUint64(buf[9:], uint64(l.RefillTokens))
 	binary.LittleEndian.PutUint64(buf[17:], uint64(l.RefillInterval))
@@ -517,10 +539,10 @@ func TestFingerprint(t *testing.T) {
 			t.Errorf("Fingerprint of %+v = %#x, want FNV-1a %#x", l, fp, want)
 		}
 	}
-	// Pinned so a change to the hash, which would discard every stored
+	// Pinned (version 2) so a change to the hash, which would discard every stored
 	// BucketState, cannot go unnoticed.
-	if got := mustBucket(t, limits[0]).Fingerprint(); got != 0x4d43145f {
-		t.Errorf("Fingerprint of %+v = %#x, want %#x", limits[0], got, 0x4d43145f)
+	if got := mustBucket(t, limits[0]).Fingerprint(); got != 0x4dc3d39a {
+		t.Errorf("Fingerprint of %+v = %#x, want %#x", limits[0], got, 0x4dc3d39a)
 	}
 }
 
@@ -556,4 +578,44 @@ func TestCreditsPerToken(t *testing.T) {
 			t.Errorf("%+v: CreditsPerToken() = %d, want %d (full level / capacity %d)", c.limit, got, c.want, creditsPerToken(b))
 		}
 	}
+}
+
+// Long quotas with large capacities, whose level in credits exceeds 2^63 (a daily bucket of one
+// token a day held 53,375 tokens at most when the level was one int64 of credits), decide
+// exactly at fixed instants.
+func TestLongQuotaBuckets(t *testing.T) {
+	const day = 24 * time.Hour
+	const never = time.Duration(math.MaxInt64)
+	d := int64(day)
+	t.Run("100000 tokens, one a day", func(t *testing.T) {
+		b := mustBucket(t, limiter.BucketLimit{Capacity: 100_000, RefillTokens: 1, RefillInterval: day})
+		runTrace(t, b, 0, []step{
+			{at: 0, n: 99_999, want: allowed(1, 99_999*day)},
+			{at: 0, n: 1, want: allowed(0, 100_000*day)},
+			{at: 0, n: 1, want: rejected(0, day, 100_000*day)},
+			{at: d / 2, n: 1, want: rejected(0, day/2, 100_000*day-day/2)},
+			{at: d, n: 1, want: allowed(0, 100_000*day)},
+			{at: 8 * d, n: 7, want: allowed(0, 100_000*day)},
+			{at: 8 * d, n: 100_001, want: rejected(0, never, 100_000*day)},
+		})
+	})
+	t.Run("1e9 tokens, one per 366 days", func(t *testing.T) {
+		b := mustBucket(t, limiter.BucketLimit{Capacity: 1_000_000_000, RefillTokens: 1, RefillInterval: 366 * day})
+		runTrace(t, b, 0, []step{
+			{at: 0, n: 1, want: allowed(999_999_999, 366*day)},
+			// 25,201 tokens missing take over 25,000 years: beyond an int64 of nanoseconds.
+			{at: 0, n: 25_200, want: allowed(999_974_799, never)},
+			{at: 183 * d, n: 999_974_800, want: rejected(999_974_799, 183*day, never)},
+			{at: 366 * d, n: 999_974_800, want: allowed(0, never)},
+			{at: 366 * d, n: 1, want: rejected(0, 366*day, never)},
+		})
+	})
+	t.Run("7 per week, refilled continuously", func(t *testing.T) {
+		b := mustBucket(t, limiter.BucketLimit{Capacity: 7, RefillTokens: 7, RefillInterval: 7 * day})
+		runTrace(t, b, 0, []step{
+			{at: 0, n: 7, want: allowed(0, 7*day)},
+			{at: d - 1, n: 1, want: rejected(0, 1, 7*day-day+1)},
+			{at: d, n: 1, want: allowed(0, 7*day)},
+		})
+	})
 }

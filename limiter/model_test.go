@@ -50,7 +50,25 @@ func (r *referenceBucket) nanosUntil(tokens *big.Rat) time.Duration {
 	if missing.Sign() <= 0 {
 		return 0
 	}
-	return time.Duration(ratCeil(missing.Quo(missing, r.perNano())))
+	return ratCeilNanos(missing.Quo(missing, r.perNano()))
+}
+
+// ratCeilNanos is ⌈x⌉ nanoseconds for x >= 0, or math.MaxInt64 when beyond it (a wait of
+// more than 292 years, which only slow refills of huge capacities reach).
+func ratCeilNanos(x *big.Rat) time.Duration {
+	q, m := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
+	if m.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsInt64() {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(q.Int64())
+}
+
+// tokensOf is s's level in tokens, exactly.
+func tokensOf(s limiter.BucketState, perToken int64) *big.Rat {
+	return new(big.Rat).Add(new(big.Rat).SetInt64(s.Tokens), big.NewRat(s.Credits, perToken))
 }
 
 func (r *referenceBucket) take(now, n int64) limiter.Decision {
@@ -89,8 +107,7 @@ func ratCeil(x *big.Rat) int64 {
 	return q.Int64()
 }
 
-// randomBucket draws limits until NewBucket accepts one (a large capacity
-// with a slow refill can exceed 2^62 credits).
+// randomBucket draws a limit and its Bucket.
 func randomBucket(rng *rand.Rand) (limiter.BucketLimit, limiter.Bucket) {
 	for {
 		l := randomLimit(rng)
@@ -103,14 +120,19 @@ func randomBucket(rng *rand.Rand) (limiter.BucketLimit, limiter.Bucket) {
 // randomLimit mixes the shapes that matter: tiny and large capacities,
 // rates that do and do not divide their interval, nanosecond intervals.
 func randomLimit(rng *rand.Rand) limiter.BucketLimit {
+	const day = 24 * time.Hour
 	intervals := []time.Duration{1, 7, 333, time.Millisecond, 7 * time.Millisecond, 500 * time.Millisecond,
-		time.Second, 3 * time.Second, time.Minute, 24 * time.Hour}
+		time.Second, 3 * time.Second, time.Minute, day, 7 * day, 30 * day, 366 * day}
 	l := limiter.BucketLimit{
 		Capacity:       1 + rng.Int64N(10),
 		RefillTokens:   1 + rng.Int64N(5),
 		RefillInterval: intervals[rng.IntN(len(intervals))],
 	}
-	switch rng.IntN(6) {
+	switch rng.IntN(7) {
+	case 6:
+		// Long quotas with capacities whose level needs more than 64 bits of credits.
+		l.Capacity = []int64{53_376, 100_000, 1_000_000_000}[rng.IntN(3)]
+		l.RefillInterval = intervals[len(intervals)-1-rng.IntN(4)]
 	case 0:
 		l.Capacity = 1 + rng.Int64N(1_000_000)
 	case 1:
@@ -136,7 +158,11 @@ func randomGap(rng *rand.Rand, l limiter.BucketLimit) int64 {
 	case 6, 7:
 		return rng.Int64N(4*perToken + 1)
 	case 8:
-		return rng.Int64N(int64(l.RefillInterval)*min(l.Capacity+1, 1000) + 1) // up to a full refill
+		// Up to a full refill, or to the largest gap a trace can take.
+		if full := int64(l.RefillInterval) * min(l.Capacity+1, 1000) / l.RefillTokens; full > 0 && full < 1<<56 {
+			return rng.Int64N(full + 1)
+		}
+		return rng.Int64N(1 << 56)
 	default:
 		return rng.Int64N(int64(365 * 24 * time.Hour))
 	}
@@ -197,7 +223,7 @@ func TestMatchesReferenceModel(t *testing.T) {
 			if got != want {
 				t.Fatalf("seed %#x, limit %+v, step %d: take %d at %d: got %+v, want %+v", seed, l, i, n, now, got, want)
 			}
-			if level := big.NewRat(s.Level, perToken); level.Cmp(ref.tokens) != 0 {
+			if level := tokensOf(s, perToken); level.Cmp(ref.tokens) != 0 {
 				t.Fatalf("seed %#x, limit %+v, step %d: level %v tokens, reference %v", seed, l, i, level, ref.tokens)
 			}
 			if got.Allowed {
@@ -315,7 +341,7 @@ func TestMatchesReferenceModelWithClockSteps(t *testing.T) {
 						admitted = append(admitted, admission{at: s.Last, tokens: max(n, 1)})
 					}
 				}
-				if level := big.NewRat(s.Level, perToken); level.Cmp(ref.tokens) != 0 || s.Last != ref.last {
+				if level := tokensOf(s, perToken); level.Cmp(ref.tokens) != 0 || s.Last != ref.last {
 					t.Fatalf("seed %#x, limit %+v, step %d: state %+v (%v tokens), reference %v tokens at %d",
 						seed, l, i, s, level, ref.tokens, ref.last)
 				}

@@ -96,12 +96,12 @@ func TestReserveMatchesReferenceModel(t *testing.T) {
 						due = append(due, admission{at: now + int64(got.Wait), tokens: max(n, 1)})
 					}
 				}
-				if level := big.NewRat(s.Level, perToken); level.Cmp(ref.tokens) != 0 {
+				if level := tokensOf(s, perToken); level.Cmp(ref.tokens) != 0 {
 					t.Fatalf("seed %#x, limit %+v, step %d: level %v tokens, reference %v", seed, l, i, level, ref.tokens)
 				}
 				if !b.ValidOwing(s, maxWait) {
-					t.Fatalf("seed %#x, limit %+v, step %d: level %d owes more than MaxDebt(%v) = %d",
-						seed, l, i, s.Level, maxWait, b.MaxDebt(maxWait))
+					t.Fatalf("seed %#x, limit %+v, step %d: %+v owes more than DebtTokens(%v) = %d",
+						seed, l, i, s, maxWait, b.DebtTokens(maxWait))
 				}
 			}
 			if !giveBacks {
@@ -155,8 +155,8 @@ func TestReservePacesABurst(t *testing.T) {
 	if r.OK || r.RetryAfter != 1200*time.Millisecond {
 		t.Fatalf("request 6: %+v, want refused, RetryAfter 1.2s", r)
 	}
-	if debt := b.MaxDebt(time.Second); s.Level != -debt {
-		t.Fatalf("level %d after six reservations, want the whole MaxDebt %d", s.Level, debt)
+	if debt := b.DebtTokens(time.Second); s.Tokens != -5 || s.Credits != 0 || debt != 5 {
+		t.Fatalf("%+v after six reservations, want 5 tokens owed, the whole DebtTokens (%d)", s, debt)
 	}
 	// Given back at 100ms, the last one's token lets a request at 100ms be held 900ms.
 	s = b.Unreserve(s, 100*int64(time.Millisecond), 1)

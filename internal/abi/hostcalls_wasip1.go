@@ -294,6 +294,15 @@ func MonotonicNanos() (int64, error) {
 	return int64(resultU64), nil
 }
 
+// WallNanos reads the host's wall clock (WASI realtime), in nanoseconds of Unix time: what
+// calendar windows are aligned on. NTP or an operator may step it.
+func WallNanos() (int64, error) {
+	if clockTimeGet(0, 0, ptrU64) != 0 {
+		return 0, errClock
+	}
+	return int64(resultU64), nil
+}
+
 // errClock is MonotonicNanos's error, made once so that the function stays small enough to inline.
 var errClock = statusErr(wire.StatusInternalFailure)
 

@@ -105,6 +105,9 @@ func SetTickPeriod(milliseconds uint32) error {
 
 var processStart = time.Now()
 
+// WallNanos reads the wall clock, in nanoseconds of Unix time.
+func WallNanos() (int64, error) { return time.Now().UnixNano(), nil }
+
 // MonotonicNanos reads a monotonic clock; natively the process's own, offset so that it starts
 // well away from zero like Envoy's.
 func MonotonicNanos() (int64, error) {

@@ -165,6 +165,8 @@ type limit struct {
 	overflowKey          string
 	overflowOwner        uint64
 	quota, windowSeconds int64
+	// wall: the limit decides on the wall clock (a calendar window, calendar.go).
+	wall bool
 	// maxWait is how far ahead the limit reserves (its rule's max_delay; delay.go), 0 if it
 	// only rejects.
 	maxWait time.Duration
@@ -208,6 +210,7 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 				overflowOwner: sipHash24(0, 0, []byte("overflow\x00"+prefix)),
 				quota:         quota,
 				windowSeconds: window,
+				wall:          l.Calendar != config.NoCalendar,
 				maxWait:       maxWait,
 			})
 			p.limitCount++
@@ -258,6 +261,11 @@ type Gate struct {
 	keyBuf    []byte
 	slotBuf   []byte
 	starts    []int // where each shadow rule's limits start in applied
+
+	// The wall clock, for calendar windows (calendar.go): read at most once per decision.
+	wallClock func() (int64, error)
+	wallAt    int64
+	wallRead  bool
 }
 
 // NewGate returns a Gate that decides by p.
@@ -293,6 +301,7 @@ type applied struct {
 	writeOwner uint64 // the owner the slot is written with (the overflow bucket's, there)
 	drawers    uint64 // the overflow bucket's drawers with this key's marks (placeOverflow)
 	skip       bool   // no free slot and when_full is allow: not counted
+	at         int64  // the wall clock a calendar window decides at (calendar.go)
 	next       cells
 	decision   limiter.Decision
 	due        int64 // when the reserved tokens are due (a delaying limit; delay.go)
@@ -314,6 +323,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
 		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
 		Global: out.Global[:0]}
+	g.wallRead = false
 	if g.fast != nil {
 		if g.admitFast(req, store, now) {
 			return out
@@ -595,6 +605,15 @@ func (g *Gate) collect(group []applied, rejecting *applied, now int64) {
 			Remaining: a.decision.Remaining, Reset: a.decision.Reset,
 			PartitionHash: a.pkHash,
 		}
+		at := now
+		if a.limit.wall {
+			// A calendar window decides on the wall clock, and a month's length depends on
+			// the month.
+			at = a.at
+			if c, ok := a.limit.algo.(calendarWindow); ok {
+				status.WindowSeconds = c.windowSeconds(a.next)
+			}
+		}
 		switch {
 		case a == rejecting:
 			status.Next, status.Rejecting = a.decision.RetryAfter, true
@@ -605,10 +624,10 @@ func (g *Gate) collect(group []applied, rejecting *applied, now int64) {
 			if rejecting != nil && a.decision.Allowed && a.cost > 0 {
 				// Decided as if charged, but the group was rejected: nothing was taken.
 				status.Remaining += a.cost
-				state = a.limit.algo.give(a.next, now, a.cost)
+				state = a.limit.algo.give(a.next, at, a.cost)
 			}
 			if status.Remaining < a.limit.quota {
-				if _, d := a.limit.algo.take(state, now, status.Remaining+1); !d.Allowed {
+				if _, d := a.limit.algo.take(state, at, status.Remaining+1); !d.Allowed {
 					status.Next = d.RetryAfter
 				}
 			}

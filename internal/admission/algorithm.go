@@ -41,6 +41,9 @@ type algorithm interface {
 func newAlgorithm(l config.Limit, describe bool) (algorithm, error) {
 	switch l.Algorithm {
 	case config.FixedWindow:
+		if l.Calendar != config.NoCalendar {
+			return newCalendarWindow(l)
+		}
 		limit := limiter.WindowLimit{Capacity: l.Capacity, Window: l.Window}
 		w, err := limiter.NewFixedWindow(limit)
 		return window{algo: w, limit: limit}, err
@@ -50,10 +53,8 @@ func newAlgorithm(l config.Limit, describe bool) (algorithm, error) {
 		return window{algo: w, limit: limit, sliding: true}, err
 	default:
 		b, err := limiter.NewBucket(limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: l.RefillTokens, RefillInterval: l.RefillInterval})
-		g := gcd(uint64(l.RefillInterval), uint64(l.RefillTokens))
 		return &tokenBucket{b: b, describe: describe,
-			capacity: l.Capacity, capacityCredits: b.Initial(0).Level, creditsPerToken: b.CreditsPerToken(),
-			creditsPerNano: int64(uint64(l.RefillTokens) / max(g, 1))}, err
+			capacity: l.Capacity, creditsPerToken: b.CreditsPerToken(), creditsPerNano: b.CreditsPerNano()}, err
 	}
 }
 
@@ -72,93 +73,130 @@ func ceilSeconds(d time.Duration) int64 {
 	return s
 }
 
-// tokenBucket stores (level in credits, last update, credits per token): the third cell lets a
-// changed limit carry the level over in tokens.
+// tokenBucket stores (whole tokens, last update, credits toward the next token): the level of
+// limiter.BucketState in its two parts, exact for every capacity and refill rate. Whole tokens
+// mean the same for any numbers, so a changed limit carries them over.
 //
 // It decides on the request path, so take and the checks around it are written out on the
 // bucket's numbers rather than calling limiter.Bucket: in upstream Go's Wasm every call and every
-// signed division (a runtime call) is costly. FuzzTokenBucketMatchesLimiter holds them to
+// signed division (a runtime call) is costly. TestTokenBucketMatchesLimiter holds them to
 // limiter.Bucket's decisions exactly.
 type tokenBucket struct {
 	b        limiter.Bucket
 	describe bool // compute Remaining and Reset
 
 	capacity        int64 // tokens
-	capacityCredits int64 // <= 2^62
 	creditsPerToken int64 // >= 1
 	creditsPerNano  int64 // >= 1 for a valid bucket
 
-	// A bucket of a rule that delays (delay.go) reserves up to maxWait ahead: its level may be
-	// below zero, down to -debt credits. Both are 0 for a bucket that only rejects.
+	// A bucket of a rule that delays (delay.go) reserves up to maxWait ahead: its whole tokens
+	// may be below zero, down to -debt. Both are 0 for a bucket that only rejects.
 	maxWait time.Duration
 	debt    int64
 }
 
-func bucketState(c cells) limiter.BucketState { return limiter.BucketState{Level: c[0], Last: c[1]} }
-func (t *tokenBucket) cells(s limiter.BucketState) cells {
-	return cells{s.Level, s.Last, t.creditsPerToken}
+func bucketState(c cells) limiter.BucketState {
+	return limiter.BucketState{Tokens: c[0], Credits: c[2], Last: c[1]}
 }
+func bucketCells(s limiter.BucketState) cells { return cells{s.Tokens, s.Last, s.Credits} }
 
-func (t *tokenBucket) initial(now int64) cells {
-	return cells{t.capacityCredits, now, t.creditsPerToken}
-}
+func (t *tokenBucket) initial(now int64) cells { return cells{t.capacity, now, 0} }
 
 // take is limiter.Bucket.Take on the cells: refill to now, then take n tokens if there are.
 func (t *tokenBucket) take(c cells, now, n int64) (cells, limiter.Decision) {
-	if n > t.capacity || t.creditsPerNano <= 0 {
-		// Never admitted (or an invalid bucket): rare, left to the limiter.
+	perToken := uint64(t.creditsPerToken)
+	tokens, last, credits := c[0], c[1], c[2]
+	if n > t.capacity || t.creditsPerNano <= 0 || uint64(tokens) > uint64(t.capacity) || uint64(credits) >= perToken ||
+		tokens == t.capacity && credits != 0 {
+		// Never admitted, an invalid bucket or a state out of range: rare, left to the limiter.
 		s, d := t.b.Take(bucketState(c), now, n)
-		return t.cells(s), d
+		return bucketCells(s), d
 	}
 	n = max(n, 1)
-	level, last := min(max(c[0], 0), t.capacityCredits), c[1]
 	if now > last {
-		// Full once elapsed × creditsPerNano reaches the deficit; the product is only formed
-		// when elapsed is below the deficit (<= 2^62), and its high word says when it is more.
-		elapsed, deficit := uint64(now)-uint64(last), uint64(t.capacityCredits-level)
-		hi, added := bits.Mul64(elapsed, uint64(t.creditsPerNano))
-		if elapsed >= deficit || hi != 0 || added >= deficit {
-			level = t.capacityCredits
-		} else {
-			level += int64(added)
+		if tokens < t.capacity {
+			// Full once elapsed × creditsPerNano reaches the credits missing; both are 128-bit.
+			addHi, addLo := bits.Mul64(uint64(now)-uint64(last), uint64(t.creditsPerNano))
+			missHi, missLo := bits.Mul64(uint64(t.capacity-tokens), perToken)
+			var borrow uint64
+			missLo, borrow = bits.Sub64(missLo, uint64(credits), 0)
+			missHi -= borrow
+			if addHi > missHi || addHi == missHi && addLo >= missLo {
+				tokens, credits = t.capacity, 0
+			} else {
+				// The sum is below what is missing plus credits: its quotient is below the
+				// tokens missing, and in the common case it fits in 64 bits.
+				sumLo, carry := bits.Add64(addLo, uint64(credits), 0)
+				var q, r uint64
+				if sumHi := addHi + carry; sumHi == 0 {
+					q = sumLo / perToken
+					r = sumLo - q*perToken
+				} else {
+					q, r = bits.Div64(sumHi, sumLo, perToken)
+				}
+				tokens += int64(q)
+				credits = int64(r)
+			}
 		}
 		last = now
 	}
-	want := n * t.creditsPerToken // <= capacityCredits
-	d := limiter.Decision{Allowed: level >= want}
+	d := limiter.Decision{Allowed: tokens >= n}
 	if d.Allowed {
-		level -= want
+		tokens -= n
 	} else {
-		d.RetryAfter = time.Duration(ceilDivU(uint64(want-level), uint64(t.creditsPerNano)))
+		d.RetryAfter = t.wait(n-tokens, credits)
 	}
 	if t.describe {
-		d.Remaining = int64(uint64(level) / uint64(t.creditsPerToken))
-		d.Reset = time.Duration(ceilDivU(uint64(t.capacityCredits-level), uint64(t.creditsPerNano)))
+		d.Remaining = tokens
+		if tokens < t.capacity {
+			d.Reset = t.wait(t.capacity-tokens, credits)
+		}
 	}
-	return cells{level, last, t.creditsPerToken}, d
+	return cells{tokens, last, credits}, d
 }
 
-// ceilDivU is ⌈a/d⌉ for d >= 1, in unsigned arithmetic (Wasm's i64.div_u, no runtime call).
-func ceilDivU(a, d uint64) uint64 {
-	q := a / d
-	if q*d != a {
-		q++
+// wait is the time until a level lacking tokens less credits has refilled them, as
+// limiter.Bucket reports it: ⌈(tokens×creditsPerToken - credits)/creditsPerNano⌉, math.MaxInt64
+// when beyond it. The numerator fits in 64 bits in the common case.
+func (t *tokenBucket) wait(tokens, credits int64) time.Duration {
+	hi, lo := bits.Mul64(uint64(tokens), uint64(t.creditsPerToken))
+	var borrow uint64
+	lo, borrow = bits.Sub64(lo, uint64(credits), 0)
+	hi -= borrow
+	d := uint64(t.creditsPerNano)
+	var q uint64
+	switch {
+	case hi == 0:
+		q = lo / d
+		if q*d != lo {
+			q++
+		}
+	case hi >= d:
+		return math.MaxInt64
+	default:
+		var r uint64
+		if q, r = bits.Div64(hi, lo, d); r != 0 {
+			q++ // hi < d: q < 2^64-1
+		}
 	}
-	return q
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(q)
 }
 
 func (t *tokenBucket) give(c cells, now, n int64) cells {
 	if t.debt > 0 {
-		return t.cells(t.b.Unreserve(bucketState(c), now, n))
+		return bucketCells(t.b.Unreserve(bucketState(c), now, n))
 	}
-	return t.cells(t.b.Give(bucketState(c), now, n))
+	return bucketCells(t.b.Give(bucketState(c), now, n))
 }
 
 // undo: had the n tokens not been taken, the bucket would hold n more tokens, less whatever a
 // refill to capacity cut off meanwhile. The most the bucket can have held since the write is the
-// written level plus the refill since, so n tokens, or the room left above that, whichever is
-// less, are still owed, in credits: a refill of part of a token since the write costs only that
-// part, never a whole token.
+// written level plus the refill since (peak), so n tokens, or the room left above the peak,
+// whichever is less, are still owed: a refill of part of a token since the write costs only
+// that part, never a whole token.
 func (t *tokenBucket) undo(c, written cells, now, n int64) cells {
 	if t.debt > 0 {
 		return t.undoReservation(c, written, now, n)
@@ -168,70 +206,75 @@ func (t *tokenBucket) undo(c, written cells, now, n int64) cells {
 	if end >= idle || t.creditsPerNano <= 0 {
 		return c // the bucket may have been full since: nothing is owed
 	}
-	capacity := t.capacityCredits
-	peak := min(max(written[0], -t.debt), capacity)
-	if end > written[1] {
-		peak += (end - written[1]) * t.creditsPerNano // below capacity: end is before idle
-	}
-	owed := min(min(max(n, 0), t.capacity)*t.creditsPerToken, capacity-peak)
-	if owed <= 0 {
+	// Not full by end (end is before idle), so peak lacks at least one credit.
+	peak := t.b.Refill(bucketState(written), end)
+	n = min(max(n, 0), t.capacity)
+	if n <= 0 {
 		return c
 	}
 	s := t.b.Refill(bucketState(c), now)
-	if t.debt > 0 {
-		s = t.b.RefillOwing(bucketState(c), now) // a reservation's debt stays owed
+	if lacking := t.capacity - peak.Tokens; n < lacking {
+		// n tokens fit under the peak: (Tokens+n)×perToken+Credits < capacity.
+		return bucketCells(t.b.AddLevel(s, n, 0))
 	}
-	s.Level += min(owed, capacity-s.Level)
-	return t.cells(s)
+	// The room above the peak: (capacity - peak.Tokens)×perToken - peak.Credits credits, n >=
+	// capacity - peak.Tokens of them whole tokens, less the peak's credits.
+	lacking := t.capacity - peak.Tokens
+	if peak.Credits == 0 {
+		return bucketCells(t.b.AddLevel(s, lacking, 0))
+	}
+	return bucketCells(t.b.AddLevel(s, lacking-1, t.creditsPerToken-peak.Credits))
 }
 
 func (t *tokenBucket) valid(c cells) bool {
-	return c[2] == t.creditsPerToken && -t.debt <= c[0] && c[0] <= t.capacityCredits
+	if t.debt > 0 {
+		return t.b.ValidOwing(bucketState(c), t.maxWait)
+	}
+	return t.b.Valid(bucketState(c))
 }
+
 func (t *tokenBucket) fingerprint() uint32 { return t.b.Fingerprint() }
 
-// idleAt: full again at last + ceil(missing credits / credits per nanosecond).
+// idleAt: full again at last + ⌈missing credits / credits per nanosecond⌉.
 func (t *tokenBucket) idleAt(c cells) int64 {
-	// A level below zero (a delaying rule's reservations) is missing that much more.
-	level := min(max(c[0], -t.debt), t.capacityCredits)
-	missing := uint64(t.capacityCredits) + uint64(-min(level, 0)) - uint64(max(level, 0))
-	if missing == 0 || t.creditsPerNano <= 0 {
+	if c[0] == t.capacity && c[2] == 0 || t.creditsPerNano <= 0 {
 		return c[1]
 	}
-	wait := int64(min(ceilDivU(missing, uint64(t.creditsPerNano)), math.MaxInt64))
-	if c[1] > math.MaxInt64-wait {
-		return math.MaxInt64
+	if t.debt > 0 {
+		return t.b.IdleAtOwing(bucketState(c)) // tokens still owed are missing too
 	}
-	return c[1] + wait
+	return t.b.IdleAt(bucketState(c))
 }
 
-// convert keeps the tokens the key had, clamped to the new capacity (rounded down: a changed
-// limit never hands out a fraction more).
+// convert keeps the whole tokens the key had, clamped to the new capacity: a changed limit never
+// hands out a fraction more (the credits toward the next token mean another thing now).
 func (t *tokenBucket) convert(c cells, now int64) (cells, bool) {
-	oldPerToken, newPerToken := c[2], t.creditsPerToken
-	if oldPerToken <= 0 {
-		return cells{}, false
-	}
 	if c[0] < 0 {
-		// Reservations still owed: carried over as a debt this limit may hold (none, for a
-		// limit that rejects: an empty bucket), never as tokens.
-		return t.convertDebt(c, newPerToken), true
+		// Reservations still owed (a delaying rule's): carried over as the whole tokens owed,
+		// as deep as this limit may owe (not at all for a limit that rejects: then it is
+		// empty), never turned into tokens.
+		return cells{max(c[0], -t.debt), c[1], 0}, true
 	}
-	hi, lo := bits.Mul64(uint64(c[0]), uint64(newPerToken))
-	if hi >= uint64(oldPerToken) {
-		return t.initial(now), true // more than any capacity: full
-	}
-	level, _ := bits.Div64(hi, lo, uint64(oldPerToken))
-	capacity := t.capacityCredits
-	return cells{min(int64(min(level, uint64(capacity))), capacity), c[1], newPerToken}, true
+	return cells{min(c[0], t.capacity), c[1], 0}, true
 }
 
 // policy: a token bucket's quota is its capacity, restored from empty in
-// capacity × refill_interval / refill_tokens.
+// capacity × refill_interval / refill_tokens (rounded up to a second, at least one).
 func (t *tokenBucket) policy() (int64, int64) {
 	l := t.b.Limit()
-	refill := time.Duration(float64(l.RefillInterval) * float64(l.Capacity) / float64(l.RefillTokens))
-	return l.Capacity, max(ceilSeconds(refill), 1)
+	if l.RefillTokens < 1 || l.RefillInterval < 1 || l.Capacity < 1 {
+		return l.Capacity, 1
+	}
+	hi, lo := bits.Mul64(uint64(l.Capacity), uint64(l.RefillInterval))
+	perSecondHi, perSecond := bits.Mul64(uint64(l.RefillTokens), uint64(time.Second))
+	if perSecondHi != 0 || hi >= perSecond {
+		return l.Capacity, math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, perSecond)
+	if r != 0 {
+		q++
+	}
+	return l.Capacity, int64(min(max(q, 1), math.MaxInt64))
 }
 
 // window is a fixed or a sliding window; it stores (window start, count, previous window's

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"math/bits"
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -26,7 +25,7 @@ import (
 // withDelay makes a token bucket reserve up to maxDelay ahead.
 func withDelay(a algorithm, maxDelay time.Duration) algorithm {
 	if t, ok := a.(*tokenBucket); ok {
-		t.maxWait, t.debt = maxDelay, t.b.MaxDebt(maxDelay)
+		t.maxWait, t.debt = maxDelay, t.b.DebtTokens(maxDelay)
 	}
 	return a
 }
@@ -50,7 +49,7 @@ func (g *Gate) reserveOn(a *applied, state cells, now int64) error {
 		return nil
 	}
 	s, r := t.b.Reserve(bucketState(state), now, a.cost, t.maxWait)
-	a.next = t.cells(s)
+	a.next = bucketCells(s)
 	a.decision.Allowed, a.decision.RetryAfter, a.decision.Remaining, a.decision.Reset = r.OK, r.RetryAfter, r.Remaining, r.Reset
 	a.due = satAdd(now, int64(r.Wait))
 	return nil
@@ -74,24 +73,8 @@ func requestDelay(out *Outcome, enforced []applied, now int64) {
 // request before it that went away spent (erring towards admitting less), and the latest one
 // gives back all it took, as if it had never come.
 func (t *tokenBucket) undoReservation(c, written cells, now, n int64) cells {
-	if c[0] != written[0] || c[1] != written[1] {
+	if c != written {
 		return c
 	}
-	return t.cells(t.b.Unreserve(bucketState(c), now, n))
-}
-
-// convertDebt carries a debt over to a bucket of other numbers, in its tokens rounded up (a
-// changed limit never owes a fraction less), and no deeper than the new bucket may owe.
-func (t *tokenBucket) convertDebt(c cells, newPerToken int64) cells {
-	owed := uint64(-max(c[0], -t.capacityCredits-t.debt))
-	hi, lo := bits.Mul64(owed, uint64(newPerToken))
-	level := -t.debt
-	if hi < uint64(c[2]) {
-		q, r := bits.Div64(hi, lo, uint64(c[2]))
-		if r != 0 {
-			q++
-		}
-		level = -int64(min(q, uint64(t.debt)))
-	}
-	return cells{level, c[1], newPerToken}
+	return bucketCells(t.b.Unreserve(bucketState(c), now, n))
 }

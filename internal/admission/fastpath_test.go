@@ -2,6 +2,7 @@ package admission
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"reflect"
 	"strconv"
@@ -32,14 +33,22 @@ func pick(r *rand.Rand) int64 {
 // The token bucket's written-out take, valid and idleAt decide exactly as limiter.Bucket (and the
 // formulas it replaced) on every state, time and cost: the same admission, wait and next state,
 // and, when it describes, the same Remaining and Reset. Random limits and states, weighted towards
-// the edges of the arithmetic, over many seeds.
+// the edges of the arithmetic and towards long quotas whose level needs more than 64 bits of
+// credits (up to 10^9 tokens refilled over 366 days), over many seeds.
 func TestTokenBucketMatchesLimiter(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
+	const day = int64(24 * time.Hour)
 	checked := 0
 	for checked < 300_000 {
 		l := config.Limit{Capacity: pick(r), RefillTokens: pick(r), RefillInterval: time.Duration(pick(r))}
-		if r.IntN(2) == 0 { // realistic shapes half the time
+		switch r.IntN(4) { // realistic shapes most of the time
+		case 0:
 			l = config.Limit{Capacity: 1 + r.Int64N(1000), RefillTokens: 1 + r.Int64N(100), RefillInterval: time.Duration(1 + r.Int64N(int64(time.Hour)))}
+		case 1:
+			l = config.Limit{Capacity: 1 + r.Int64N(1e9), RefillTokens: 1 + r.Int64N(100), RefillInterval: time.Duration(1 + r.Int64N(366*day))}
+		case 2:
+			l = config.Limit{Capacity: []int64{53_376, 100_000, 1e9}[r.IntN(3)], RefillTokens: 1 + r.Int64N(3),
+				RefillInterval: time.Duration([]int64{day, 7 * day, 30 * day, 366 * day}[r.IntN(4)])}
 		}
 		describe := r.IntN(2) == 0
 		algo, err := newAlgorithm(l, describe)
@@ -53,33 +62,39 @@ func TestTokenBucketMatchesLimiter(t *testing.T) {
 		}
 		perToken := ref.CreditsPerToken()
 		for range 20 {
-			c := cells{pick(r), pick(r), perToken}
-			switch r.IntN(3) {
-			case 0:
-				c[0] = r.Int64N(ref.Initial(0).Level + 1)
-			case 1:
-				c[2] = pick(r)
+			c := cells{pick(r), pick(r), pick(r)}
+			switch r.IntN(4) {
+			case 0, 1: // a state in range
+				c[0], c[2] = r.Int64N(l.Capacity)+r.Int64N(2), r.Int64N(perToken)
+				if c[0] >= l.Capacity {
+					c[0], c[2] = l.Capacity, 0
+				}
+			case 2:
+				c[2] = r.Int64N(perToken)
 			}
 			now, n := pick(r), pick(r)
-			if r.IntN(2) == 0 {
-				now, n = c[1]+r.Int64N(int64(10*time.Second)), r.Int64N(l.Capacity+2)
+			switch r.IntN(3) {
+			case 0:
+				now, n = c[1]+r.Int64N(int64(10*time.Second)), r.Int64N(min(l.Capacity, 1e6)+2)
+			case 1:
+				now, n = c[1]+r.Int64N(400*day), 1+r.Int64N(min(l.Capacity, 1e6)+1)
 			}
 			gotCells, got := tb.take(c, now, n)
 			wantState, want := ref.Take(bucketState(c), now, n)
-			wantCells := cells{wantState.Level, wantState.Last, perToken}
+			wantCells := bucketCells(wantState)
 			if !describe {
 				want.Remaining, want.Reset = 0, 0
-				if n > l.Capacity { // left to the limiter, which always describes
+				if got.Remaining != 0 || got.Reset != 0 { // left to the limiter, which always describes
 					got.Remaining, got.Reset = 0, 0
 				}
 			}
 			if gotCells != wantCells || got != want {
 				t.Fatalf("%+v describe %v: take(%v, now %d, n %d) = %v %+v, the limiter %v %+v", l, describe, c, now, n, gotCells, got, wantCells, want)
 			}
-			if got, want := tb.valid(c), c[2] == perToken && ref.Valid(bucketState(c)); got != want {
+			if got, want := tb.valid(c), ref.Valid(bucketState(c)); got != want {
 				t.Fatalf("%+v: valid(%v) = %v, want %v", l, c, got, want)
 			}
-			if got, want := tb.idleAt(c), referenceIdleAt(ref, tb.creditsPerNano, c); got != want {
+			if got, want := tb.idleAt(c), referenceIdleAt(ref, c); got != want {
 				t.Fatalf("%+v: idleAt(%v) = %d, want %d", l, c, got, want)
 			}
 			checked++
@@ -87,23 +102,25 @@ func TestTokenBucketMatchesLimiter(t *testing.T) {
 	}
 }
 
-// referenceIdleAt is idleAt as first written, on limiter.Bucket and signed arithmetic, with the
-// ceiling taken without forming missing+creditsPerNano-1 (which overflowed for refill rates near
-// 2^63 credits per nanosecond and gave a slot back one nanosecond early).
-func referenceIdleAt(b limiter.Bucket, creditsPerNano int64, c cells) int64 {
-	capacity := b.Initial(0).Level
-	missing := capacity - min(max(c[0], 0), capacity)
-	if missing == 0 || creditsPerNano <= 0 {
+// referenceIdleAt is idleAt in big integers: the clamped state's last update plus the credits it
+// lacks divided by the credits per nanosecond, rounded up; math.MaxInt64 beyond it.
+func referenceIdleAt(b limiter.Bucket, c cells) int64 {
+	capacity, perToken := b.Limit().Capacity, b.CreditsPerToken()
+	tokens, credits := min(max(c[0], 0), capacity), min(max(c[2], 0), perToken-1)
+	if tokens == capacity {
 		return c[1]
 	}
-	wait := missing / creditsPerNano
-	if wait*creditsPerNano != missing {
-		wait++
+	missing := new(big.Int).Mul(big.NewInt(capacity-tokens), big.NewInt(perToken))
+	missing.Sub(missing, big.NewInt(credits))
+	wait, rem := new(big.Int).QuoRem(missing, big.NewInt(b.CreditsPerNano()), new(big.Int))
+	if rem.Sign() != 0 {
+		wait.Add(wait, big.NewInt(1))
 	}
-	if c[1] > math.MaxInt64-wait {
+	idle := wait.Add(wait, big.NewInt(c[1]))
+	if !idle.IsInt64() {
 		return math.MaxInt64
 	}
-	return c[1] + wait
+	return idle.Int64()
 }
 
 // countingRequest counts the reads a decision makes of a request.
@@ -129,6 +146,11 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		`{"capacity": 1000000000, "refill_tokens": 1000000000, "refill_interval": "1s"}`,
 		`{"algorithm": "fixed_window", "capacity": 2, "window": "1s"}`,
 		`{"algorithm": "sliding_window", "capacity": 5, "window": "2s"}`,
+		`{"capacity": 100000, "refill_tokens": 1, "refill_interval": "1d"}`,
+		`{"capacity": 1000000000, "refill_tokens": 3, "refill_interval": "366d"}`,
+		`{"algorithm": "fixed_window", "capacity": 4, "window": "7d"}`,
+		`{"algorithm": "fixed_window", "capacity": 3, "calendar": "day"}`,
+		`{"algorithm": "fixed_window", "capacity": 6, "calendar": "month"}`,
 	}
 	missing := []string{``, `, "missing_key": {"action": "allow"}`, `, "missing_key": {"action": "reject", "status": 403}`,
 		`, "missing_key": {"action": "fallback", "key": [{"client_ip": {}}]}`}
@@ -152,6 +174,10 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		}
 		gates := [2]*Gate{}
 		stores := [2]*memStore{newMemStore(), newMemStore()}
+		// The wall clock runs with the monotonic one from 20 seconds before a month ends, and is
+		// sometimes stepped back by up to a day.
+		now, wallOffset := int64(1000*sec), utcNanos(2025, 1, 31, 23)+int64(59*time.Minute+40*time.Second)-1000*sec
+		wall := func() (int64, error) { return now + wallOffset, nil }
 		for i := range gates {
 			p, err := Compile(cfg, "test")
 			if err != nil {
@@ -165,14 +191,17 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 				p.fast = nil // the general path
 			}
 			gates[i] = NewGate(p)
+			gates[i].SetWallClock(wall)
 		}
 		if gates[0].fast == nil {
 			t.Fatalf("%s: not the fast shape", doc)
 		}
-		now := int64(1000 * sec)
 		keys := []string{"alice", "bob", "carol", "", longKey, strings.Repeat("x", 14)}
 		for step := range 60 {
 			now += r.Int64N(800 * int64(time.Millisecond))
+			if r.IntN(20) == 0 {
+				wallOffset -= r.Int64N(int64(24 * time.Hour))
+			}
 			req := fakeRequest{headers: map[string]string{}, source: "192.0.2.7:4000"}
 			if k := r.IntN(len(keys) + 1); k < len(keys) {
 				req.headers["x-api-key"] = keys[k]

@@ -83,6 +83,7 @@ func (o *Outcome) Charge() Charge {
 // write fails: a slot that holds another bucket by now is left alone, and if shared data fails
 // the charge stands, which errs towards admitting less.
 func (g *Gate) GiveBack(store Store, c Charge, now int64) {
+	g.wallRead = false // a calendar window's refund reads the wall clock of now
 	group := make([]applied, 0, len(c.entries))
 	for _, e := range c.entries {
 		if w := windowLength(e.limit.algo); w > 0 && floorDiv(c.at, w) != floorDiv(now, w) {

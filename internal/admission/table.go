@@ -71,13 +71,13 @@ const casCreate = math.MaxUint32
 //	offset 8  uint64   owner: the bucket's hash
 //	offset 16 int64    idle at: monotonic ns from which the slot may go to another key; in the
 //	                   overflow bucket, which is never taken over, its drawers (drawerMarks)
-//	offset 24 int64    cell 0 ┐ token bucket: level (credits), last update (ns), credits per token
+//	offset 24 int64    cell 0 ┐ token bucket: whole tokens, last update (ns), credits toward the next token
 //	offset 32 int64    cell 1 ├ windows: window start (ns), count, previous window's count
 //	offset 40 int64    cell 2 ┘ (zero in claims and released slots)
 //	offset 48 int64    stamp: the latest now of any write to this slot
 const (
 	SlotSize    = 56
-	slotVersion = 3
+	slotVersion = 4
 )
 
 // The kinds of slot value.
@@ -146,10 +146,13 @@ func decodeSlot(value []byte) (s slot, ok bool) {
 	return s, true
 }
 
-// previousLayout reports a slot value of the layout before candidate slots (version 2, 48 bytes,
-// one slot per bucket): left by an earlier version of the module in the same Envoy process.
+// previousLayout reports a slot value of an earlier layout, left by an earlier version of the
+// module in the same Envoy process: version 2 (48 bytes, one slot per bucket, before candidate
+// slots) or version 3 (a token bucket's level as one int64 of credits, before whole tokens and
+// credits).
 func previousLayout(value []byte) bool {
-	return len(value) == 48 && value[0] == 'T' && value[1] == 'G' && value[2] == 2
+	return (len(value) == 48 && value[2] == 2 || len(value) == SlotSize && value[2] == 3) && value[0] == 'T' && value[1] == 'G'
+
 }
 
 // slotKey is the shared-data key of a slot, built in a buffer of the Gate's: it is valid until
@@ -259,6 +262,9 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 					continue // nothing to charge; the slot stays as it is
 				}
 				idleAt := a.limit.algo.idleAt(a.next)
+				if a.limit.wall {
+					idleAt = a.idleOnMonotonic(idleAt, now)
+				}
 				if a.place == placeOverflow {
 					idleAt = int64(a.drawers)
 				}
@@ -297,6 +303,13 @@ var errContended = errors.New("shared data stayed contended for " + strconv.Itoa
 func (g *Gate) read(store Store, a *applied, now int64) error {
 	l := a.limit
 	a.skip, a.held, a.writeOwner, a.stamp = false, false, a.owner, now
+	if l.wall {
+		at, err := g.wallNow()
+		if err != nil {
+			return err
+		}
+		a.at = at
+	}
 	slots := candidateSlots(a.owner, g.table.MaxKeys, g.choices)
 	a.place = placeFull
 	busyUntil := int64(math.MaxInt64)
@@ -323,7 +336,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 			switch {
 			case s.owner == a.owner && s.kind == kindLive:
 				a.place, a.slot, a.choice, a.cas = placeLive, slots[i], i, cas
-				return g.decideOn(a, l.resume(&s, now), now)
+				return g.decideOn(a, l.resume(&s, a.when(now)), a.when(now))
 			case s.owner == a.owner && s.kind == kindPending:
 				if a.place != placeClaim {
 					// A claim of this key: it is checked and committed like one's own, unless
@@ -342,7 +355,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 	}
 	if a.place != placeFull {
 		// A new bucket, as of the latest stamp seen; checked again after the claim.
-		return g.decideOn(a, l.algo.initial(a.stamp), a.stamp)
+		return g.decideOn(a, l.algo.initial(a.when(a.stamp)), a.when(a.stamp))
 	}
 	g.out.TableFull++
 	switch g.table.WhenFull {
@@ -353,7 +366,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 	case config.WhenFullOverflow:
 		return g.readOverflow(store, a, now)
 	default:
-		a.next = l.algo.initial(now)
+		a.next = l.algo.initial(a.when(now))
 		a.decision = limiter.Decision{RetryAfter: time.Duration(max(busyUntil-now, 1))}
 		return nil
 	}
@@ -367,7 +380,8 @@ func (g *Gate) readOverflow(store Store, a *applied, now int64) error {
 	a.place, a.slot, a.writeOwner, a.stamp = placeOverflow, overflowSlot, l.overflowOwner, now
 	a.drawers = drawerMarks(a.owner)
 	value, cas, err := store.Get(l.overflowKey)
-	state := l.algo.initial(now)
+	at := a.when(now)
+	state := l.algo.initial(at)
 	switch {
 	case isNotFound(err):
 		cas = casCreate
@@ -377,14 +391,14 @@ func (g *Gate) readOverflow(store Store, a *applied, now int64) error {
 		if s, ok := decodeSlot(value); !ok {
 			g.out.Corrupt++
 		} else if s.kind == kindLive && s.owner == l.overflowOwner {
-			state, a.stamp = l.resume(&s, now), max(now, s.stamp)
-			if l.algo.idleAt(state) > now {
+			state, a.stamp = l.resume(&s, at), max(now, s.stamp)
+			if l.algo.idleAt(state) > at {
 				a.drawers |= uint64(s.idleAt)
 			}
 		}
 	}
 	a.cas = cas
-	return g.decideOn(a, state, now)
+	return g.decideOn(a, state, at)
 }
 
 // drawerMarks are the bits of the overflow bucket's drawers that stand for owner: two of 64,
@@ -432,24 +446,24 @@ func (g *Gate) drawRaced(store Store, group []applied) (bool, error) {
 func (g *Gate) startState(store Store, a *applied) (cells, error) {
 	l := a.limit
 	if g.table.WhenFull != config.WhenFullOverflow {
-		return l.algo.initial(a.stamp), nil
+		return l.algo.initial(a.when(a.stamp)), nil
 	}
 	value, _, err := store.Get(l.overflowKey)
 	switch {
 	case isNotFound(err):
-		return l.algo.initial(a.stamp), nil
+		return l.algo.initial(a.when(a.stamp)), nil
 	case err != nil:
 		return cells{}, errors.New("cannot read shared data: " + err.Error())
 	}
 	s, ok := decodeSlot(value)
 	if !ok || s.kind != kindLive || s.owner != l.overflowOwner {
-		return l.algo.initial(a.stamp), nil
+		return l.algo.initial(a.when(a.stamp)), nil
 	}
 	a.stamp = max(a.stamp, s.stamp)
 	if marks := drawerMarks(a.owner); uint64(s.idleAt)&marks != marks {
-		return l.algo.initial(a.stamp), nil
+		return l.algo.initial(a.when(a.stamp)), nil
 	}
-	return l.resume(&s, a.stamp), nil
+	return l.resume(&s, a.when(a.stamp)), nil
 }
 
 // resume is the state of a limit's live bucket as stored: as it is, converted if a changed
@@ -510,10 +524,12 @@ func (g *Gate) claim(store Store, group []applied, now int64) (ok bool, limited 
 		if err != nil {
 			return false, nil, err
 		}
-		_ = g.decideOn(a, start, a.stamp) // a.cost > 0: a take, or a reservation (delay.go)
+		_ = g.decideOn(a, start, a.when(a.stamp)) // a.cost > 0: a take, or a reservation (delay.go)
 		if !a.decision.Allowed {
-			// The wait was counted from the stamp: from now it is that much longer.
-			a.decision.RetryAfter = time.Duration(satAdd(int64(a.decision.RetryAfter), a.stamp-now))
+			if !a.limit.wall { // a calendar window's wait is counted from the wall clock's now
+				// The wait was counted from the stamp: from now it is that much longer.
+				a.decision.RetryAfter = time.Duration(satAdd(int64(a.decision.RetryAfter), a.stamp-now))
+			}
 			if limited == nil || a.decision.RetryAfter > limited.decision.RetryAfter {
 				limited = a
 			}
@@ -626,10 +642,14 @@ func (g *Gate) refund(store Store, charged []applied, now int64, undo bool) {
 				break
 			}
 			// The idle time stays: a refund only makes the bucket idle sooner.
+			at, err := g.timeFor(a.limit, now)
+			if err != nil {
+				break
+			}
 			if undo {
-				s.cells = a.limit.algo.undo(s.cells, a.next, now, a.cost)
+				s.cells = a.limit.algo.undo(s.cells, a.next, at, a.cost)
 			} else {
-				s.cells = a.limit.algo.give(s.cells, now, a.cost)
+				s.cells = a.limit.algo.give(s.cells, at, a.cost)
 			}
 			s.stamp = max(s.stamp, now)
 			encodeSlot(g.buf[:], &s)

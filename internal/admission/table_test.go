@@ -430,24 +430,31 @@ func TestGiveBackFollowsTheCharge(t *testing.T) {
 	}
 }
 
-// After an upgrade, slots of the previous layout (48 bytes, version 2) are replaced like empty
-// ones and not reported as corrupt; anything else that is not a slot is reported.
+// After an upgrade, slots of the previous layouts (48 bytes, version 2; version 3, a level in
+// credits) are replaced like empty ones and not reported as corrupt; anything else that is not a
+// slot is reported.
 func TestPreviousLayoutIsReplacedQuietly(t *testing.T) {
 	g := tableGate(t, "reject")
 	l := &g.rules[0].limits[0]
 	index := candidateSlots(g.owner(l, []byte(partKey("x"))), g.table.MaxKeys, g.choices)[0]
-	previous := make([]byte, 48)
-	copy(previous, "TG\x02\x00")
+	version2 := make([]byte, 48)
+	copy(version2, "TG\x02\x00")
+	// A live bucket of version 3 with a level of 2^62 credits: read as whole tokens it would be
+	// 2^62 tokens, so it must not be read at all.
+	var version3 [SlotSize]byte
+	encodeSlot(version3[:], &slot{kind: kindLive, algorithm: l.tag, fingerprint: l.fingerprint,
+		owner: g.owner(l, []byte(partKey("x"))), idleAt: 100 * sec, cells: cells{1 << 62, sec, 1 << 30}, stamp: sec})
+	version3[2] = 3
 	for _, c := range []struct {
 		name    string
 		value   []byte
 		corrupt int
-	}{{"previous layout", previous, 0}, {"garbage", []byte("garbage"), 1}} {
+	}{{"version 2", version2, 0}, {"version 3", version3[:], 0}, {"short", []byte("TG\x03"), 1}, {"garbage", []byte("garbage"), 1}} {
 		store := newMemStore()
 		store.values[g.slotKey(index)], store.cas[g.slotKey(index)] = c.value, 7
 		out := g.Admit(header("k", "x"), store, sec)
-		if out.Verdict != Allow || out.Corrupt != c.corrupt {
-			t.Errorf("%s: %+v, want admitted with %d corrupt", c.name, out, c.corrupt)
+		if out.Verdict != Allow || out.Corrupt != c.corrupt || out.Limits[0].Remaining != 1 {
+			t.Errorf("%s: %+v, want admitted from a fresh bucket with %d corrupt", c.name, out, c.corrupt)
 		}
 		if s := slotAt(g, store, index); s.kind != kindLive {
 			t.Errorf("%s: the slot holds %+v, want the key's bucket", c.name, s)

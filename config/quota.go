@@ -1,0 +1,136 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Long quotas: refill_interval and window take days and weeks up to maxQuotaDuration, and a
+// fixed window may follow the UTC calendar instead of a length.
+
+// Calendar aligns a fixed window on UTC calendar boundaries (read from the host's wall clock)
+// instead of giving it a length.
+type Calendar uint8
+
+const (
+	// NoCalendar: the window has a length (Limit.Window), aligned on the monotonic clock.
+	NoCalendar Calendar = iota
+	// CalendarDay: each UTC day, from 00:00.
+	CalendarDay
+	// CalendarWeek: each ISO week, from Monday 00:00 UTC.
+	CalendarWeek
+	// CalendarMonth: each UTC calendar month, from the 1st at 00:00.
+	CalendarMonth
+)
+
+var calendarNames = [...]string{NoCalendar: "", CalendarDay: "day", CalendarWeek: "week", CalendarMonth: "month"}
+
+// String returns the spelling used in the JSON configuration ("" for NoCalendar).
+func (c Calendar) String() string {
+	if int(c) < len(calendarNames) {
+		return calendarNames[c]
+	}
+	return "Calendar(" + strconv.Itoa(int(c)) + ")"
+}
+
+const (
+	// maxQuotaDuration bounds refill_interval and window: a year, leap or not.
+	maxQuotaDuration = 366 * 24 * time.Hour
+	day              = 24 * time.Hour
+
+	notADuration = "not a duration"
+	calendarRule = `calendar is "day", "week" (from Monday) or "month": UTC calendar windows, ` +
+		`read from the wall clock, for "algorithm": "fixed_window" only and instead of window`
+)
+
+// quotaDuration reads refill_interval or window: a duration from 1ms to 366d, in the units of
+// Go durations plus whole days ("d") and weeks ("w"), e.g. "7d", "1w", "1d12h".
+func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (time.Duration, bool) {
+	if value.kind == kindNumber {
+		// Most likely seconds or milliseconds were meant; only a unit says which.
+		v.add(path, "got "+describe(value)+`, want a string: quote the duration and give it a unit, e.g. "1s" or "500ms"`)
+		return 0, false
+	}
+	if !v.wantKind(path, value, kindString, rule) {
+		return 0, false
+	}
+	duration, problem := parseQuotaDuration(value.text)
+	switch {
+	case problem != "":
+		message := quoteClipped(value.text) + " is not a valid duration"
+		if problem != notADuration {
+			message += " (" + problem + ")"
+		}
+		v.add(path, message+": "+rule)
+	case duration < minDuration:
+		v.add(path, quoteClipped(value.text)+" is shorter than 1ms: "+rule)
+	case duration > maxQuotaDuration:
+		v.add(path, quoteClipped(value.text)+` is longer than "366d": `+rule)
+	default:
+		return duration, true
+	}
+	return 0, false
+}
+
+// parseQuotaDuration parses a Go duration in which whole numbers of days ("d", 24h) and weeks
+// ("w", 7d) may also appear: "7d", "1w", "2w3d", "1d12h". Anything else goes to
+// time.ParseDuration. problem is empty when text parses; a duration far above the quota range
+// parses as a value above it.
+func parseQuotaDuration(text string) (d time.Duration, problem string) {
+	if !strings.ContainsAny(text, "dw") {
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			return 0, notADuration
+		}
+		return d, ""
+	}
+	var rest strings.Builder
+	var days int64
+	for s := text; s != ""; {
+		i := 0
+		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.' || s[i] == '-' || s[i] == '+') {
+			i++
+		}
+		j := i
+		for j < len(s) && (s[j] < '0' || s[j] > '9') && s[j] != '.' && s[j] != '-' && s[j] != '+' {
+			j++
+		}
+		number, unit := s[:i], s[i:j]
+		s = s[j:]
+		if unit != "d" && unit != "w" {
+			rest.WriteString(number + unit)
+			continue
+		}
+		n, err := strconv.ParseInt(number, 10, 64)
+		switch {
+		case err != nil && strings.ContainsRune(number, '.'):
+			return 0, "days and weeks are whole numbers: write \"36h\" rather than \"1.5d\""
+		case err != nil || n < 0 || number[0] == '+' || number[0] == '-':
+			return 0, "want a whole number of days or weeks before d or w, e.g. \"7d\" or \"1w\""
+		}
+		if unit == "w" {
+			n = min(n, 1<<40) * 7
+		}
+		days = min(days+min(n, 1<<40), 1<<40)
+	}
+	if rest.Len() > 0 {
+		var err error
+		if d, err = time.ParseDuration(rest.String()); err != nil || d < 0 {
+			return 0, "want whole days (d) and weeks (w) followed by Go duration units: ms, s, m, h"
+		}
+	}
+	if days > int64(maxQuotaDuration/day)+1 || d > maxQuotaDuration {
+		return maxQuotaDuration + day, "" // only "longer than 366d" is left to say
+	}
+	return d + time.Duration(days)*day, ""
+}
+
+// calendar reads a fixed window's calendar and reports it given together with window.
+func (v *validator) calendar(path string, value *jsonValue, limit *Limit) {
+	index, ok := v.enum(fieldPath(path, "calendar"), value, calendarNames[1:], "a calendar", calendarRule)
+	if !ok {
+		return
+	}
+	limit.Calendar = Calendar(index + 1)
+}
