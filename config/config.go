@@ -200,13 +200,19 @@ type Rule struct {
 	Key        []KeyPart
 	MissingKey MissingKey
 	Limits     []Limit
-	Cost       Cost
+	// LimitsBy, when set instead of Limits, chooses the limits by a tier (see LimitsBy).
+	LimitsBy *LimitsBy
+	Cost     Cost
 	// Shadow rules decide and count as usual but never reject: a request they would have
 	// limited goes through, marked for the upstream and counted as shadow-limited.
 	Shadow bool
 	// Global, when set, also checks requests the rule's limits admit with a rate limit service
 	// shared by every replica.
 	Global *Global
+	// Count, when set, makes the rule charge a request only if its response status is in the
+	// set; Refund, when set, gives an admitted request's charge back if it is. At most one is
+	// set, and neither with Global. Both charge at admission and settle at the response.
+	Count, Refund *Statuses
 	// OnLimit says whether a request over the rule's limits is rejected or held (onlimit.go).
 	OnLimit OnLimit
 }

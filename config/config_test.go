@@ -310,7 +310,7 @@ func TestParse(t *testing.T) {
 		{
 			name:     "unknown rule field",
 			input:    withRule(`{"name": "r", "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}], "priority": 1}`),
-			problems: []problem{{"rules[0]", `unknown field "priority": known fields are name, match, key, missing_key, limits, cost, shadow`}},
+			problems: []problem{{"rules[0]", `unknown field "priority": known fields are name, match, key, missing_key, limits, limits_by, cost, shadow`}},
 		},
 		{
 			name:     "unknown key part field",

@@ -65,11 +65,23 @@
 //	                                      boundaries of the wall clock
 //	        }
 //	      ],
+//	      "limits_by": {                  instead of "limits" (a rule has exactly one): the limits
+//	                                      of the tier one key part's value names
+//	        "part": {"header": "x-plan"}, required: a key part of any kind (see "key"); it must
+//	                                      come from something the client cannot set
+//	        "default": "free",            required: the tier of a request without the value or
+//	                                      with a value that names no tier
+//	        "tiers": {                    required: 1 to 64 tiers, each a name (1 to 256 bytes) and
+//	          "free": [...],              1 to 8 limits as in "limits"; every tier's limit at one
+//	          "pro": [...]                position is one bucket of the key
+//	        }
+//	      },
 //	      "cost": 1,                      optional: units per request, 0 to 1000000000 (default 1),
 //	                                      or {"header": "x-cost", "max": 100, "default": 1} to read
 //	                                      it from a request header (max 1 to 1000000000; default 0
 //	                                      to max, 1 if absent); the cost, or max, must not exceed
-//	                                      the smallest capacity of the rule's limits
+//	                                      the smallest capacity of the rule's limits (of every
+//	                                      tier's, with limits_by)
 //	      "shadow": false,                optional: true decides and counts but never rejects
 //	      "global": {                     optional: also check requests the limits admit with a
 //	                                      rate limit service shared by every replica (Envoy's
@@ -90,10 +102,25 @@
 //	                                      1 to 256 bytes without control characters, all distinct
 //	        "timeout": "20ms",            optional: whole milliseconds from "1ms" to "60s"
 //	                                      (default "20ms")
-//	        "failure_mode": "allow"       optional: "allow" (default) or "deny" (503) when the
+//	        "failure_mode": "allow",      optional: "allow" (default) or "deny" (503) when the
 //	                                      service fails or times out
-//	      },                              the request's cost is sent as hits_addend; a request
+//	        "lease": {                    optional: take tokens from the service ahead of demand
+//	                                      and spend them without a call per request
+//	          "max_tokens": 16,           required: the most tokens one lease request asks for,
+//	                                      1 to 10000
+//	          "ttl": "1s"                 optional: how long leased tokens may be spent, "10ms"
+//	                                      to "1h" (default "1s"); also never past the end of
+//	                                      the service's window
+//	        }
+//	      }                               the request's cost is sent as hits_addend; a request
 //	                                      that costs 0 is not sent
+//	      "count": {"statuses": ["401"]}, optional: charge a request only when its response
+//	                                      status is listed; 1 to 32 exact codes "100" to "599"
+//	                                      or classes "1xx" to "5xx", strings, no repeats, no code
+//	                                      whose class is listed too
+//	      "refund": {"statuses": ["5xx"]} optional: give an admitted request's charge back when
+//	                                      its response status is listed (same list); a rule has
+//	                                      count or refund, not both, and neither with global
 //	      "on_limit": {                   optional: what happens to a request over the limits
 //	        "action": "delay",            required: "reject" (429 at once, the default) or
 //	                                      "delay" (hold it until its tokens are due); token

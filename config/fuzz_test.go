@@ -3,8 +3,10 @@ package config_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,6 +116,9 @@ func revalidateRule(rule config.Rule) error {
 	if rule.Global != nil && rule.Shadow {
 		return errors.New("global limit on a shadow rule")
 	}
+	if err := revalidateOutcomes(rule); err != nil {
+		return err
+	}
 	switch o := rule.OnLimit; {
 	case o.Action == config.OnLimitReject && o.MaxDelay != 0:
 		return errors.New("max_delay on a rejecting rule")
@@ -149,15 +154,38 @@ func revalidateRule(rule config.Rule) error {
 	if rule.MissingKey.Status < 400 || rule.MissingKey.Status > 599 {
 		return errors.New("missing_key status " + strconv.Itoa(rule.MissingKey.Status))
 	}
-	if len(rule.Limits) < 1 || len(rule.Limits) > 8 {
-		return errors.New(strconv.Itoa(len(rule.Limits)) + " limits")
+	lists := [][]config.Limit{rule.Limits}
+	if by := rule.LimitsBy; by != nil {
+		if rule.Limits != nil {
+			return errors.New("both limits and limits_by")
+		}
+		if len(by.Tiers) < 1 || len(by.Tiers) > 64 || by.Default < 0 || by.Default >= len(by.Tiers) {
+			return errors.New(strconv.Itoa(len(by.Tiers)) + " tiers, default " + strconv.Itoa(by.Default))
+		}
+		if err := revalidateKeyPart(by.Part); err != nil {
+			return errors.New("limits_by part: " + err.Error())
+		}
+		lists = lists[:0]
+		names := map[string]bool{}
+		for _, tier := range by.Tiers {
+			if tier.Name == "" || len(tier.Name) > 256 || names[tier.Name] {
+				return errors.New("tier name " + strconv.Quote(tier.Name))
+			}
+			names[tier.Name] = true
+			lists = append(lists, tier.Limits)
+		}
 	}
 	smallest := int64(math.MaxInt64)
-	for _, limit := range rule.Limits {
-		if err := revalidateLimit(limit); err != nil {
-			return err
+	for _, limits := range lists {
+		if len(limits) < 1 || len(limits) > 8 {
+			return errors.New(strconv.Itoa(len(limits)) + " limits")
 		}
-		smallest = min(smallest, limit.Capacity)
+		for _, limit := range limits {
+			if err := revalidateLimit(limit); err != nil {
+				return err
+			}
+			smallest = min(smallest, limit.Capacity)
+		}
 	}
 	cost := rule.Cost
 	if cost.Units < 0 || cost.Units > 1_000_000_000 {
@@ -482,20 +510,17 @@ func encode(t *testing.T, cfg *config.Config) []byte {
 			missingKey["key"] = encodeKey(rule.MissingKey.Fallback)
 		}
 		encoded["missing_key"] = missingKey
-		var limits []map[string]any
-		for _, limit := range rule.Limits {
-			encodedLimit := map[string]any{"algorithm": limit.Algorithm.String(), "capacity": limit.Capacity}
-			if limit.Algorithm == config.TokenBucket {
-				encodedLimit["refill_tokens"] = limit.RefillTokens
-				encodedLimit["refill_interval"] = limit.RefillInterval.String()
-			} else if limit.Calendar != config.NoCalendar {
-				encodedLimit["calendar"] = limit.Calendar.String()
-			} else {
-				encodedLimit["window"] = limit.Window.String()
+		if by := rule.LimitsBy; by != nil {
+			// An object whose members keep the tiers' order.
+			var tiers []string
+			for _, tier := range by.Tiers {
+				tiers = append(tiers, marshal(t, tier.Name)+": "+marshalValue(t, encodeLimits(tier.Limits)))
 			}
-			limits = append(limits, encodedLimit)
+			encoded["limits_by"] = map[string]any{"part": encodeKey([]config.KeyPart{by.Part})[0],
+				"default": by.Tiers[by.Default].Name, "tiers": json.RawMessage("{" + strings.Join(tiers, ", ") + "}")}
+		} else {
+			encoded["limits"] = encodeLimits(rule.Limits)
 		}
-		encoded["limits"] = limits
 		if rule.Cost.Header != "" {
 			encoded["cost"] = map[string]any{"header": rule.Cost.Header, "max": rule.Cost.Max, "default": rule.Cost.Units}
 		} else {
@@ -513,6 +538,12 @@ func encode(t *testing.T, cfg *config.Config) []byte {
 			}
 			encoded["global"] = global
 		}
+		if rule.Count != nil {
+			encoded["count"] = encodeStatuses(rule.Count)
+		}
+		if rule.Refund != nil {
+			encoded["refund"] = encodeStatuses(rule.Refund)
+		}
 		switch rule.OnLimit.Action {
 		case config.OnLimitDelay:
 			encoded["on_limit"] = map[string]any{"action": "delay", "max_delay": rule.OnLimit.MaxDelay.String()}
@@ -527,6 +558,31 @@ func encode(t *testing.T, cfg *config.Config) []byte {
 		t.Fatalf("encoding the accepted Config: %v", err)
 	}
 	return data
+}
+
+func encodeLimits(limits []config.Limit) []map[string]any {
+	var encoded []map[string]any
+	for _, limit := range limits {
+		encodedLimit := map[string]any{"algorithm": limit.Algorithm.String(), "capacity": limit.Capacity}
+		if limit.Algorithm == config.TokenBucket {
+			encodedLimit["refill_tokens"] = limit.RefillTokens
+			encodedLimit["refill_interval"] = limit.RefillInterval.String()
+		} else if limit.Calendar != config.NoCalendar {
+			encodedLimit["calendar"] = limit.Calendar.String()
+		} else {
+			encodedLimit["window"] = limit.Window.String()
+		}
+		encoded = append(encoded, encodedLimit)
+	}
+	return encoded
+}
+
+func marshalValue(t *testing.T, v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 func encodeKey(key []config.KeyPart) []map[string]any {
@@ -656,4 +712,46 @@ func revalidateGlobal(g *config.Global) error {
 		return errors.New("failure mode " + g.FailureMode.String())
 	}
 	return nil
+}
+
+// revalidateOutcomes checks a rule's count and refund against the documented rules.
+func revalidateOutcomes(rule config.Rule) error {
+	if rule.Count != nil && rule.Refund != nil {
+		return errors.New("both count and refund")
+	}
+	for _, s := range []*config.Statuses{rule.Count, rule.Refund} {
+		if s == nil {
+			continue
+		}
+		if rule.Global != nil {
+			return errors.New("count or refund with a global limit")
+		}
+		n := len(s.Codes) + len(s.Classes)
+		if n < 1 || n > 32 {
+			return fmt.Errorf("%d statuses", n)
+		}
+		for i, c := range s.Classes {
+			if c < 1 || c > 5 || slices.Contains(s.Classes[:i], c) {
+				return fmt.Errorf("class %d", c)
+			}
+		}
+		for i, c := range s.Codes {
+			if c < 100 || c > 599 || slices.Contains(s.Codes[:i], c) || slices.Contains(s.Classes, c/100) {
+				return fmt.Errorf("status %d", c)
+			}
+		}
+	}
+	return nil
+}
+
+// encodeStatuses writes a status set as its statuses field: the codes, then the classes.
+func encodeStatuses(s *config.Statuses) map[string]any {
+	list := []string{}
+	for _, c := range s.Codes {
+		list = append(list, strconv.Itoa(c))
+	}
+	for _, c := range s.Classes {
+		list = append(list, strconv.Itoa(c)+"xx")
+	}
+	return map[string]any{"statuses": list}
 }

@@ -24,6 +24,9 @@ type Global struct {
 	Timeout time.Duration
 	// FailureMode applies when the service fails or does not answer within Timeout.
 	FailureMode FailureMode
+	// Lease, when set, takes tokens from the service ahead of demand (lease.go); nil asks the
+	// service for every request.
+	Lease *GlobalLease
 }
 
 // GlobalEntry is a constant descriptor entry.
@@ -47,7 +50,7 @@ const (
 )
 
 var (
-	globalFields      = []string{"cluster", "domain", "entries", "rule_entry", "key_entry", "timeout", "failure_mode"}
+	globalFields      = []string{"cluster", "domain", "entries", "rule_entry", "key_entry", "timeout", "failure_mode", "lease"}
 	globalEntryFields = []string{"key", "value"}
 )
 
@@ -129,6 +132,9 @@ func (v *validator) global(path string, value *jsonValue) *Global {
 		if index, ok := v.enum(fieldPath(path, "failure_mode"), mode, failureModeNames, "a failure mode", globalFailureModeRule); ok {
 			g.FailureMode = FailureMode(index)
 		}
+	}
+	if lease := value.member("lease"); lease != nil {
+		g.Lease = v.lease(fieldPath(path, "lease"), lease)
 	}
 	return g
 }

@@ -44,15 +44,16 @@ func (v *validator) rule(path string, value *jsonValue, index int, ruleIndexByNa
 		}
 		rule.MissingKey = v.missingKey(fieldPath(path, "missing_key"), missingKey, ruleKey)
 	}
-	if limits := v.required(value, path, "limits", "["+exampleLimit+"]"); limits != nil {
-		rule.Limits = v.limits(fieldPath(path, "limits"), limits)
-	}
+	v.ruleLimits(path, value, &rule)
 	if costValue := value.member("cost"); costValue != nil {
 		costPath := fieldPath(path, "cost")
 		cost, ok := v.cost(costPath, costValue)
 		rule.Cost = cost
 		if ok {
 			v.checkCostFits(costPath, cost, costValue.kind == kindObject, fieldPath(path, "limits"), rule.Limits)
+			if rule.LimitsBy != nil {
+				v.checkTierCosts(costPath, cost, costValue.kind == kindObject, fieldPath(path, "limits_by"), rule.LimitsBy)
+			}
 		}
 	}
 	if shadow := value.member("shadow"); shadow != nil {
@@ -61,10 +62,16 @@ func (v *validator) rule(path string, value *jsonValue, index int, ruleIndexByNa
 	if global := value.member("global"); global != nil {
 		rule.Global = v.global(fieldPath(path, "global"), global)
 	}
+	v.outcomes(path, value, &rule)
 	if onLimit := value.member("on_limit"); onLimit != nil {
 		onLimitPath := fieldPath(path, "on_limit")
 		rule.OnLimit = v.onLimit(onLimitPath, onLimit)
 		v.checkDelayFits(onLimitPath, rule.OnLimit, fieldPath(path, "limits"), rule.Limits)
+		if rule.LimitsBy != nil {
+			for _, tier := range rule.LimitsBy.Tiers {
+				v.checkDelayFits(onLimitPath, rule.OnLimit, fieldPath(fieldPath(path, "limits_by.tiers"), tier.Name), tier.Limits)
+			}
+		}
 	}
 	return rule
 }

@@ -26,6 +26,7 @@ func Warnings(cfg *Config) []Problem {
 				`on every client request (x-envoy-internal, which Envoy removes from external requests with "use_remote_address: true", is safe)`,
 		})
 	}
+	warnings = append(warnings, tierWarnings(cfg)...)
 	return warnings
 }
 

@@ -83,6 +83,9 @@ func (h *httpContext) delay(out *admission.Outcome, now int64) types.Action {
 		h.rejectLimited(out)
 		return types.ActionPause
 	}
+	if p.settles {
+		h.holdCharge(out) // settled at the response, as for a request admitted at once
+	}
 	if p.shadowRules {
 		h.markShadow(out)
 	}
@@ -120,6 +123,9 @@ func (w *delayWait) wake(h *httpContext, now int64) (wakeResult, int64) {
 
 // gone gives the reservation back: the client went away while its request was held.
 func (w *delayWait) gone(h *httpContext, now int64) {
+	// The whole reservation is given back here: a count rule's hold, settled when the stream
+	// ends, must not give its part back again.
+	h.pending.Clear()
 	h.plugin.gate.GiveBack(sharedData, w.charge, now)
 	if h.plugin.debug {
 		abi.Log(abi.LogLevelDebug, "tollgate: a delayed request's client went away; its reservation was given back")

@@ -14,8 +14,12 @@
 // its answer continues the request or rejects it as local limits do, giving back the local
 // charge; an error or a timeout follows the rule's global failure_mode.
 //
+// Rules with count or refund (outcome.go) hold an admitted request's charge until its response
+// headers and give it back by their :status.
+//
 // Counters: tollgate.rule.<rule>.{admitted,limited,shadow_limited,missing_key,invalid_cost},
-// for rules with a global limit also tollgate.rule.<rule>.global_{ok,over_limit,error,timeout,
-// cancelled}, tollgate.exempt, tollgate.internal_errors, tollgate.key_table_full,
+// for rules with count or refund also tollgate.rule.<rule>.refunded, for rules with a global
+// limit also tollgate.rule.<rule>.global_{ok,over_limit,error,timeout,cancelled};
+// tollgate.exempt, tollgate.internal_errors, tollgate.key_table_full,
 // tollgate.escaped_slashes_rejected.
 package main

@@ -31,6 +31,9 @@ type globalRule struct {
 	entries   []rls.Entry // the constant entries, with room for the rule and key entries
 	timeoutMs uint32
 	metrics   globalMetrics
+	// With a lease (lease.go): its counters, and this VM's lease requests in flight by key.
+	lease    leaseMetrics
+	inFlight map[string]*leaseCall
 }
 
 // setUpGlobal defines the counters of the rules with a global limit.
@@ -52,6 +55,9 @@ func (p *pluginContext) setUpGlobal(define func(string, *counter) bool) bool {
 			!define(prefix+"cancelled", &g.metrics.cancelled) {
 			return false
 		}
+		if r.Global.Lease != nil && !setUpLease(g, r.Name, define) {
+			return false
+		}
 		p.globalRules[i] = g
 		p.hasGlobal = true
 	}
@@ -65,6 +71,7 @@ type globalWait struct {
 	admitted []int // rules to count as admitted if the request goes on
 	sent     int64 // monotonic time the calls went out
 	decided  bool
+	leases   int // lease requests it waits for (lease.go)
 }
 
 // checkGlobal asks the rate limit service about the global limits of an admitted request. held
@@ -94,6 +101,14 @@ func (h *httpContext) askGlobal(checks []admission.GlobalCheck, charge admission
 	deny := -1 // a rule whose call could not start and whose failure mode is deny
 	for _, c := range checks {
 		g := p.globalRules[c.Rule]
+		if g.inFlight != nil {
+			switch h.checkLease(g, c, now, 0) {
+			case leaseServed, leaseWaiting:
+				continue
+			case leaseRejected, leaseFailed:
+				return types.ActionPause, true
+			}
+		}
 		g.entries[len(g.entries)-1].Value = c.Key
 		msg := rls.AppendRequest(nil, g.config.Domain, g.entries, uint32(c.Cost))
 		rule := c.Rule
@@ -115,7 +130,7 @@ func (h *httpContext) askGlobal(checks []admission.GlobalCheck, charge admission
 	case deny >= 0:
 		h.denyGlobal(deny)
 		return types.ActionPause, true
-	case len(w.pending) == 0:
+	case len(w.pending) == 0 && w.leases == 0:
 		// Nothing was sent, so the request is decided here: the callback's Continue lets it
 		// go on. Continuing the stream as well would continue it twice: Envoy runs a
 		// proxy_continue_stream after the callback, on a filter chain that already went on.
@@ -163,6 +178,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 		if !w.decided {
 			w.decided = true
 			p.gate.GiveBack(sharedData, w.charge, now)
+			h.pending.Clear() // given back with the rest
 		}
 		return
 	}
@@ -208,7 +224,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 			return
 		}
 	}
-	if len(w.pending) == 0 {
+	if len(w.pending) == 0 && w.leases == 0 {
 		h.admitGlobal()
 	}
 }
@@ -235,6 +251,7 @@ func (h *httpContext) finish(now int64) {
 		delete(w.pending, token)
 	}
 	h.plugin.gate.GiveBack(sharedData, w.charge, now)
+	h.pending.Clear() // given back with the rest: the reply settles nothing
 }
 
 // rejectGlobal answers a request a global limit rejected as local rejections are answered, with

@@ -88,7 +88,7 @@ func rateLimitHeaders(cfg *config.Config, out *admission.Outcome) [][2]string {
 
 func policyName(rules []config.Rule, l admission.LimitStatus) string {
 	r := &rules[l.Rule]
-	if len(r.Limits) == 1 {
+	if r.LimitPositions() == 1 {
 		return r.Name
 	}
 	return r.Name + "/" + strconv.Itoa(l.Limit)

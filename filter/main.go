@@ -65,6 +65,9 @@ type pluginContext struct {
 	mayHold bool
 	// delayRules are the counters of the rules with on_limit delay (delay.go), nil for others.
 	delayRules []*delayMetrics
+
+	// settles: some rule has count or refund (outcome.go).
+	settles bool
 }
 
 // replyBuffers are reused to build local replies without allocating.
@@ -77,6 +80,8 @@ type replyBuffers struct {
 // ruleMetrics are a rule's counters, named tollgate.rule.<rule>.<event>.
 type ruleMetrics struct {
 	admitted, limited, shadowLimited, missingKey, invalidCost counter
+	// refunded counts the charges given back at the response (rules with count or refund).
+	refunded counter
 }
 
 func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPluginStartStatus {
@@ -119,6 +124,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	}
 	p.cfg, p.gate = cfg, admission.NewGate(policy)
 	p.gate.SetWallClock(abi.WallNanos) // read only by calendar windows
+	p.settles = policy.SettlesAtResponse()
 	define := func(name string, c *counter) bool {
 		if c.id, err = abi.DefineCounter(name); err != nil {
 			abi.Log(abi.LogLevelCritical, "tollgate: cannot define metric "+name+": "+err.Error())
@@ -137,7 +143,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 			define(prefix+"shadow_limited", &m.shadowLimited) && define(prefix+"missing_key", &m.missingKey) &&
 			define(prefix+"invalid_cost", &m.invalidCost)
 	}
-	if !ok || !p.setUpGlobal(define) || !p.setUpDelay(define) {
+	if !ok || !p.setUpGlobal(define) || !p.defineOutcomeCounters(define) || !p.setUpDelay(define) {
 		return types.OnPluginStartStatusFailed
 	}
 	p.shadowRules = cfg.Shadow
@@ -196,6 +202,10 @@ func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
 // plugin's free list.
 func (h *httpContext) OnHttpStreamDone() {
 	h.releaseHeld()
+	h.leaveLeases() // gives back the whole charge, a count or refund rule's hold with it
+	if !h.pending.Empty() {
+		h.settle(0) // no response headers came
+	}
 	h.responseHeaders, h.global = nil, nil
 	h.plugin.free = append(h.plugin.free, h)
 }
@@ -235,6 +245,8 @@ type httpContext struct {
 	id     uint32
 	global *globalWait // a request held for the rate limit service (global.go)
 	held   bool        // in the plugin's held set (held.go)
+	// pending is the charge kept until the response (outcome.go).
+	pending admission.Pending
 }
 
 // OnHttpRequestHeadersPanic answers a request whose decision panicked (a bug): it must not trap
@@ -283,6 +295,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	case admission.Allow:
 		if out.Delay > 0 {
 			return h.delay(out, now)
+		}
+		if p.settles {
+			h.holdCharge(out)
 		}
 		if p.hasGlobal {
 			if action, held := h.checkGlobal(out, now); held {
@@ -401,6 +416,9 @@ func (h *httpContext) failOpenOrDeny() types.Action {
 
 func (h *httpContext) OnHttpResponseHeaders(numHeaders int, endOfStream bool) types.Action {
 	faultPoint("response")
+	if !h.pending.Empty() {
+		h.settle(responseStatus())
+	}
 	for _, header := range h.responseHeaders {
 		// Replaced, not added: an upstream's own rate-limit headers would contradict ours.
 		if err := abi.ReplaceHttpResponseHeader(header[0], header[1]); err != nil {

@@ -121,6 +121,38 @@ func run[S any](algo limiter.Algorithm[S], at []int64) string {
 	return strings.Join(out, ", ")
 }
 
+// A monthly quota of 2 on the wall clock (Unix time): the windows are calendar months, so the
+// wait at the end of January is to February 1st, and a clock stepped back from February into
+// January keeps counting February.
+func ExampleCalendarWindow() {
+	month, err := limiter.NewCalendarWindow(limiter.CalendarLimit{Capacity: 2, Unit: limiter.Month})
+	if err != nil {
+		panic(err)
+	}
+	at := func(day, hour int, monthOfYear time.Month) int64 {
+		return time.Date(2025, monthOfYear, day, hour, 0, 0, 0, time.UTC).UnixNano()
+	}
+	state := month.Initial(at(31, 20, time.January))
+	for _, now := range []int64{at(31, 20, time.January), at(31, 21, time.January), at(31, 22, time.January),
+		at(1, 0, time.February), at(31, 23, time.January), at(31, 23, time.January)} {
+		var d limiter.Decision
+		state, d = month.Take(state, now, 1)
+		when := time.Unix(0, now).UTC().Format("Jan 2 15:04")
+		if d.Allowed {
+			fmt.Printf("%s: allowed, %d left this month\n", when, d.Remaining)
+		} else {
+			fmt.Printf("%s: rejected, retry after %v\n", when, d.RetryAfter)
+		}
+	}
+	// Output:
+	// Jan 31 20:00: allowed, 1 left this month
+	// Jan 31 21:00: allowed, 0 left this month
+	// Jan 31 22:00: rejected, retry after 2h0m0s
+	// Feb 1 00:00: allowed, 1 left this month
+	// Jan 31 23:00: allowed, 0 left this month
+	// Jan 31 23:00: rejected, retry after 672h0m0s
+}
+
 // A client paces its calls to an API allowing one call per 200ms: a burst of four is held
 // 0, 200, 400 and 600ms, and with at most 500ms of waiting the fourth is refused instead.
 func ExampleBucket_Reserve() {

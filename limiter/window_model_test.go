@@ -129,11 +129,12 @@ func (r *referenceWindow) state() limiter.WindowState {
 	return s
 }
 
-// randomWindowLimit mixes tiny and large capacities with nanosecond to day
-// windows.
+// randomWindowLimit mixes tiny and large capacities with nanosecond to
+// 366-day windows.
 func randomWindowLimit(rng *rand.Rand) limiter.WindowLimit {
+	const day = 24 * time.Hour
 	windows := []time.Duration{1, 7, 333, time.Millisecond, 7 * time.Millisecond, 500 * time.Millisecond,
-		time.Second, 3 * time.Second, time.Minute, 24 * time.Hour}
+		time.Second, 3 * time.Second, time.Minute, day, 7 * day, 30 * day, 366 * day}
 	l := limiter.WindowLimit{Capacity: 1 + rng.Int64N(10), Window: windows[rng.IntN(len(windows))]}
 	switch rng.IntN(5) {
 	case 0:

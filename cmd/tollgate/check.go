@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/tollgate-proxy/tollgate/config"
 )
@@ -36,10 +38,18 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", name, w)
 	}
 	for _, r := range cfg.Rules {
-		if g := r.Global; g != nil {
-			fmt.Fprintf(stdout, "%s: rule %s: global limit from cluster %s, domain %s, timeout %s, failure_mode %s\n",
-				name, r.Name, g.Cluster, g.Domain, g.Timeout, g.FailureMode)
+		if by := r.LimitsBy; by != nil {
+			fmt.Fprintf(stdout, "%s: rule %s: limits by tier from %s: %s\n", name, r.Name, describeTierPart(by.Part), describeTiers(by))
 		}
+		if g := r.Global; g != nil {
+			lease := ""
+			if l := g.Lease; l != nil {
+				lease = fmt.Sprintf(", leases of up to %d tokens for %s", l.MaxTokens, l.TTL)
+			}
+			fmt.Fprintf(stdout, "%s: rule %s: global limit from cluster %s, domain %s, timeout %s, failure_mode %s%s\n",
+				name, r.Name, g.Cluster, g.Domain, g.Timeout, g.FailureMode, lease)
+		}
+		printOutcome(stdout, name, r)
 	}
 	return 0
 }
@@ -81,4 +91,33 @@ func printProblems(w io.Writer, name string, err error) {
 		return
 	}
 	fmt.Fprintf(w, "%s: %v\n", name, err)
+}
+
+// describeTierPart names the key part a rule's tier is read from.
+func describeTierPart(p config.KeyPart) string {
+	switch p.Kind {
+	case config.KeyHeader:
+		return "header " + p.Header
+	case config.KeyQuery:
+		return "query parameter " + p.Query
+	case config.KeyAttribute:
+		return "attribute " + strings.Join(p.Attribute, ".")
+	}
+	return p.Kind.String()
+}
+
+// describeTiers lists the tiers with their number of limits, the default marked.
+func describeTiers(by *config.LimitsBy) string {
+	tiers := make([]string, len(by.Tiers))
+	for i, t := range by.Tiers {
+		tiers[i] = strconv.Quote(t.Name) + " (" + strconv.Itoa(len(t.Limits)) + " limit"
+		if len(t.Limits) != 1 {
+			tiers[i] += "s"
+		}
+		if i == by.Default {
+			tiers[i] += ", the default"
+		}
+		tiers[i] += ")"
+	}
+	return strings.Join(tiers, ", ")
 }

@@ -6,11 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 )
 
-// demoUpstream answers every request with 200 and a line naming it: something for `make run`
-// to protect.
+// demoUpstream answers every request with a line naming it: something for `make run` to protect.
+// The status is 200, or the one the status query parameter asks for (?status=503, 200 to
+// 599), to try rules that count or refund by status.
 func demoUpstream(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tollgate demo-upstream", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -24,15 +26,24 @@ func demoUpstream(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "tollgate demo-upstream: listening on http://%s\n", ln.Addr())
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("content-type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "hello from the demo upstream: %s %s\n", r.Method, r.URL.RequestURI())
-	})
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: demoHandler(), ReadHeaderTimeout: 10 * time.Second}
 	if err := srv.Serve(ln); err != nil {
 		fmt.Fprintf(stderr, "tollgate demo-upstream: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// demoHandler is the demo upstream's handler.
+func demoHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		status := http.StatusOK
+		if asked, err := strconv.Atoi(r.URL.Query().Get("status")); err == nil && asked >= 200 && asked <= 599 {
+			status = asked
+		}
+		w.Header().Set("content-type", "text/plain; charset=utf-8")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "hello from the demo upstream: %s %s\n", r.Method, r.URL.RequestURI())
+	})
 }

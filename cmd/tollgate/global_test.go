@@ -18,6 +18,27 @@ func TestCheckShowsGlobalLimits(t *testing.T) {
 	}
 }
 
+func TestCheckShowsLeasesAndNamesTheirProblems(t *testing.T) {
+	leased := strings.Replace(globalConfig, `"failure_mode": "deny"`, `"failure_mode": "deny", "lease": {"max_tokens": 16}`, 1)
+	file := writeFile(t, "lease.json", leased)
+	code, stdout, stderr := runCLI("", "check", file)
+	want := file + ": rule per-key: global limit from cluster ratelimit, domain tollgate, timeout 25ms, failure_mode deny, leases of up to 16 tokens for 1s"
+	if code != 0 || !strings.Contains(stdout, want) {
+		t.Fatalf("exit %d stdout %q stderr %q; want %q", code, stdout, stderr, want)
+	}
+	bad := strings.Replace(globalConfig, `"failure_mode": "deny"`, `"lease": {"max_tokens": 0, "ttl": "5ms"}`, 1)
+	file = writeFile(t, "bad-lease.json", bad)
+	code, _, stderr = runCLI("", "check", file)
+	for _, want := range []string{
+		`rules[0].global.lease.max_tokens: 0 is not allowed: max_tokens is the most tokens one lease request asks the service for, a whole number from 1 to 10000`,
+		`rules[0].global.lease.ttl: "5ms" is shorter than 10ms: ttl is how long leased tokens may be spent`,
+	} {
+		if code == 0 || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d stderr %q; want %q", code, stderr, want)
+		}
+	}
+}
+
 func TestServeNeedsAnAddressForEveryGlobalCluster(t *testing.T) {
 	file := writeFile(t, "global.json", globalConfig)
 	tests := []struct {

@@ -51,6 +51,16 @@ descriptors:
   descriptors:
   - key: key
     rate_limit: {unit: hour, requests_per_unit: 1000000000}
+- key: rule
+  value: leased-bench
+  descriptors:
+  - key: key
+    rate_limit: {unit: hour, requests_per_unit: 1000000000}
+- key: rule
+  value: leased
+  descriptors:
+  - key: key
+    rate_limit: {unit: hour, requests_per_unit: ` + strconv.Itoa(leasedLimit) + `}
 `
 
 // tollgateConfig gives each rule its own path. The local limits never bind in these tests: what
@@ -71,7 +81,13 @@ const tollgateConfig = `{"rules": [
    "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}]},
   {"name": "bench", "match": {"path": {"prefix": "/bench"}}, "key": [{"header": "x-api-key"}],
    "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
-   "global": {"cluster": "ratelimit", "domain": "tollgate-e2e", "timeout": "10s"}}
+   "global": {"cluster": "ratelimit", "domain": "tollgate-e2e", "timeout": "10s"}},
+  {"name": "leased-bench", "match": {"path": {"prefix": "/leased-bench"}}, "key": [{"header": "x-api-key"}],
+   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
+   "global": {"cluster": "ratelimit", "domain": "tollgate-e2e", "timeout": "10s", "lease": {"max_tokens": 16, "ttl": "1s"}}},
+  {"name": "leased", "match": {"path": {"prefix": "/leased-figure"}}, "key": [{"header": "x-api-key"}],
+   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
+   "global": {"cluster": "ratelimit", "domain": "tollgate-e2e", "timeout": "10s", "lease": {"max_tokens": 16, "ttl": "10s"}}}
 ]}`
 
 func upstream(t testing.TB) string {
@@ -294,18 +310,23 @@ func TestGlobalPathLatency(t *testing.T) {
 	e := setUp(t)
 	svc := e.startService(t, descriptors)
 	r := e.startReplica(t, "replica", tollgateConfig, upstream(t), svc.GrpcAddr)
-	latency(t, r, []string{"/local", "/bench"}, 50) // warm up connections and VMs
+	paths := []string{"/local", "/bench", "/leased-bench"}
+	latency(t, r, paths, 50) // warm up connections and VMs
 	const n = 500
-	d := latency(t, r, []string{"/local", "/bench"}, n)
-	local, global := d[0], d[1]
+	d := latency(t, r, paths, n)
+	local, global, leased := d[0], d[1], d[2]
 	report := fmt.Sprintf("Global limit latency (e2e/ratelimit TestGlobalPathLatency, %s): %d sequential requests per path through `tollgate serve`\n"+
 		"  local only:  p50 %v  p90 %v  p99 %v\n"+
 		"  with global: p50 %v  p90 %v  p99 %v\n"+
-		"  added by the global check (envoyproxy/ratelimit on Redis, loopback; differences of the quantiles): p50 %v  p90 %v  p99 %v\n",
+		"  with global and a lease (max_tokens 16, ttl 1s): p50 %v  p90 %v  p99 %v\n"+
+		"  added by the global check (envoyproxy/ratelimit on Redis, loopback; differences of the quantiles): p50 %v  p90 %v  p99 %v\n"+
+		"  added by the global check with a lease: p50 %v  p90 %v  p99 %v\n",
 		time.Now().UTC().Format(time.RFC3339), n,
 		quantile(local, .5), quantile(local, .9), quantile(local, .99),
 		quantile(global, .5), quantile(global, .9), quantile(global, .99),
-		quantile(global, .5)-quantile(local, .5), quantile(global, .9)-quantile(local, .9), quantile(global, .99)-quantile(local, .99))
+		quantile(leased, .5), quantile(leased, .9), quantile(leased, .99),
+		quantile(global, .5)-quantile(local, .5), quantile(global, .9)-quantile(local, .9), quantile(global, .99)-quantile(local, .99),
+		quantile(leased, .5)-quantile(local, .5), quantile(leased, .9)-quantile(local, .9), quantile(leased, .99)-quantile(local, .99))
 	t.Log("\n" + report)
 	err := os.MkdirAll(filepath.Join(repoRoot, "build"), 0o755)
 	if err == nil {
@@ -314,8 +335,16 @@ func TestGlobalPathLatency(t *testing.T) {
 	if err != nil {
 		t.Logf("cannot write build/global-latency.txt: %v", err)
 	}
-	if s := r.stats(t); s["tollgate.rule.bench.global_ok"] != 550 {
+	s := r.stats(t)
+	if s["tollgate.rule.bench.global_ok"] != 550 {
 		t.Errorf("global_ok of bench = %d, want 550: some checks did not reach the service", s["tollgate.rule.bench.global_ok"])
+	}
+	// With a lease most requests go on without a call; each call is a lease request.
+	calls, served := s["tollgate.rule.leased-bench.global_ok"], s["tollgate.rule.leased-bench.global_lease_served"]
+	t.Logf("with a lease: %d calls for 550 requests, %d served from the lease", calls, served)
+	if calls != s["tollgate.rule.leased-bench.global_lease_requests"] || calls+served > 550 || served < 550/2 {
+		t.Errorf("leased-bench: %d calls, %d served from the lease, %d lease requests, for 550 requests", calls, served,
+			s["tollgate.rule.leased-bench.global_lease_requests"])
 	}
 	r.healthy(t)
 }

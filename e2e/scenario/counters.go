@@ -19,6 +19,9 @@ const (
 	Limited       = "limited"
 	ShadowLimited = "shadow_limited"
 	MissingKey    = "missing_key"
+	// Refunded counts the charges a rule with count or refund gave back at the response; only
+	// such rules define it.
+	Refunded = "refunded"
 	// A rule with on_limit delay: requests held, their total delay in milliseconds, and the
 	// longest delay (a gauge).
 	Delayed    = "delayed"
@@ -27,7 +30,19 @@ const (
 )
 
 // RuleKinds lists every kind of per-rule counter.
-var RuleKinds = []string{Admitted, Limited, ShadowLimited, MissingKey}
+var RuleKinds = []string{Admitted, Limited, ShadowLimited, MissingKey, Refunded}
+
+// Kinds of per-rule counters of a rule with a global limit that has a lease (global.lease).
+const (
+	GlobalLeaseRequests       = "global_lease_requests"
+	GlobalLeaseTokens         = "global_lease_tokens"
+	GlobalLeaseExpired        = "global_lease_expired"
+	GlobalLeaseServed         = "global_lease_served"
+	GlobalOverLimitRemembered = "global_over_limit_remembered"
+)
+
+// LeaseKinds lists the per-rule counters of a rule with a lease.
+var LeaseKinds = []string{GlobalLeaseRequests, GlobalLeaseTokens, GlobalLeaseExpired, GlobalLeaseServed, GlobalOverLimitRemembered}
 
 // DelayKinds lists the per-rule metrics of a rule with on_limit delay only; MaxDelayMs is a
 // gauge.

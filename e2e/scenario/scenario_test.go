@@ -196,8 +196,10 @@ func TestEnvoyPrometheusSeries(t *testing.T) {
 func TestSeriesFollowFromStatNames(t *testing.T) {
 	shipped := []scenario.StatsTag{{Name: scenario.RuleTag, Regex: scenario.RuleTagRegex}}
 	var pairs [][2]string
-	for _, kind := range append(append([]string(nil), scenario.RuleKinds...), scenario.DelayKinds...) {
-		pairs = append(pairs, [2]string{scenario.RuleStat(scenario.Rule, kind), scenario.RuleSeries(scenario.Rule, kind)})
+	for _, kinds := range [][]string{scenario.RuleKinds, scenario.LeaseKinds, scenario.DelayKinds} {
+		for _, kind := range kinds {
+			pairs = append(pairs, [2]string{scenario.RuleStat(scenario.Rule, kind), scenario.RuleSeries(scenario.Rule, kind)})
+		}
 	}
 	for _, stat := range scenario.PluginStats {
 		pairs = append(pairs, [2]string{stat, scenario.PluginSeries(stat)})

@@ -62,7 +62,9 @@ var calls = map[uint32]pendingCall{}
 // the effective context: with status 0 and the response message, or with the gRPC status and
 // message of a failure (Envoy reports its own timeout as 14, UNAVAILABLE). If the stream ends
 // first, the call is cancelled and callback runs with GrpcStatusStreamEnded during the stream's
-// deletion. An error means no call was started and callback will not run: Envoy answers
+// deletion. Stream 0 makes the call the plugin's own: it outlives every stream, and callback
+// runs with the root context effective (SetEffectiveContext then selects a stream to continue or
+// answer). An error means no call was started and callback will not run: Envoy answers
 // ParseFailure for an unknown cluster.
 func DispatchGrpcCall(stream uint32, cluster, service, method string, metadata [][2]string, message []byte,
 	timeoutMilliseconds uint32, callback GrpcCallback) (uint32, error) {
@@ -169,6 +171,9 @@ func takeCall(token uint32) (pendingCall, bool) {
 		return call, false
 	}
 	delete(calls, token)
+	if call.stream == 0 {
+		return call, true
+	}
 	if _, alive := vm.streams.get(call.stream); !alive || proxySetEffectiveContext(call.stream) != wire.StatusOK {
 		return call, false
 	}

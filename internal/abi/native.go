@@ -47,6 +47,15 @@ func GetHttpRequestHeader(name string) (string, error) {
 	return proxywasm.GetHttpRequestHeader(name)
 }
 
+// GetHttpResponseStatus returns the response's :status as a number.
+func GetHttpResponseStatus() (int, error) {
+	v, err := proxywasm.GetHttpResponseHeader(":status")
+	if err != nil {
+		return 0, err
+	}
+	return parseStatus([]byte(v))
+}
+
 // AddHttpRequestHeader appends a request header.
 func AddHttpRequestHeader(name, value string) error {
 	return proxywasm.AddHttpRequestHeader(name, value)

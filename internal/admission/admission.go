@@ -111,6 +111,9 @@ type Outcome struct {
 	// copies, read only when it is asked for.
 	enforced  []applied
 	decidedAt int64
+	// shadowCharged are the shadow rules' groups that admitted and were charged, when some
+	// rule settles at the response (outcome.go).
+	shadowCharged [][]applied
 }
 
 // RetryAfterSeconds is the Retry-After header value: whole seconds, rounded up, at least 1.
@@ -135,6 +138,8 @@ type Policy struct {
 	// fast is the policy's one rule when it has the common shape that Admit decides without the
 	// general machinery (fastShape), nil otherwise.
 	fast *rule
+	// settles: some rule has count or refund (outcome.go).
+	settles bool
 	// delays: some rule holds requests over its limits (delay.go).
 	delays bool
 
@@ -150,6 +155,11 @@ type rule struct {
 	index  int
 	config *config.Rule
 	limits []limit
+	// settle is what the rule does with its charge at the response (count, refund); nil for
+	// the rules that settle at admission.
+	settle *settlement
+	// tiers chooses the limits by a tier (limits_by); nil for a rule with limits.
+	tiers *tierSet
 }
 
 type limit struct {
@@ -167,6 +177,11 @@ type limit struct {
 	quota, windowSeconds int64
 	// wall: the limit decides on the wall clock (a calendar window, calendar.go).
 	wall bool
+	// peers are the other tiers' limits at the same position (limits_by), whose states this
+	// limit carries over when a key changes tier (switchTier).
+	peers []*limit
+	// wallPeer: a peer is a calendar window, whose state is read on the wall clock.
+	wallPeer bool
 	// maxWait is how far ahead the limit reserves (its rule's max_delay; delay.go), 0 if it
 	// only rejects.
 	maxWait time.Duration
@@ -187,33 +202,24 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 	}
 	for i := range cfg.Rules {
 		r := &cfg.Rules[i]
-		compiled := rule{index: i, config: r}
+		compiled := rule{index: i, config: r, settle: compileSettlement(r)}
+		p.settles = p.settles || compiled.settle != nil
+		if r.LimitsBy != nil {
+			if err := p.compileTiers(&compiled, namespace); err != nil {
+				return nil, err
+			}
+		}
 		for j, l := range r.Limits {
-			algo, err := newAlgorithm(l, p.collectStatus)
+			compiledLimit, err := p.compileLimit(r.Name, j, l, p.limitCount, namespace)
 			if err != nil {
 				return nil, errors.New("rules[" + strconv.Itoa(i) + "].limits[" + strconv.Itoa(j) + "]: " + err.Error())
 			}
-			maxWait := ruleDelay(cfg, r)
-			if maxWait > 0 {
-				algo, p.delays = withDelay(algo, maxWait), true
-			}
-			quota, window := algo.policy()
-			prefix := r.Name + "\x00" + strconv.Itoa(j) + "\x00"
-			compiled.limits = append(compiled.limits, limit{
-				index:         j,
-				seq:           p.limitCount,
-				algo:          algo,
-				tag:           uint8(l.Algorithm),
-				fingerprint:   algo.fingerprint(),
-				ownerPrefix:   prefix,
-				overflowKey:   "tollgate/v2/" + namespace + "/overflow/" + strconv.Itoa(j) + "/" + r.Name,
-				overflowOwner: sipHash24(0, 0, []byte("overflow\x00"+prefix)),
-				quota:         quota,
-				windowSeconds: window,
-				wall:          l.Calendar != config.NoCalendar,
-				maxWait:       maxWait,
-			})
+			compiled.limits = append(compiled.limits, compiledLimit)
 			p.limitCount++
+		}
+		if maxWait := ruleDelay(cfg, r); maxWait > 0 {
+			compiled.delay(maxWait)
+			p.delays = true
 		}
 		p.rules = append(p.rules, compiled)
 		p.hasGlobal = p.hasGlobal || r.Global != nil
@@ -222,6 +228,29 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 		p.fast = &p.rules[0]
 	}
 	return p, nil
+}
+
+// compileLimit compiles the limit at index j of a rule (of a tier, for limits_by), numbered seq.
+func (p *Policy) compileLimit(ruleName string, j int, l config.Limit, seq int, namespace string) (limit, error) {
+	algo, err := newAlgorithm(l, p.collectStatus)
+	if err != nil {
+		return limit{}, err
+	}
+	quota, window := algo.policy()
+	prefix := ruleName + "\x00" + strconv.Itoa(j) + "\x00"
+	return limit{
+		index:         j,
+		seq:           seq,
+		algo:          algo,
+		tag:           uint8(l.Algorithm),
+		fingerprint:   algo.fingerprint(),
+		ownerPrefix:   prefix,
+		overflowKey:   "tollgate/v2/" + namespace + "/overflow/" + strconv.Itoa(j) + "/" + ruleName,
+		overflowOwner: sipHash24(0, 0, []byte("overflow\x00"+prefix)),
+		quota:         quota,
+		windowSeconds: window,
+		wall:          l.Calendar != config.NoCalendar,
+	}, nil
 }
 
 // fastShape reports whether a configuration is the common one: one enforced rule that applies
@@ -237,7 +266,7 @@ func fastShape(cfg *config.Config) bool {
 	return len(e.Paths) == 0 && len(e.ClientCIDRs) == 0 && len(e.Headers) == 0 &&
 		m.Path == nil && len(m.Methods) == 0 && len(m.Hosts) == 0 && len(m.Headers) == 0 &&
 		len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow && r.Global == nil &&
-		r.OnLimit.Action == config.OnLimitReject
+		r.LimitsBy == nil && r.OnLimit.Action == config.OnLimitReject
 }
 
 // fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,
@@ -259,6 +288,7 @@ type Gate struct {
 	// ownerBufs hold each limit's owner-hash prefix (by limit.seq), followed by the last key.
 	ownerBufs [][]byte
 	keyBuf    []byte
+	tierBuf   []byte // a tier's value (tierValue)
 	slotBuf   []byte
 	starts    []int // where each shadow rule's limits start in applied
 
@@ -266,6 +296,10 @@ type Gate struct {
 	wallClock func() (int64, error)
 	wallAt    int64
 	wallRead  bool
+
+	// settleBuf and settledRules are Settle's scratch (outcome.go).
+	settleBuf    []applied
+	settledRules []int
 }
 
 // NewGate returns a Gate that decides by p.
@@ -274,6 +308,15 @@ func NewGate(p *Policy) *Gate {
 	for i := range p.rules {
 		for _, l := range p.rules[i].limits {
 			g.ownerBufs[l.seq] = []byte(l.ownerPrefix)
+		}
+		if t := p.rules[i].tiers; t != nil {
+			for _, limits := range t.limits { // every tier's limit j has the same seq and prefix
+				for _, l := range limits {
+					if g.ownerBufs[l.seq] == nil {
+						g.ownerBufs[l.seq] = []byte(l.ownerPrefix)
+					}
+				}
+			}
 		}
 	}
 	return g
@@ -322,7 +365,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	out := &g.out
 	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
 		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
-		Global: out.Global[:0]}
+		Global: out.Global[:0], shadowCharged: out.shadowCharged[:0]}
 	g.wallRead = false
 	if g.fast != nil {
 		if g.admitFast(req, store, now) {
@@ -379,8 +422,12 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			if r.config.Global != nil && !shadow {
 				global = globalKey(r.config.Name, key)
 			}
-			for j := range r.limits {
-				l := &r.limits[j]
+			limits := r.limits
+			if r.tiers != nil {
+				limits = g.tierLimits(&view, r.tiers)
+			}
+			for j := range limits {
+				l := &limits[j]
 				owner := g.owner(l, key)
 				g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner,
 					pkHash: pkHash, globalKey: global, cost: cost})
@@ -434,6 +481,9 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			// Shadow limits stay out of the rate-limit headers: clients would throttle
 			// themselves on a limit that is only being tried.
 			g.admitted(group)
+			if g.settles {
+				out.shadowCharged = append(out.shadowCharged, group)
+			}
 		}
 	}
 	out.Verdict = Allow

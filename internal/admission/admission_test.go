@@ -88,9 +88,15 @@ func mustGate(t testing.TB, doc string) *Gate {
 func setCollectStatus(p *Policy, on bool) {
 	p.collectStatus = on
 	for i := range p.rules {
-		for j := range p.rules[i].limits {
-			if tb, ok := p.rules[i].limits[j].algo.(*tokenBucket); ok {
-				tb.describe = on
+		lists := [][]limit{p.rules[i].limits}
+		if t := p.rules[i].tiers; t != nil {
+			lists = t.limits
+		}
+		for _, limits := range lists {
+			for j := range limits {
+				if tb, ok := limits[j].algo.(*tokenBucket); ok {
+					tb.describe = on
+				}
 			}
 		}
 	}

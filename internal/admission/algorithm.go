@@ -235,10 +235,27 @@ func (t *tokenBucket) valid(c cells) bool {
 
 func (t *tokenBucket) fingerprint() uint32 { return t.b.Fingerprint() }
 
-// idleAt: full again at last + ⌈missing credits / credits per nanosecond⌉.
+// idleAt: full again at last + ⌈missing credits / credits per nanosecond⌉. Written out for the
+// common case, where the credits missing fit in 64 bits (it runs for every write); the rest is
+// left to the limiter.
 func (t *tokenBucket) idleAt(c cells) int64 {
-	if c[0] == t.capacity && c[2] == 0 || t.creditsPerNano <= 0 {
-		return c[1]
+	tokens, last, credits := c[0], c[1], c[2]
+	if tokens == t.capacity && credits == 0 || t.creditsPerNano <= 0 {
+		return last
+	}
+	if uint64(tokens) < uint64(t.capacity) && uint64(credits) < uint64(t.creditsPerToken) {
+		if hi, missing := bits.Mul64(uint64(t.capacity-tokens), uint64(t.creditsPerToken)); hi == 0 {
+			missing -= uint64(credits) // at least a token's worth is missing, more than credits
+			perNano := uint64(t.creditsPerNano)
+			wait := missing / perNano
+			if wait*perNano != missing {
+				wait++
+			}
+			if wait > uint64(math.MaxInt64)-uint64(last) { // MaxInt64-last, in 0..2^64-1
+				return math.MaxInt64
+			}
+			return int64(uint64(last) + wait)
+		}
 	}
 	if t.debt > 0 {
 		return t.b.IdleAtOwing(bucketState(c)) // tokens still owed are missing too

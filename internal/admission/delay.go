@@ -22,6 +22,21 @@ import (
 // limits of a rule that rejects must admit at once, those of delaying rules within their own
 // max_delay, and the request waits for the latest of them.
 
+// delay makes the rule's limits (its tiers' too) reserve up to maxWait ahead.
+func (r *rule) delay(maxWait time.Duration) {
+	set := func(limits []limit) {
+		for i := range limits {
+			limits[i].algo, limits[i].maxWait = withDelay(limits[i].algo, maxWait), maxWait
+		}
+	}
+	set(r.limits)
+	if r.tiers != nil {
+		for _, limits := range r.tiers.limits {
+			set(limits)
+		}
+	}
+}
+
 // withDelay makes a token bucket reserve up to maxDelay ahead.
 func withDelay(a algorithm, maxDelay time.Duration) algorithm {
 	if t, ok := a.(*tokenBucket); ok {

@@ -7,8 +7,6 @@ import (
 	"time"
 )
 
-const ms = int64(time.Millisecond)
-
 // Capacity 1, one token per 200ms, max_delay 1s: a burst is paced 200ms apart, the request past
 // max_delay is Limited at once, and a give-back (a client gone while held) makes room again when
 // no request reserved behind it.

@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -155,6 +156,9 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 	missing := []string{``, `, "missing_key": {"action": "allow"}`, `, "missing_key": {"action": "reject", "status": 403}`,
 		`, "missing_key": {"action": "fallback", "key": [{"client_ip": {}}]}`}
 	costs := []string{``, `, "cost": 0`, `, "cost": 2`}
+	// Count and refund keep a rule on the fast path: the decision is the same, and the charge
+	// is held from the Outcome, which both paths fill alike; the steps settle it on both.
+	outcomes := []string{``, `, "count": {"statuses": ["401"]}`, `, "refund": {"statuses": ["5xx"]}`}
 	r := rand.New(rand.NewPCG(3, 4))
 	longKey := strings.Repeat("k", fastKeyBytes+1)
 	for round := range 300 {
@@ -167,7 +171,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		doc := `{"rate_limit_headers": ` + headers + `, "key_table": {"max_keys": ` + []string{"16", "100000"}[r.IntN(2)] +
 			`, "when_full": "` + whenFull + `", "max_key_bytes": ` + []string{"16", "1024"}[r.IntN(2)] + `},
 		  "rules": [{"name": "r", "key": [{"header": "x-api-key"}], "limits": [` + strings.Join(ls, ", ") + `]` +
-			missing[r.IntN(len(missing))] + costs[r.IntN(len(costs))] + `}]}`
+			missing[r.IntN(len(missing))] + costs[r.IntN(len(costs))] + outcomes[r.IntN(len(outcomes))] + `}]}`
 		cfg, err := config.Parse([]byte(doc))
 		if err != nil {
 			continue // a cost above a capacity
@@ -197,6 +201,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 			t.Fatalf("%s: not the fast shape", doc)
 		}
 		keys := []string{"alice", "bob", "carol", "", longKey, strings.Repeat("x", 14)}
+		var held [2][]*Pending
 		for step := range 60 {
 			now += r.Int64N(800 * int64(time.Millisecond))
 			if r.IntN(20) == 0 {
@@ -217,6 +222,22 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 				t.Fatalf("%s\nround %d step %d, request %+v:\n fast    %+v (%d reads)\n general %+v (%d reads)",
 					doc, round, step, req, outs[0], reads[0], outs[1], reads[1])
 			}
+			for i, g := range gates {
+				p := &Pending{}
+				g.Admit(req, stores[i], now).Hold(p) // decided again: a second request at now
+				held[i] = append(held[i], p)
+			}
+			if len(held[0]) > 0 && r.IntN(2) == 0 {
+				status := []int{0, 200, 401, 503}[r.IntN(4)]
+				var given [2][]int
+				for i, g := range gates {
+					given[i] = slices.Clone(g.Settle(stores[i], held[i][0], status, now))
+					held[i] = held[i][1:]
+				}
+				if !slices.Equal(given[0], given[1]) {
+					t.Fatalf("%s\nround %d step %d: settled %v on the fast path, %v on the general one", doc, round, step, given[0], given[1])
+				}
+			}
 		}
 		if !reflect.DeepEqual(stores[0].values, stores[1].values) {
 			t.Fatalf("%s\nround %d: shared data differs", doc, round)
@@ -228,7 +249,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 // a request off the fast path: a field added to one of them must be considered there too, or the
 // fast path would ignore it.
 func TestFastShapeKnowsEveryMatchField(t *testing.T) {
-	for typ, want := range map[reflect.Type]int{reflect.TypeOf(config.Match{}): 4, reflect.TypeOf(config.Exemptions{}): 3, reflect.TypeOf(config.Rule{}): 9} {
+	for typ, want := range map[reflect.Type]int{reflect.TypeOf(config.Match{}): 4, reflect.TypeOf(config.Exemptions{}): 3, reflect.TypeOf(config.Rule{}): 12} {
 		if typ.NumField() != want {
 			t.Errorf("config.%s has %d fields, fastShape knows %d: check it against the new ones", typ.Name(), typ.NumField(), want)
 		}
@@ -255,6 +276,75 @@ func TestSlotKeyMatchesStrconv(t *testing.T) {
 		}
 		if got, want := g.slotKey(index), g.slotPrefix+strconv.FormatUint(index, 16); got != want {
 			t.Fatalf("slotKey(%d) = %q, want %q", index, got, want)
+		}
+	}
+}
+
+// undo gives back what the reference, on levels in big integers, says is still owed: n tokens,
+// or the room above the most the bucket can have held since the write (its written level
+// refilled to the later of now and the state's last update), whichever is less, added to the
+// state refilled to now; and nothing, leaving the state as it is, once the bucket may have been
+// full since. Random long and short limits, states and times.
+func TestTokenBucketUndoMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const day = int64(24 * time.Hour)
+	for checked := 0; checked < 100_000; {
+		l := config.Limit{Capacity: 1 + r.Int64N(1000), RefillTokens: 1 + r.Int64N(100), RefillInterval: time.Duration(1 + r.Int64N(int64(time.Hour)))}
+		if r.IntN(2) == 0 {
+			l = config.Limit{Capacity: []int64{53_376, 100_000, 1e9}[r.IntN(3)], RefillTokens: 1 + r.Int64N(3),
+				RefillInterval: time.Duration([]int64{day, 7 * day, 366 * day}[r.IntN(3)])}
+		}
+		algo, err := newAlgorithm(l, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := algo.(*tokenBucket)
+		perToken, perNano := tb.creditsPerToken, tb.creditsPerNano
+		level := func(c cells) *big.Int {
+			v := new(big.Int).Mul(big.NewInt(c[0]), big.NewInt(perToken))
+			return v.Add(v, big.NewInt(c[2]))
+		}
+		full := new(big.Int).Mul(big.NewInt(l.Capacity), big.NewInt(perToken))
+		refilled := func(c cells, at int64) *big.Int {
+			v := level(c)
+			if at > c[1] {
+				v.Add(v, new(big.Int).Mul(big.NewInt(at-c[1]), big.NewInt(perNano)))
+			}
+			if v.Cmp(full) > 0 {
+				v.Set(full)
+			}
+			return v
+		}
+		state := func() cells {
+			tokens := r.Int64N(l.Capacity + 1)
+			credits := r.Int64N(perToken)
+			if tokens == l.Capacity {
+				credits = 0
+			}
+			return cells{tokens, int64(1e15) + r.Int64N(30*day), credits}
+		}
+		for range 10 {
+			written, c := state(), state()
+			c[1] = max(c[1], written[1]) // written first, then others
+			now, n := c[1]-r.Int64N(day)+r.Int64N(2*day), r.Int64N(l.Capacity+2)-1
+			got := level(tb.undo(c, written, now, n))
+			end := max(now, c[1])
+			want := level(c) // nothing owed: the state is left as it is
+			if peak := refilled(written, end); peak.Cmp(full) < 0 && n > 0 {
+				want = refilled(c, now)
+				owed := new(big.Int).Mul(big.NewInt(min(n, l.Capacity)), big.NewInt(perToken))
+				if room := new(big.Int).Sub(full, peak); room.Cmp(owed) < 0 {
+					owed = room
+				}
+				want.Add(want, owed)
+				if want.Cmp(full) > 0 {
+					want.Set(full)
+				}
+			}
+			if got.Cmp(want) != 0 {
+				t.Fatalf("%+v: undo(%v, written %v, now %d, n %d) = level %v, want %v", l, c, written, now, n, got, want)
+			}
+			checked++
 		}
 	}
 }

@@ -303,7 +303,7 @@ var errContended = errors.New("shared data stayed contended for " + strconv.Itoa
 func (g *Gate) read(store Store, a *applied, now int64) error {
 	l := a.limit
 	a.skip, a.held, a.writeOwner, a.stamp = false, false, a.owner, now
-	if l.wall {
+	if l.wall || l.wallPeer {
 		at, err := g.wallNow()
 		if err != nil {
 			return err
@@ -336,7 +336,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 			switch {
 			case s.owner == a.owner && s.kind == kindLive:
 				a.place, a.slot, a.choice, a.cas = placeLive, slots[i], i, cas
-				return g.decideOn(a, l.resume(&s, a.when(now)), a.when(now))
+				return g.decideOn(a, l.resume(&s, a, now), a.when(now))
 			case s.owner == a.owner && s.kind == kindPending:
 				if a.place != placeClaim {
 					// A claim of this key: it is checked and committed like one's own, unless
@@ -391,7 +391,7 @@ func (g *Gate) readOverflow(store Store, a *applied, now int64) error {
 		if s, ok := decodeSlot(value); !ok {
 			g.out.Corrupt++
 		} else if s.kind == kindLive && s.owner == l.overflowOwner {
-			state, a.stamp = l.resume(&s, at), max(now, s.stamp)
+			state, a.stamp = l.resume(&s, a, now), max(now, s.stamp)
 			if l.algo.idleAt(state) > at {
 				a.drawers |= uint64(s.idleAt)
 			}
@@ -463,12 +463,19 @@ func (g *Gate) startState(store Store, a *applied) (cells, error) {
 	if marks := drawerMarks(a.owner); uint64(s.idleAt)&marks != marks {
 		return l.algo.initial(a.when(a.stamp)), nil
 	}
-	return l.resume(&s, a.when(a.stamp)), nil
+	return l.resume(&s, a, a.stamp), nil
 }
 
 // resume is the state of a limit's live bucket as stored: as it is, converted if a changed
 // version of the limit wrote it (a new configuration), or fresh if the limit changed algorithm.
-func (l *limit) resume(s *slot, now int64) cells {
+// monotonic is the key table's time for the decision; the limit decides at a.when(monotonic).
+func (l *limit) resume(s *slot, a *applied, monotonic int64) cells {
+	now := a.when(monotonic)
+	if l.peers != nil && s.fingerprint != l.fingerprint {
+		if carried, ok := l.switchTier(s, now, monotonic, a.at); ok {
+			return carried // another tier of the rule wrote it: the key changed tier
+		}
+	}
 	if s.algorithm == l.tag {
 		if s.fingerprint == l.fingerprint && l.algo.valid(s.cells) {
 			return s.cells

@@ -326,6 +326,7 @@ func (vm *VM) deliverGrpc(token, code uint32, message string, response []byte) {
 		vm.grpc.statusMessage = ""
 	}
 	vm.settlePaused(err)
+	vm.strandPaused()
 }
 
 // callAs runs a root context's callback; the effective context it sets lasts for the callback
@@ -371,8 +372,9 @@ func (vm *VM) settlePaused(err error) {
 	}
 }
 
-// pause registers a stream the module stopped with a call of its own in flight, or under a root
-// context with a timer (held.go); false if it has neither, and nothing could ever resume it.
+// pause registers a stream the module stopped while something could resume it (canResume): any
+// callback may continue it after selecting it with proxy_set_effective_context (Envoy keeps a
+// stopped stream until something continues it); false if nothing could ever resume it.
 func (vm *VM) pause(s *Stream) (chan streamResult, bool) {
 	if !vm.canResume(s) {
 		return nil, false
@@ -383,6 +385,18 @@ func (vm *VM) pause(s *Stream) (chan streamResult, bool) {
 	p := &pausedStream{stream: s, resume: make(chan streamResult, 1)}
 	vm.grpc.paused[s.id] = p
 	return p.resume, true
+}
+
+// strandPaused ends the paused streams once nothing is left that could resume them (no call in
+// flight, no timer): the module forgot them.
+func (vm *VM) strandPaused() {
+	for id, p := range vm.grpc.paused {
+		if vm.canResume(p.stream) {
+			continue
+		}
+		delete(vm.grpc.paused, id)
+		p.resume <- streamResult{err: ErrStreamPaused}
+	}
 }
 
 // unpause forgets a paused stream (it ended or was reset), ending its wait with ErrStreamReset;
@@ -405,6 +419,14 @@ func (vm *VM) endGrpc(err error) {
 		delete(vm.grpc.calls, token)
 	}
 	vm.settlePaused(err)
+}
+
+// PausedStreams is the number of the VM's streams the module stopped and has not yet continued
+// or answered.
+func (vm *VM) PausedStreams() int {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return len(vm.grpc.paused)
 }
 
 // PendingCalls is the number of the VM's gRPC calls in flight: a module that forgets a call (a

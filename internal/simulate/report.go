@@ -247,7 +247,7 @@ func peakChart(rr *RuleResult) (template.HTML, string, error) {
 	p.Add(bars)
 	p.NominalY(names...)
 	var marks []string
-	for i, l := range rr.Limits {
+	for _, l := range rr.Limits {
 		for _, mark := range []struct {
 			value float64
 			dash  bool
@@ -266,7 +266,11 @@ func peakChart(rr *RuleResult) (template.HTML, string, error) {
 				line.Dashes = []vg.Length{vg.Points(3), vg.Points(2)}
 			}
 			p.Add(line)
-			marks = append(marks, fmt.Sprintf("limit %d %s", i, mark.text))
+			name := fmt.Sprintf("limit %d", l.position)
+			if l.Tier != "" {
+				name = fmt.Sprintf("tier %s limit %d", l.Tier, l.position)
+			}
+			marks = append(marks, name+" "+mark.text)
 		}
 	}
 	if len(marks) > 0 {

@@ -77,9 +77,12 @@ type RuleResult struct {
 
 // LimitInfo is a limit's burst and sustained rate, to compare keys' peaks with.
 type LimitInfo struct {
+	// Tier is the limits_by tier the limit belongs to; "" for a rule with limits.
+	Tier      string  `json:"tier,omitempty"`
 	Algorithm string  `json:"algorithm"`
 	Capacity  int64   `json:"capacity"`
 	PerSecond float64 `json:"per_second"`
+	position  int     // the limit's index in its rule's (or tier's) limits
 }
 
 // KeyTotals are one partition key's figures under one rule.

@@ -346,8 +346,15 @@ func (s *Simulator) Result(top int) *Result {
 	for i := range s.rules {
 		r := &s.rules[i]
 		rr := &RuleResult{RuleTotals: r.totals, Shadow: r.shadow, Series: r.series, order: i}
-		for _, l := range s.cfg.Rules[i].Limits {
-			rr.Limits = append(rr.Limits, describeLimit(l))
+		for j, l := range s.cfg.Rules[i].Limits {
+			rr.Limits = append(rr.Limits, describeLimit(l, "", j))
+		}
+		if by := s.cfg.Rules[i].LimitsBy; by != nil {
+			for _, tier := range by.Tiers {
+				for j, l := range tier.Limits {
+					rr.Limits = append(rr.Limits, describeLimit(l, tier.Name, j))
+				}
+			}
 		}
 		rr.TopLimitedKeys, rr.BusiestKeys = topKeys(r.name, r.keys, s.opts.Keys, top)
 		rr.Keys = len(r.keys)
@@ -357,13 +364,17 @@ func (s *Simulator) Result(top int) *Result {
 }
 
 // describeLimit gives a limit's burst and sustained rate.
-func describeLimit(l config.Limit) LimitInfo {
-	info := LimitInfo{Algorithm: l.Algorithm.String(), Capacity: l.Capacity}
+func describeLimit(l config.Limit, tier string, position int) LimitInfo {
+	info := LimitInfo{Algorithm: l.Algorithm.String(), Capacity: l.Capacity, Tier: tier, position: position}
 	switch {
 	case l.RefillInterval > 0:
 		info.PerSecond = float64(l.RefillTokens) / l.RefillInterval.Seconds()
 	case l.Window > 0:
 		info.PerSecond = float64(l.Capacity) / l.Window.Seconds()
+	case l.Calendar != config.NoCalendar:
+		// A month averages 365.2425/12 days in the Gregorian calendar.
+		days := map[config.Calendar]float64{config.CalendarDay: 1, config.CalendarWeek: 7, config.CalendarMonth: 365.2425 / 12}
+		info.PerSecond = float64(l.Capacity) / (days[l.Calendar] * 86400)
 	}
 	return info
 }

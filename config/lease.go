@@ -1,0 +1,73 @@
+package config
+
+import "time"
+
+// GlobalLease makes a global limit take tokens from the rate limit service ahead of demand: a
+// replica asks for several hits at once and spends them locally, across all its worker VMs,
+// without a call per request. docs/global-limits.md gives the design and its bounds.
+type GlobalLease struct {
+	// MaxTokens is the most tokens one lease request asks for.
+	MaxTokens int64
+	// TTL is how long leased tokens may be spent; unspent ones are dropped then (or earlier, at
+	// the end of the service's window).
+	TTL time.Duration
+}
+
+// Defaults and bounds of a lease.
+const (
+	DefaultLeaseTTL = time.Second
+	MinLeaseTTL     = 10 * time.Millisecond
+	MaxLeaseTTL     = time.Hour
+	MaxLeaseTokens  = 10_000
+)
+
+var leaseFields = []string{"max_tokens", "ttl"}
+
+const (
+	leaseShape = `lease is an object such as {"max_tokens": 16, "ttl": "1s"}: how many tokens a replica may ` +
+		`take from the service at once, and how long it may keep them`
+	leaseMaxTokensRule = `max_tokens is the most tokens one lease request asks the service for, a whole number ` +
+		`from 1 to 10000, e.g. 16`
+	leaseTTLRule = `ttl is how long leased tokens may be spent before they are dropped, a duration from "10ms" ` +
+		`to "1h" (default "1s"), e.g. "1s" or "500ms"`
+)
+
+// lease reads a global limit's lease.
+func (v *validator) lease(path string, value *jsonValue) *GlobalLease {
+	l := &GlobalLease{TTL: DefaultLeaseTTL}
+	if !v.wantKind(path, value, kindObject, leaseShape) {
+		return l
+	}
+	v.checkFieldNames(path, value, leaseFields)
+	if n := v.required(value, path, "max_tokens", "16"); n != nil {
+		if tokens, ok := v.wholeNumber(fieldPath(path, "max_tokens"), n, 1, MaxLeaseTokens, leaseMaxTokensRule); ok {
+			l.MaxTokens = tokens
+		}
+	}
+	if ttl := value.member("ttl"); ttl != nil {
+		l.TTL = v.leaseTTL(fieldPath(path, "ttl"), ttl)
+	}
+	return l
+}
+
+func (v *validator) leaseTTL(path string, value *jsonValue) time.Duration {
+	if value.kind == kindNumber {
+		v.add(path, "got "+describe(value)+`, want a string: quote the ttl and give it a unit, e.g. "1s" or "500ms"`)
+		return DefaultLeaseTTL
+	}
+	if !v.wantKind(path, value, kindString, leaseTTLRule) {
+		return DefaultLeaseTTL
+	}
+	d, err := time.ParseDuration(value.text)
+	switch {
+	case err != nil:
+		v.add(path, quoteClipped(value.text)+" is not a valid duration: "+leaseTTLRule)
+	case d < MinLeaseTTL:
+		v.add(path, quoteClipped(value.text)+" is shorter than 10ms: "+leaseTTLRule)
+	case d > MaxLeaseTTL:
+		v.add(path, quoteClipped(value.text)+" is longer than 1h: "+leaseTTLRule)
+	default:
+		return d
+	}
+	return DefaultLeaseTTL
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/admission"
+)
+
+// Rules with count or refund settle at the response: an admitted request's charge by them is
+// held with the stream (httpContext.pending) until its response headers, whose :status decides
+// whether it is given back (admission.Gate.Settle). Envoy passes every response through the
+// filter's encoder, the upstream's and the local replies of the filters after this one (the
+// router's 503 and 504) alike, so each counts by its status. A stream that ends without
+// response headers settles as status 0, which no rule lists: a count rule gives its charge
+// back, a refund rule keeps it.
+
+// settle settles the charge the stream holds, for a response with status (0: none).
+func (h *httpContext) settle(status int) {
+	p := h.plugin
+	now, err := abi.MonotonicNanos()
+	if err != nil {
+		// The charge stands: that errs towards admitting less.
+		p.failed("cannot read the monotonic clock: " + err.Error())
+		h.pending.Clear()
+		return
+	}
+	for _, i := range p.gate.Settle(sharedData, &h.pending, status, now) {
+		p.rules[i].refunded.add(1)
+	}
+}
+
+// responseStatus is the response's :status, 0 if it cannot be read.
+func responseStatus() int {
+	status, err := abi.GetHttpResponseStatus()
+	if err != nil {
+		return 0
+	}
+	return status
+}
+
+// defineOutcomeCounters defines the refunded counter of every rule with count or refund.
+func (p *pluginContext) defineOutcomeCounters(define func(string, *counter) bool) bool {
+	for i := range p.cfg.Rules {
+		r := &p.cfg.Rules[i]
+		if r.Count == nil && r.Refund == nil {
+			continue
+		}
+		if !define("tollgate.rule."+r.Name+".refunded", &p.rules[i].refunded) {
+			return false
+		}
+	}
+	return true
+}
+
+// holdCharge keeps what an admitted request was charged by the rules that settle at the
+// response.
+func (h *httpContext) holdCharge(out *admission.Outcome) { out.Hold(&h.pending) }
