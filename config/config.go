@@ -213,6 +213,8 @@ type Rule struct {
 	// set; Refund, when set, gives an admitted request's charge back if it is. At most one is
 	// set, and neither with Global. Both charge at admission and settle at the response.
 	Count, Refund *Statuses
+	// OnLimit says whether a request over the rule's limits is rejected or held (onlimit.go).
+	OnLimit OnLimit
 }
 
 // KeyKind says where a KeyPart takes its value from. The zero value is

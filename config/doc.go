@@ -121,6 +121,13 @@
 //	      "refund": {"statuses": ["5xx"]} optional: give an admitted request's charge back when
 //	                                      its response status is listed (same list); a rule has
 //	                                      count or refund, not both, and neither with global
+//	      "on_limit": {                   optional: what happens to a request over the limits
+//	        "action": "delay",            required: "reject" (429 at once, the default) or
+//	                                      "delay" (hold it until its tokens are due); token
+//	                                      buckets only; a shadow rule never holds
+//	        "max_delay": "2s"             "delay" only, required: the longest a request is held,
+//	                                      "1ms" to "60s"; a later one is rejected at once
+//	      }
 //	    }
 //	  ],
 //	  "failure_mode": "allow",            optional: "allow" (default) or "deny" the request

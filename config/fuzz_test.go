@@ -119,6 +119,20 @@ func revalidateRule(rule config.Rule) error {
 	if err := revalidateOutcomes(rule); err != nil {
 		return err
 	}
+	switch o := rule.OnLimit; {
+	case o.Action == config.OnLimitReject && o.MaxDelay != 0:
+		return errors.New("max_delay on a rejecting rule")
+	case o.Action == config.OnLimitDelay && (o.MaxDelay < time.Millisecond || o.MaxDelay > time.Minute):
+		return errors.New("max_delay " + o.MaxDelay.String())
+	case o.Action == config.OnLimitDelay:
+		for _, l := range rule.Limits {
+			if l.Algorithm == config.FixedWindow || l.Algorithm == config.SlidingWindow {
+				return errors.New("a delaying rule with a " + l.Algorithm.String() + " limit")
+			}
+		}
+	case o.Action != config.OnLimitReject:
+		return errors.New("on_limit action " + o.Action.String())
+	}
 	if err := revalidateMatch(rule.Match); err != nil {
 		return errors.New("match: " + err.Error())
 	}
@@ -529,6 +543,12 @@ func encode(t *testing.T, cfg *config.Config) []byte {
 		}
 		if rule.Refund != nil {
 			encoded["refund"] = encodeStatuses(rule.Refund)
+		}
+		switch rule.OnLimit.Action {
+		case config.OnLimitDelay:
+			encoded["on_limit"] = map[string]any{"action": "delay", "max_delay": rule.OnLimit.MaxDelay.String()}
+		default:
+			encoded["on_limit"] = map[string]any{"action": "reject"}
 		}
 		rules = append(rules, encoded)
 	}

@@ -63,6 +63,16 @@ func (v *validator) rule(path string, value *jsonValue, index int, ruleIndexByNa
 		rule.Global = v.global(fieldPath(path, "global"), global)
 	}
 	v.outcomes(path, value, &rule)
+	if onLimit := value.member("on_limit"); onLimit != nil {
+		onLimitPath := fieldPath(path, "on_limit")
+		rule.OnLimit = v.onLimit(onLimitPath, onLimit)
+		v.checkDelayFits(onLimitPath, rule.OnLimit, fieldPath(path, "limits"), rule.Limits)
+		if rule.LimitsBy != nil {
+			for _, tier := range rule.LimitsBy.Tiers {
+				v.checkDelayFits(onLimitPath, rule.OnLimit, fieldPath(fieldPath(path, "limits_by.tiers"), tier.Name), tier.Limits)
+			}
+		}
+	}
 	return rule
 }
 

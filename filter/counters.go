@@ -46,10 +46,12 @@ func (p *pluginContext) flushCounters() {
 	if failed > 0 {
 		abi.Log(abi.LogLevelError, "tollgate: cannot hand "+strconv.Itoa(failed)+" counter(s) to the host: "+last.Error())
 	}
+	if p.delayRules != nil {
+		p.flushDelayGauges()
+	}
 }
 
-// OnTick wakes the held requests that are due (held.go) and flushes the counters every
-// tickPeriod.
+// OnTick wakes the held requests that are due (held.go) and flushes the counters.
 func (p *pluginContext) OnTick() {
 	if len(p.held.list) > 0 {
 		if now, err := abi.MonotonicNanos(); err == nil {
@@ -58,9 +60,7 @@ func (p *pluginContext) OnTick() {
 			p.failed("cannot read the monotonic clock: " + err.Error())
 		}
 	}
-	if p.held.flushDue() {
-		p.flushCounters()
-	}
+	p.flushCounters()
 }
 
 // OnPluginDone flushes the counters when the root context goes away.

@@ -89,10 +89,17 @@ func (h *httpContext) checkGlobal(out *admission.Outcome, now int64) (action typ
 		h.markShadow(out)
 	}
 	h.responseHeaders = rateLimitHeaders(p.cfg, out)
-	w := &globalWait{pending: map[uint32]int{}, charge: out.Charge(), admitted: append([]int(nil), out.Admitted...), sent: now}
+	return h.askGlobal(out.Global, out.Charge(), append([]int(nil), out.Admitted...), now)
+}
+
+// askGlobal makes a request's global checks; it is checkGlobal after the request was marked,
+// also for a request held by on_limit delay (delay.go), whose checks are made when it is due.
+func (h *httpContext) askGlobal(checks []admission.GlobalCheck, charge admission.Charge, admitted []int, now int64) (action types.Action, held bool) {
+	p := h.plugin
+	w := &globalWait{pending: map[uint32]int{}, charge: charge, admitted: admitted, sent: now}
 	h.global = w
 	deny := -1 // a rule whose call could not start and whose failure mode is deny
-	for _, c := range out.Global {
+	for _, c := range checks {
 		g := p.globalRules[c.Rule]
 		if g.inFlight != nil {
 			switch h.checkLease(g, c, now, 0) {

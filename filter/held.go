@@ -21,8 +21,9 @@ import (
 
 const (
 	// heldTickPeriod is the tick period, in milliseconds, of a plugin that may hold requests: a
-	// held request goes on at most one period after it is due. Counters are still flushed
-	// every tickPeriod (every tickPeriod/heldTickPeriod ticks).
+	// held request goes on at most one period after it is due. The counters are flushed on
+	// every tick, as with the slower tickPeriod; only the counters that changed cost a host
+	// call.
 	heldTickPeriod = 10
 	// maxHeld bounds the requests one VM holds at once: each costs an entry here and, in Envoy,
 	// a stream with its buffers. Past it, requests that would wait are rejected.
@@ -59,8 +60,6 @@ type heldRequest struct {
 // on in that order.
 type heldSet struct {
 	list []heldRequest
-	// ticks counts the ticks since the counters were last flushed, when ticks are fast.
-	ticks, ticksPerFlush int
 }
 
 // hold registers h as held until due (monotonic nanoseconds), waiting for w; false when the VM
@@ -82,21 +81,9 @@ func (p *pluginContext) heldCount() int { return len(p.held.list) }
 // (mayHold), else the counters' flush period.
 func (p *pluginContext) tickPeriodMilliseconds() uint32 {
 	if p.mayHold {
-		p.held.ticksPerFlush = tickPeriod / heldTickPeriod
 		return heldTickPeriod
 	}
-	p.held.ticksPerFlush = 1
 	return tickPeriod
-}
-
-// flushDue counts a tick and reports whether the counters are due to be flushed on it.
-func (s *heldSet) flushDue() bool {
-	s.ticks++
-	if s.ticks < s.ticksPerFlush {
-		return false
-	}
-	s.ticks = 0
-	return true
 }
 
 // wakeHeld wakes the held requests due at now (from the plugin's tick).

@@ -63,6 +63,8 @@ type pluginContext struct {
 	// then ticks fast.
 	held    heldSet
 	mayHold bool
+	// delayRules are the counters of the rules with on_limit delay (delay.go), nil for others.
+	delayRules []*delayMetrics
 
 	// settles: some rule has count or refund (outcome.go).
 	settles bool
@@ -141,7 +143,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 			define(prefix+"shadow_limited", &m.shadowLimited) && define(prefix+"missing_key", &m.missingKey) &&
 			define(prefix+"invalid_cost", &m.invalidCost)
 	}
-	if !ok || !p.setUpGlobal(define) || !p.defineOutcomeCounters(define) {
+	if !ok || !p.setUpGlobal(define) || !p.defineOutcomeCounters(define) || !p.setUpDelay(define) {
 		return types.OnPluginStartStatusFailed
 	}
 	p.shadowRules = cfg.Shadow
@@ -291,6 +293,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	}
 	switch out.Verdict {
 	case admission.Allow:
+		if out.Delay > 0 {
+			return h.delay(out, now)
+		}
 		if p.settles {
 			h.holdCharge(out)
 		}

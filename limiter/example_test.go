@@ -152,3 +152,24 @@ func ExampleCalendarWindow() {
 	// Jan 31 23:00: allowed, 0 left this month
 	// Jan 31 23:00: rejected, retry after 672h0m0s
 }
+
+// A client paces its calls to an API allowing one call per 200ms: a burst of four is held
+// 0, 200, 400 and 600ms, and with at most 500ms of waiting the fourth is refused instead.
+func ExampleBucket_Reserve() {
+	b, _ := limiter.NewBucket(limiter.BucketLimit{Capacity: 1, RefillTokens: 1, RefillInterval: 200 * time.Millisecond})
+	s := b.Initial(0)
+	for i := 0; i < 4; i++ {
+		var r limiter.Reservation
+		s, r = b.Reserve(s, 0, 1, 500*time.Millisecond)
+		if r.OK {
+			fmt.Println("call", i, "waits", r.Wait)
+		} else {
+			fmt.Println("call", i, "refused, retry after", r.RetryAfter)
+		}
+	}
+	// Output:
+	// call 0 waits 0s
+	// call 1 waits 200ms
+	// call 2 waits 400ms
+	// call 3 refused, retry after 600ms
+}

@@ -22,6 +22,11 @@ const (
 	// Refunded counts the charges a rule with count or refund gave back at the response; only
 	// such rules define it.
 	Refunded = "refunded"
+	// A rule with on_limit delay: requests held, their total delay in milliseconds, and the
+	// longest delay (a gauge).
+	Delayed    = "delayed"
+	DelayMs    = "delay_ms"
+	MaxDelayMs = "max_delay_ms"
 )
 
 // RuleKinds lists every kind of per-rule counter.
@@ -38,6 +43,10 @@ const (
 
 // LeaseKinds lists the per-rule counters of a rule with a lease.
 var LeaseKinds = []string{GlobalLeaseRequests, GlobalLeaseTokens, GlobalLeaseExpired, GlobalLeaseServed, GlobalOverLimitRemembered}
+
+// DelayKinds lists the per-rule metrics of a rule with on_limit delay only; MaxDelayMs is a
+// gauge.
+var DelayKinds = []string{Delayed, DelayMs, MaxDelayMs}
 
 // Plugin-wide counters.
 const (

@@ -196,7 +196,7 @@ func TestEnvoyPrometheusSeries(t *testing.T) {
 func TestSeriesFollowFromStatNames(t *testing.T) {
 	shipped := []scenario.StatsTag{{Name: scenario.RuleTag, Regex: scenario.RuleTagRegex}}
 	var pairs [][2]string
-	for _, kinds := range [][]string{scenario.RuleKinds, scenario.LeaseKinds} {
+	for _, kinds := range [][]string{scenario.RuleKinds, scenario.LeaseKinds, scenario.DelayKinds} {
 		for _, kind := range kinds {
 			pairs = append(pairs, [2]string{scenario.RuleStat(scenario.Rule, kind), scenario.RuleSeries(scenario.Rule, kind)})
 		}

@@ -323,3 +323,34 @@ func WallNanos() (int64, error) {
 
 // errClock is MonotonicNanos's error, made once so that the function stays small enough to inline.
 var errClock = statusErr(wire.StatusInternalFailure)
+
+// Spec "Metrics": proxy_record_metric (sets a gauge).
+//
+//go:wasmimport env proxy_record_metric
+func proxyRecordMetric(id uint32, value uint64) wire.Status
+
+// Spec "Metrics": proxy_get_metric.
+//
+//go:wasmimport env proxy_get_metric
+func proxyGetMetric(id uint32, resultPtr unsafe.Pointer) wire.Status
+
+// Gauge is a gauge metric's id.
+type Gauge uint32
+
+// DefineGauge defines (or looks up) a gauge metric. Envoy binds one stat to the name for every
+// VM that defines it.
+func DefineGauge(name string) (Gauge, error) {
+	id, err := DefineMetric(MetricGauge, name)
+	return Gauge(id), err
+}
+
+// Set sets the gauge.
+func (g Gauge) Set(value uint64) error { return statusErr(proxyRecordMetric(uint32(g), value)) }
+
+// Value reads the gauge, as any VM last set it.
+func (g Gauge) Value() (uint64, error) {
+	if st := proxyGetMetric(uint32(g), ptrU64); st != wire.StatusOK {
+		return 0, statusErr(st)
+	}
+	return resultU64, nil
+}

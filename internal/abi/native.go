@@ -122,3 +122,19 @@ func WallNanos() (int64, error) { return time.Now().UnixNano(), nil }
 func MonotonicNanos() (int64, error) {
 	return int64(time.Since(processStart)) + math.MaxInt32, nil
 }
+
+// Gauge is a gauge metric of the emulator.
+type Gauge uint32
+
+// DefineGauge defines a gauge metric.
+func DefineGauge(name string) (Gauge, error) { return Gauge(proxywasm.DefineGaugeMetric(name)), nil }
+
+// Set sets the gauge (the emulator only adds: the difference is added).
+func (g Gauge) Set(value uint64) error {
+	m := proxywasm.MetricGauge(g)
+	m.Add(int64(value) - m.Value())
+	return nil
+}
+
+// Value reads the gauge.
+func (g Gauge) Value() (uint64, error) { return uint64(proxywasm.MetricGauge(g).Value()), nil }

@@ -99,6 +99,13 @@ type Outcome struct {
 	// Global lists the global checks the request still needs (Allow only): one per enforced rule
 	// with a global limit, in rule order.
 	Global []GlobalCheck
+	// Delay is how long the request must be held before it goes on (Allow, a rule with
+	// on_limit delay): its tokens are reserved, and due then (delay.go). DelayRule is the rule
+	// whose tokens are due last, DelayOwner that bucket's owner hash (for logs: it does not
+	// reveal the key).
+	Delay      time.Duration
+	DelayRule  int
+	DelayOwner uint64
 
 	// enforced are the enforced limits as decided (Allow only), at decidedAt: what Charge
 	// copies, read only when it is asked for.
@@ -133,6 +140,8 @@ type Policy struct {
 	fast *rule
 	// settles: some rule has count or refund (outcome.go).
 	settles bool
+	// delays: some rule holds requests over its limits (delay.go).
+	delays bool
 
 	limitCount int // over all rules
 
@@ -173,6 +182,9 @@ type limit struct {
 	peers []*limit
 	// wallPeer: a peer is a calendar window, whose state is read on the wall clock.
 	wallPeer bool
+	// maxWait is how far ahead the limit reserves (its rule's max_delay; delay.go), 0 if it
+	// only rejects.
+	maxWait time.Duration
 }
 
 // Compile compiles a validated configuration. namespace separates the keys of different
@@ -204,6 +216,10 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 			}
 			compiled.limits = append(compiled.limits, compiledLimit)
 			p.limitCount++
+		}
+		if maxWait := ruleDelay(cfg, r); maxWait > 0 {
+			compiled.delay(maxWait)
+			p.delays = true
 		}
 		p.rules = append(p.rules, compiled)
 		p.hasGlobal = p.hasGlobal || r.Global != nil
@@ -250,7 +266,7 @@ func fastShape(cfg *config.Config) bool {
 	return len(e.Paths) == 0 && len(e.ClientCIDRs) == 0 && len(e.Headers) == 0 &&
 		m.Path == nil && len(m.Methods) == 0 && len(m.Hosts) == 0 && len(m.Headers) == 0 &&
 		len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow && r.Global == nil &&
-		r.LimitsBy == nil
+		r.LimitsBy == nil && r.OnLimit.Action == config.OnLimitReject
 }
 
 // fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,
@@ -331,6 +347,7 @@ type applied struct {
 	at         int64  // the wall clock a calendar window decides at (calendar.go)
 	next       cells
 	decision   limiter.Decision
+	due        int64 // when the reserved tokens are due (a delaying limit; delay.go)
 }
 
 // Admit decides req at now (monotonic nanoseconds).
@@ -442,6 +459,9 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	g.admitted(enforced)
 	if g.hasGlobal {
 		out.Global = appendGlobalChecks(out.Global, enforced)
+	}
+	if g.delays {
+		requestDelay(out, enforced, now)
 	}
 	out.enforced, out.decidedAt = enforced, now
 	for s, start := range shadowStart {

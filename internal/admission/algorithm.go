@@ -88,6 +88,11 @@ type tokenBucket struct {
 	capacity        int64 // tokens
 	creditsPerToken int64 // >= 1
 	creditsPerNano  int64 // >= 1 for a valid bucket
+
+	// A bucket of a rule that delays (delay.go) reserves up to maxWait ahead: its whole tokens
+	// may be below zero, down to -debt. Both are 0 for a bucket that only rejects.
+	maxWait time.Duration
+	debt    int64
 }
 
 func bucketState(c cells) limiter.BucketState {
@@ -181,6 +186,9 @@ func (t *tokenBucket) wait(tokens, credits int64) time.Duration {
 }
 
 func (t *tokenBucket) give(c cells, now, n int64) cells {
+	if t.debt > 0 {
+		return bucketCells(t.b.Unreserve(bucketState(c), now, n))
+	}
 	return bucketCells(t.b.Give(bucketState(c), now, n))
 }
 
@@ -190,6 +198,9 @@ func (t *tokenBucket) give(c cells, now, n int64) cells {
 // whichever is less, are still owed: a refill of part of a token since the write costs only
 // that part, never a whole token.
 func (t *tokenBucket) undo(c, written cells, now, n int64) cells {
+	if t.debt > 0 {
+		return t.undoReservation(c, written, now, n)
+	}
 	end := max(now, c[1])
 	idle := t.idleAt(written)
 	if end >= idle || t.creditsPerNano <= 0 {
@@ -215,7 +226,12 @@ func (t *tokenBucket) undo(c, written cells, now, n int64) cells {
 	return bucketCells(t.b.AddLevel(s, lacking-1, t.creditsPerToken-peak.Credits))
 }
 
-func (t *tokenBucket) valid(c cells) bool { return t.b.Valid(bucketState(c)) }
+func (t *tokenBucket) valid(c cells) bool {
+	if t.debt > 0 {
+		return t.b.ValidOwing(bucketState(c), t.maxWait)
+	}
+	return t.b.Valid(bucketState(c))
+}
 
 func (t *tokenBucket) fingerprint() uint32 { return t.b.Fingerprint() }
 
@@ -241,6 +257,9 @@ func (t *tokenBucket) idleAt(c cells) int64 {
 			return int64(uint64(last) + wait)
 		}
 	}
+	if t.debt > 0 {
+		return t.b.IdleAtOwing(bucketState(c)) // tokens still owed are missing too
+	}
 	return t.b.IdleAt(bucketState(c))
 }
 
@@ -248,7 +267,10 @@ func (t *tokenBucket) idleAt(c cells) int64 {
 // hands out a fraction more (the credits toward the next token mean another thing now).
 func (t *tokenBucket) convert(c cells, now int64) (cells, bool) {
 	if c[0] < 0 {
-		return cells{}, false
+		// Reservations still owed (a delaying rule's): carried over as the whole tokens owed,
+		// as deep as this limit may owe (not at all for a limit that rejects: then it is
+		// empty), never turned into tokens.
+		return cells{max(c[0], -t.debt), c[1], 0}, true
 	}
 	return cells{min(c[0], t.capacity), c[1], 0}, true
 }

@@ -492,6 +492,9 @@ func (g *Gate) decideOn(a *applied, state cells, now int64) error {
 		a.next, a.decision = state, peek(a.limit.algo, state, now)
 		return nil
 	}
+	if a.limit.maxWait > 0 {
+		return g.reserveOn(a, state, now)
+	}
 	a.next, a.decision = a.limit.algo.take(state, now, a.cost)
 	return nil
 }
@@ -528,7 +531,7 @@ func (g *Gate) claim(store Store, group []applied, now int64) (ok bool, limited 
 		if err != nil {
 			return false, nil, err
 		}
-		a.next, a.decision = a.limit.algo.take(start, a.when(a.stamp), a.cost)
+		_ = g.decideOn(a, start, a.when(a.stamp)) // a.cost > 0: a take, or a reservation (delay.go)
 		if !a.decision.Allowed {
 			if !a.limit.wall { // a calendar window's wait is counted from the wall clock's now
 				// The wait was counted from the stamp: from now it is that much longer.
