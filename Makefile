@@ -100,7 +100,7 @@ run: build
 # fails on any failure, including go test's own exit status.
 test:
 	@rm -f build/global-latency.txt
-	@{ $(GO) test -count=1 -json ./... || echo "go test: exit status $$?"; } | \
+	@{ $(GO) test -count=1 -timeout 25m -json ./... || echo "go test: exit status $$?"; } | \
 		$(GO) run ./internal/testsummary -report build/global-latency.txt
 
 # The race detector over the packages that run natively: everything but the e2e and bench
