@@ -22,10 +22,13 @@ const (
 	// Refunded counts the charges a rule with count or refund gave back at the response; only
 	// such rules define it.
 	Refunded = "refunded"
+	// InFlightLimited counts the rejections by a concurrency limit (rules with one only; also
+	// counted in Limited).
+	InFlightLimited = "in_flight_limited"
 )
 
 // RuleKinds lists every kind of per-rule counter.
-var RuleKinds = []string{Admitted, Limited, ShadowLimited, MissingKey, Refunded}
+var RuleKinds = []string{Admitted, Limited, ShadowLimited, MissingKey, Refunded, InFlightLimited}
 
 // Kinds of per-rule counters of a rule with a global limit that has a lease (global.lease).
 const (
