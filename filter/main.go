@@ -207,7 +207,9 @@ func (h *httpContext) OnHttpStreamDone() {
 	if !h.pending.Empty() {
 		h.settle(0) // no response headers came
 	}
-	h.releaseSlots()
+	if len(h.leases) > 0 { // checked here: a call on every stream's end otherwise
+		h.releaseSlots()
+	}
 	h.responseHeaders, h.global = nil, nil
 	h.plugin.free = append(h.plugin.free, h)
 }
