@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
@@ -68,7 +72,7 @@ func TestInFlightSlotsAcrossWorkers(t *testing.T) {
 			g.finish(g.startStream(vm[2], "alice", false)) // the rejection's end frees nothing
 			g.finish(g.startStream(vm[0], "alice", false))
 			b1 := g.startStream(vm[2], "bob", true) // another key, its own slots
-			g.complete(a1)                    // response complete
+			g.complete(a1)                          // response complete
 			a3 := g.startStream(vm[2], "alice", true)
 			g.startStream(vm[1], "alice", false)
 			g.finish(a2) // reset before any response
@@ -153,4 +157,47 @@ func TestInFlightWithARateLimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A request its global limit rejects gives its slot back at once, and only once: with one
+// request in flight and max_in_flight 2, after a global rejection exactly one more is admitted.
+// The same for a request whose client goes away while the service is asked.
+func TestInFlightSlotOfAGlobalRejection(t *testing.T) {
+	t.Parallel()
+	config := `{"rules": [{"name": "g", "key": [{"header": "x-api-key"}],
+	  "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "1m"}],
+	  "global": {"cluster": "rls", "domain": "tollgate", "timeout": "60s"}}]}`
+	rls := startScriptedRLS(t)
+	g := newGlobalRig(t, host.Envoy139, config, map[string]string{"rls": rls.addr})
+	vm := g.vms[0]
+	rls.set(answerOK)
+	first := g.startStream(vm, "k", true) // in flight until the end of the test
+	rls.set(answerOverLimit(time.Second))
+	_, d, err := vm.StartStream(inFlightRequest("k"))
+	if err != nil || d.Reply == nil || d.Reply.Status != 429 {
+		t.Fatalf("global rejection: %+v %v, want 429", d.Reply, err)
+	}
+	// Its client goes away while the service is asked: the slot comes back too.
+	held := make(chan struct{}, 1)
+	rls.set(func(ctx context.Context, _ *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+		held <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-held
+		cancel()
+	}()
+	s, _, err := vm.StartStreamContext(ctx, inFlightRequest("k"))
+	if !errors.Is(err, host.ErrStreamReset) {
+		t.Fatalf("got %v, want the stream reset while held", err)
+	}
+	g.finish(s)
+	rls.set(answerOK)
+	second := g.startStream(vm, "k", true)
+	g.startStream(vm, "k", false) // two in flight: first and second
+	g.complete(second)
+	g.complete(first)
+	g.checkHealthy()
 }
