@@ -27,9 +27,9 @@ func inFlightRequest(key string) host.Request {
 	}
 }
 
-// startStream starts a stream and checks whether it was admitted (forwarded upstream) or answered 429
-// with Retry-After: 1.
-func (g *rig) startStream(vm *host.VM, key string, admitted bool) *host.Stream {
+// startInFlight starts a stream and checks whether it was admitted (forwarded upstream) or
+// answered 429 with Retry-After: 1.
+func (g *rig) startInFlight(vm *host.VM, key string, admitted bool) *host.Stream {
 	g.t.Helper()
 	s, d, err := vm.StartStream(inFlightRequest(key))
 	if err != nil {
@@ -44,16 +44,16 @@ func (g *rig) startStream(vm *host.VM, key string, admitted bool) *host.Stream {
 	return s
 }
 
-// complete ends an admitted stream with the upstream's whole response.
-func (g *rig) complete(s *host.Stream) {
+// completeInFlight ends an admitted stream with the upstream's whole response.
+func (g *rig) completeInFlight(s *host.Stream) {
 	g.t.Helper()
 	if _, err := s.ResponseHeaders(200, [][2]string{{"content-length", "0"}}, true); err != nil {
 		g.t.Fatal(err)
 	}
-	g.finish(s)
+	g.endInFlight(s)
 }
 
-func (g *rig) finish(s *host.Stream) {
+func (g *rig) endInFlight(s *host.Stream) {
 	g.t.Helper()
 	if err := s.Finish(); err != nil {
 		g.t.Fatal(err)
@@ -67,27 +67,27 @@ func TestInFlightSlotsAcrossWorkers(t *testing.T) {
 			g := newRig(t, p, inFlightConfig, 3)
 			vm := g.vms
 			g.at(0)
-			a1 := g.startStream(vm[0], "alice", true)
-			a2 := g.startStream(vm[1], "alice", true)
-			g.finish(g.startStream(vm[2], "alice", false)) // the rejection's end frees nothing
-			g.finish(g.startStream(vm[0], "alice", false))
-			b1 := g.startStream(vm[2], "bob", true) // another key, its own slots
-			g.complete(a1)                          // response complete
-			a3 := g.startStream(vm[2], "alice", true)
-			g.startStream(vm[1], "alice", false)
-			g.finish(a2) // reset before any response
-			a4 := g.startStream(vm[0], "alice", true)
+			a1 := g.startInFlight(vm[0], "alice", true)
+			a2 := g.startInFlight(vm[1], "alice", true)
+			g.endInFlight(g.startInFlight(vm[2], "alice", false)) // the rejection's end frees nothing
+			g.endInFlight(g.startInFlight(vm[0], "alice", false))
+			b1 := g.startInFlight(vm[2], "bob", true) // another key, its own slots
+			g.completeInFlight(a1)                    // response complete
+			a3 := g.startInFlight(vm[2], "alice", true)
+			g.startInFlight(vm[1], "alice", false)
+			g.endInFlight(a2) // reset before any response
+			a4 := g.startInFlight(vm[0], "alice", true)
 			if _, err := a3.ResponseHeaders(200, nil, false); err != nil {
 				t.Fatal(err)
 			}
-			g.finish(a3) // reset while the response body was streaming
-			a5 := g.startStream(vm[1], "alice", true)
-			g.startStream(vm[2], "alice", false)
-			g.complete(a4)
-			g.complete(a5)
-			g.complete(b1)
-			g.complete(g.startStream(vm[0], "alice", true))
-			g.complete(g.startStream(vm[1], "alice", true))
+			g.endInFlight(a3) // reset while the response body was streaming
+			a5 := g.startInFlight(vm[1], "alice", true)
+			g.startInFlight(vm[2], "alice", false)
+			g.completeInFlight(a4)
+			g.completeInFlight(a5)
+			g.completeInFlight(b1)
+			g.completeInFlight(g.startInFlight(vm[0], "alice", true))
+			g.completeInFlight(g.startInFlight(vm[1], "alice", true))
 			want := map[string]int64{
 				"tollgate.rule.uploads.admitted": 8, "tollgate.rule.uploads.limited": 4,
 				"tollgate.rule.uploads.in_flight_limited": 4,
@@ -111,19 +111,19 @@ func TestInFlightSlotFreedAfterLease(t *testing.T) {
 			vm := g.vms
 			// monotonicStart is a multiple of the lease: periods start at 0 s, 10 s, 20 s...
 			g.at(3 * time.Second)
-			g.startStream(vm[0], "alice", true) // never ends
-			g.startStream(vm[0], "alice", true) // never ends
+			g.startInFlight(vm[0], "alice", true) // never ends
+			g.startInFlight(vm[0], "alice", true) // never ends
 			for _, at := range []time.Duration{3 * time.Second, 9 * time.Second, 10 * time.Second, 19*time.Second + 999*time.Millisecond} {
 				g.at(at)
-				g.finish(g.startStream(vm[1], "alice", false))
+				g.endInFlight(g.startInFlight(vm[1], "alice", false))
 			}
 			g.at(20 * time.Second)
-			g.complete(g.startStream(vm[1], "alice", true))
-			g.complete(g.startStream(vm[1], "alice", true))
-			s1, s2 := g.startStream(vm[1], "alice", true), g.startStream(vm[0], "alice", true)
-			g.startStream(vm[1], "alice", false)
-			g.complete(s1)
-			g.complete(s2)
+			g.completeInFlight(g.startInFlight(vm[1], "alice", true))
+			g.completeInFlight(g.startInFlight(vm[1], "alice", true))
+			s1, s2 := g.startInFlight(vm[1], "alice", true), g.startInFlight(vm[0], "alice", true)
+			g.startInFlight(vm[1], "alice", false)
+			g.completeInFlight(s1)
+			g.completeInFlight(s2)
 		})
 	}
 }
@@ -140,10 +140,10 @@ func TestInFlightWithARateLimit(t *testing.T) {
 			g := newRig(t, p, config, 2)
 			vm := g.vms
 			g.at(0)
-			s := g.startStream(vm[0], "k", true)
-			g.finish(g.startStream(vm[1], "k", false)) // the slot is taken: 429, Retry-After 1
-			g.complete(s)
-			g.complete(g.startStream(vm[1], "k", true)) // the bucket kept its second token
+			s := g.startInFlight(vm[0], "k", true)
+			g.endInFlight(g.startInFlight(vm[1], "k", false)) // the slot is taken: 429, Retry-After 1
+			g.completeInFlight(s)
+			g.completeInFlight(g.startInFlight(vm[1], "k", true)) // the bucket kept its second token
 			// The bucket is empty now: its own 429 (an hour), and the slot stays free.
 			_, d, err := vm[0].StartStream(inFlightRequest("k"))
 			if err != nil || d.Reply == nil || d.Reply.Header("retry-after") != "3600" {
@@ -171,7 +171,7 @@ func TestInFlightSlotOfAGlobalRejection(t *testing.T) {
 	g := newGlobalRig(t, host.Envoy139, config, map[string]string{"rls": rls.addr})
 	vm := g.vms[0]
 	rls.set(answerOK)
-	first := g.startStream(vm, "k", true) // in flight until the end of the test
+	first := g.startInFlight(vm, "k", true) // in flight until the end of the test
 	rls.set(answerOverLimit(time.Second))
 	_, d, err := vm.StartStream(inFlightRequest("k"))
 	if err != nil || d.Reply == nil || d.Reply.Status != 429 {
@@ -193,11 +193,11 @@ func TestInFlightSlotOfAGlobalRejection(t *testing.T) {
 	if !errors.Is(err, host.ErrStreamReset) {
 		t.Fatalf("got %v, want the stream reset while held", err)
 	}
-	g.finish(s)
+	g.endInFlight(s)
 	rls.set(answerOK)
-	second := g.startStream(vm, "k", true)
-	g.startStream(vm, "k", false) // two in flight: first and second
-	g.complete(second)
-	g.complete(first)
+	second := g.startInFlight(vm, "k", true)
+	g.startInFlight(vm, "k", false) // two in flight: first and second
+	g.completeInFlight(second)
+	g.completeInFlight(first)
 	g.checkHealthy()
 }
