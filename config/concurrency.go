@@ -60,3 +60,27 @@ func (v *validator) refuseConcurrencyFields(path string, value *jsonValue, algor
 		}
 	}
 }
+
+// HasConcurrency reports whether the rule has a concurrency limit, among its limits or any
+// tier's.
+func (r *Rule) HasConcurrency() bool {
+	has := func(limits []Limit) bool {
+		for _, l := range limits {
+			if l.Algorithm == Concurrency {
+				return true
+			}
+		}
+		return false
+	}
+	if has(r.Limits) {
+		return true
+	}
+	if r.LimitsBy != nil {
+		for _, t := range r.LimitsBy.Tiers {
+			if has(t.Limits) {
+				return true
+			}
+		}
+	}
+	return false
+}

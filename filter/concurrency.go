@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/admission"
 )
@@ -26,15 +25,12 @@ func (p *pluginContext) setUpConcurrency(define func(string, *counter) bool) boo
 	p.inFlightLimited = make([]*counter, len(p.cfg.Rules))
 	for i := range p.cfg.Rules {
 		r := &p.cfg.Rules[i]
-		for _, l := range r.Limits {
-			if l.Algorithm == config.Concurrency {
-				c := &counter{}
-				if !define("tollgate.rule."+r.Name+".in_flight_limited", c) {
-					return false
-				}
-				p.inFlightLimited[i] = c
-				break
+		if r.HasConcurrency() {
+			c := &counter{}
+			if !define("tollgate.rule."+r.Name+".in_flight_limited", c) {
+				return false
 			}
+			p.inFlightLimited[i] = c
 		}
 	}
 	return true

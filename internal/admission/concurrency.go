@@ -205,11 +205,4 @@ func (g *Gate) Release(store Store, leases []Lease, now int64) {
 // requests hold slots until their streams end.
 func (p *Policy) HasConcurrency() bool { return p.hasConcurrency }
 
-func ruleHasConcurrency(r *config.Rule) bool {
-	for _, l := range r.Limits {
-		if l.Algorithm == config.Concurrency {
-			return true
-		}
-	}
-	return false
-}
+func ruleHasConcurrency(r *config.Rule) bool { return r.HasConcurrency() }

@@ -257,3 +257,65 @@ func TestConcurrencyChangedLimit(t *testing.T) {
 		t.Fatalf("two new periods later: %v, want allow", out.Verdict)
 	}
 }
+
+func twoHeaders(a, av, b, bv string) fakeRequest {
+	return fakeRequest{headers: map[string]string{a: av, b: bv}, source: "192.0.2.1:5000"}
+}
+
+// TestConcurrencyByTier: a tier's concurrency limit holds slots like any other (leases, release),
+// and a key that changes tier keeps its requests in flight counted, with the same lease as with
+// another one.
+func TestConcurrencyByTier(t *testing.T) {
+	for _, lease := range []string{"10s", "20s"} {
+		g := mustGate(t, `{"rules": [{"name": "plans", "key": [{"header": "x-user"}], "limits_by": {
+		  "part": {"header": "x-plan"}, "default": "free", "tiers": {
+		    "free": [{"algorithm": "concurrency", "max_in_flight": 1, "lease": "10s"}],
+		    "pro": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "`+lease+`"}]}}}]}`)
+		store := newMemStore()
+		now := 100 * sec
+		free := g.Admit(twoHeaders("x-user", "u", "x-plan", "free"), store, now)
+		if free.Verdict != Allow {
+			t.Fatalf("lease %s: free: %v", lease, free.Verdict)
+		}
+		held := free.AppendLeases(nil)
+		if len(held) != 1 {
+			t.Fatalf("lease %s: %d leases, want 1", lease, len(held))
+		}
+		// Upgraded: the request in flight still counts, so one more fits in pro's two.
+		pro := g.Admit(twoHeaders("x-user", "u", "x-plan", "pro"), store, now)
+		if pro.Verdict != Allow {
+			t.Fatalf("lease %s: pro: %v", lease, pro.Verdict)
+		}
+		proLeases := pro.AppendLeases(nil) // the Outcome is the Gate's until its next Admit
+		if out := g.Admit(twoHeaders("x-user", "u", "x-plan", "pro"), store, now); out.Verdict != Limited {
+			t.Fatalf("lease %s: a third in flight on pro: %v, want limited", lease, out.Verdict)
+		}
+		g.Release(store, proLeases, now)
+		if out := g.Admit(twoHeaders("x-user", "u", "x-plan", "pro"), store, now); out.Verdict != Allow {
+			t.Fatalf("lease %s: after a release: %v, want allow", lease, out.Verdict)
+		}
+	}
+}
+
+// TestConcurrencyIsNotSettledAtTheResponse: a rule with refund keeps its rate charges until the
+// response, but its concurrency slot is released at the stream's end only, never at the
+// response too.
+func TestConcurrencyIsNotSettledAtTheResponse(t *testing.T) {
+	g := mustGate(t, `{"rules": [{"name": "api", "key": [{"header": "k"}], "limits": [
+	  {"capacity": 5, "refill_tokens": 5, "refill_interval": "1h"},
+	  {"algorithm": "concurrency", "max_in_flight": 1}], "refund": {"statuses": ["5xx"]}}]}`)
+	store := newMemStore()
+	now := 100 * sec
+	out := g.Admit(header("k", "x"), store, now)
+	var pending Pending
+	out.Hold(&pending)
+	leases := out.AppendLeases(nil)
+	g.Settle(store, &pending, 503, now) // refunded: the token comes back, the slot stays taken
+	if out := g.Admit(header("k", "x"), store, now); out.Verdict != Limited || !out.InFlightLimited {
+		t.Fatalf("after the response: %v, want the slot still held", out.Verdict)
+	}
+	g.Release(store, leases, now)
+	if out := g.Admit(header("k", "x"), store, now); out.Verdict != Allow || out.Limits[0].Remaining != 4 {
+		t.Fatalf("after the stream's end: %v remaining %d, want allow with 4 tokens left (one refunded)", out.Verdict, out.Limits[0].Remaining)
+	}
+}
