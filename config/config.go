@@ -307,9 +307,13 @@ const (
 	// SlidingWindow estimates the units of the last Window as the current window's count plus
 	// the previous window's count weighted by how much of it the sliding window still covers.
 	SlidingWindow
+	// Concurrency admits at most MaxInFlight requests of a key between their admission and
+	// the end of their stream; a slot whose end is never seen is freed after Lease.
+	Concurrency
 )
 
-var algorithmNames = [...]string{TokenBucket: "token_bucket", FixedWindow: "fixed_window", SlidingWindow: "sliding_window"}
+var algorithmNames = [...]string{TokenBucket: "token_bucket", FixedWindow: "fixed_window", SlidingWindow: "sliding_window",
+	Concurrency: "concurrency"}
 
 // String returns the spelling used in the JSON configuration.
 func (a Algorithm) String() string {
@@ -320,7 +324,7 @@ func (a Algorithm) String() string {
 }
 
 // Limit is one limit of a rule. TokenBucket uses Capacity, RefillTokens and RefillInterval; the
-// window algorithms use Capacity and Window.
+// window algorithms use Capacity and Window; Concurrency uses MaxInFlight and Lease.
 type Limit struct {
 	Algorithm      Algorithm
 	Capacity       int64
@@ -329,7 +333,9 @@ type Limit struct {
 	Window         time.Duration
 	// Calendar, on a FixedWindow instead of Window, aligns its windows on UTC days, weeks or
 	// months of the wall clock.
-	Calendar Calendar
+	Calendar    Calendar
+	MaxInFlight int64
+	Lease       time.Duration
 }
 
 // Cost is how many units a request takes from each limit of its rule.

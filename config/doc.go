@@ -50,8 +50,8 @@
 //	      "limits": [                     required, 1 to 8 limits, all of which must pass
 //	        {
 //	          "algorithm": "token_bucket",
-//	                                      optional: "token_bucket" (default), "fixed_window" or
-//	                                      "sliding_window"
+//	                                      optional: "token_bucket" (default), "fixed_window",
+//	                                      "sliding_window" or "concurrency"
 //	          "capacity": 3,              required, 1 to 1000000000: the burst size of a token
 //	                                      bucket, or the units admitted per window
 //	          "refill_tokens": 1,         token_bucket only, required: tokens added per interval,
@@ -63,6 +63,13 @@
 //	          "calendar": "month"         fixed_window only, instead of window: "day", "week" (ISO,
 //	                                      from Monday) or "month", windows aligned on UTC calendar
 //	                                      boundaries of the wall clock
+//	        },
+//	        {
+//	          "algorithm": "concurrency", a concurrency limit takes these two fields instead:
+//	          "max_in_flight": 4,         required: requests of a key between admission and the
+//	                                      end of their stream, 1 to 1000000
+//	          "lease": "30s"              optional (default "1m"): a slot whose end is never seen
+//	                                      is free after 1 to 2 leases; "1s" to "24h"
 //	        }
 //	      ],
 //	      "limits_by": {                  instead of "limits" (a rule has exactly one): the limits
@@ -81,7 +88,8 @@
 //	                                      it from a request header (max 1 to 1000000000; default 0
 //	                                      to max, 1 if absent); the cost, or max, must not exceed
 //	                                      the smallest capacity of the rule's limits (of every
-//	                                      tier's, with limits_by)
+//	                                      tier's, with limits_by; a concurrency limit takes one
+//	                                      slot whatever the cost)
 //	      "shadow": false,                optional: true decides and counts but never rejects
 //	      "global": {                     optional: also check requests the limits admit with a
 //	                                      rate limit service shared by every replica (Envoy's

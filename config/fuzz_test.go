@@ -184,7 +184,9 @@ func revalidateRule(rule config.Rule) error {
 			if err := revalidateLimit(limit); err != nil {
 				return err
 			}
-			smallest = min(smallest, limit.Capacity)
+			if limit.Algorithm != config.Concurrency { // one slot a request, whatever its cost
+				smallest = min(smallest, limit.Capacity)
+			}
 		}
 	}
 	cost := rule.Cost
@@ -276,6 +278,21 @@ func revalidateHeaderName(header string) error {
 }
 
 func revalidateLimit(limit config.Limit) error {
+	if limit.Algorithm == config.Concurrency {
+		if limit.Capacity != 0 || limit.RefillTokens != 0 || limit.RefillInterval != 0 || limit.Window != 0 {
+			return errors.New("rate fields on a concurrency limit")
+		}
+		if limit.MaxInFlight < 1 || limit.MaxInFlight > 1_000_000 {
+			return errors.New("max_in_flight " + strconv.FormatInt(limit.MaxInFlight, 10))
+		}
+		if limit.Lease < time.Second || limit.Lease > 24*time.Hour {
+			return errors.New("lease " + limit.Lease.String())
+		}
+		return nil
+	}
+	if limit.MaxInFlight != 0 || limit.Lease != 0 {
+		return errors.New("concurrency fields on a " + limit.Algorithm.String())
+	}
 	if limit.Capacity < 1 || limit.Capacity > 1_000_000_000 {
 		return errors.New("capacity " + strconv.FormatInt(limit.Capacity, 10))
 	}
@@ -564,7 +581,9 @@ func encodeLimits(limits []config.Limit) []map[string]any {
 	var encoded []map[string]any
 	for _, limit := range limits {
 		encodedLimit := map[string]any{"algorithm": limit.Algorithm.String(), "capacity": limit.Capacity}
-		if limit.Algorithm == config.TokenBucket {
+		if limit.Algorithm == config.Concurrency {
+			encodedLimit = map[string]any{"algorithm": "concurrency", "max_in_flight": limit.MaxInFlight, "lease": limit.Lease.String()}
+		} else if limit.Algorithm == config.TokenBucket {
 			encodedLimit["refill_tokens"] = limit.RefillTokens
 			encodedLimit["refill_interval"] = limit.RefillInterval.String()
 		} else if limit.Calendar != config.NoCalendar {

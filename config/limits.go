@@ -97,10 +97,16 @@ func (v *validator) limit(path string, value *jsonValue) Limit {
 		}
 		limit.Algorithm = Algorithm(index)
 	}
-	if limit.Algorithm == TokenBucket {
+	switch {
+	case limit.Algorithm == Concurrency:
+		v.concurrency(path, value, &limit)
+	case limit.Algorithm == TokenBucket:
 		v.tokenBucket(path, value, &limit, algorithm == nil)
-	} else {
+	default:
 		v.window(path, value, &limit)
+	}
+	if limit.Algorithm != Concurrency {
+		v.refuseConcurrencyFields(path, value, limit.Algorithm)
 	}
 	return limit
 }

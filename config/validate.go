@@ -59,7 +59,7 @@ var (
 	whenFullNames  = []string{"reject", "overflow", "allow"}
 	ruleFields     = []string{"name", "match", "key", "missing_key", "limits", "limits_by", "cost", "shadow", "global", "count", "refund", "on_limit"}
 	keyPartFields  = []string{"header", "client_ip", "path", "method", "authority", "query", "attribute"}
-	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window", "calendar"}
+	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window", "calendar", "max_in_flight", "lease"}
 
 	clientIPFields     = []string{"xff_num_trusted_hops", "ipv4_prefix", "ipv6_prefix"}
 	clientIPPartFields = []string{"ipv4_prefix", "ipv6_prefix"}
@@ -94,7 +94,7 @@ const (
 		`written as a number and a unit (ms, s, m, h, d or w), e.g. "1s", "1h", "7d" or "30d"; ` +
 		`for UTC calendar days, weeks or months use "calendar" instead`
 	algorithmRule = `algorithm is "token_bucket" (the default; uses capacity, refill_tokens and refill_interval), ` +
-		`"fixed_window" or "sliding_window" (both use capacity and window)`
+		`"fixed_window" or "sliding_window" (both use capacity and window), or "concurrency" (uses max_in_flight and lease)`
 	failureModeRule = `failure_mode is "allow" (let requests through when the limiter fails, the default) ` +
 		`or "deny" (reject them)`
 	keyPartShape = `a key part is an object with exactly one field: {"header": "<name>"}, {"client_ip": {}}, ` +

@@ -179,6 +179,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 			w.decided = true
 			p.gate.GiveBack(sharedData, w.charge, now)
 			h.pending.Clear() // given back with the rest
+			h.releaseSlots()
 		}
 		return
 	}
@@ -252,6 +253,7 @@ func (h *httpContext) finish(now int64) {
 	}
 	h.plugin.gate.GiveBack(sharedData, w.charge, now)
 	h.pending.Clear() // given back with the rest: the reply settles nothing
+	h.releaseSlots()
 }
 
 // rejectGlobal answers a request a global limit rejected as local rejections are answered, with

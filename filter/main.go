@@ -68,6 +68,9 @@ type pluginContext struct {
 
 	// settles: some rule has count or refund (outcome.go).
 	settles bool
+	// Concurrency limits (concurrency.go): in_flight_limited per rule, nil without one.
+	inFlightLimited []*counter
+	hasConcurrency  bool
 }
 
 // replyBuffers are reused to build local replies without allocating.
@@ -143,7 +146,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 			define(prefix+"shadow_limited", &m.shadowLimited) && define(prefix+"missing_key", &m.missingKey) &&
 			define(prefix+"invalid_cost", &m.invalidCost)
 	}
-	if !ok || !p.setUpGlobal(define) || !p.defineOutcomeCounters(define) || !p.setUpDelay(define) {
+	if !ok || !p.setUpGlobal(define) || !p.defineOutcomeCounters(define) || !p.setUpDelay(define) || !p.setUpConcurrency(define) {
 		return types.OnPluginStartStatusFailed
 	}
 	p.shadowRules = cfg.Shadow
@@ -206,6 +209,9 @@ func (h *httpContext) OnHttpStreamDone() {
 	if !h.pending.Empty() {
 		h.settle(0) // no response headers came
 	}
+	if len(h.leases) > 0 { // checked here: a call on every stream's end otherwise
+		h.releaseSlots()
+	}
 	h.responseHeaders, h.global = nil, nil
 	h.plugin.free = append(h.plugin.free, h)
 }
@@ -247,6 +253,8 @@ type httpContext struct {
 	held   bool        // in the plugin's held set (held.go)
 	// pending is the charge kept until the response (outcome.go).
 	pending admission.Pending
+	// leases are the concurrency slots the request holds until its stream ends (concurrency.go).
+	leases []admission.Lease
 }
 
 // OnHttpRequestHeadersPanic answers a request whose decision panicked (a bug): it must not trap
@@ -266,6 +274,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	}
 	p.req.err = nil
 	out := p.gate.Admit(&p.req, sharedData, now)
+	if p.hasConcurrency {
+		h.holdSlots(out)
+	}
 	if p.req.err != nil && out.Verdict != admission.Limited && out.Verdict != admission.BadCost {
 		// An attribute could not be read (not merely absent): the decision may rest on a
 		// missing key that is not missing, so the failure mode decides.
@@ -319,6 +330,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		return types.ActionContinue
 	case admission.Limited:
 		p.rules[out.Rule].limited.add(1)
+		if out.InFlightLimited {
+			p.countInFlightLimited(out.Rule)
+		}
 		h.rejectLimited(out)
 		return types.ActionPause
 	case admission.MissingKey:

@@ -27,10 +27,13 @@ const (
 	Delayed    = "delayed"
 	DelayMs    = "delay_ms"
 	MaxDelayMs = "max_delay_ms"
+	// InFlightLimited counts the rejections by a concurrency limit (rules with one only; also
+	// counted in Limited).
+	InFlightLimited = "in_flight_limited"
 )
 
 // RuleKinds lists every kind of per-rule counter.
-var RuleKinds = []string{Admitted, Limited, ShadowLimited, MissingKey, Refunded}
+var RuleKinds = []string{Admitted, Limited, ShadowLimited, MissingKey, Refunded, InFlightLimited}
 
 // Kinds of per-rule counters of a rule with a global limit that has a lease (global.lease).
 const (

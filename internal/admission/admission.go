@@ -106,6 +106,11 @@ type Outcome struct {
 	Delay      time.Duration
 	DelayRule  int
 	DelayOwner uint64
+	// InFlightLimited is true when the limit that rejected the request (Limited) is a
+	// concurrency limit: every slot of the key was taken.
+	InFlightLimited bool
+	// leases are the concurrency slots the request took (AppendLeases).
+	leases []Lease
 
 	// enforced are the enforced limits as decided (Allow only), at decidedAt: what Charge
 	// copies, read only when it is asked for.
@@ -135,6 +140,8 @@ type Policy struct {
 	// hasGlobal: some rule has a global limit, so an admitted request's global checks and charge
 	// are recorded.
 	hasGlobal bool
+	// hasConcurrency: some rule has a concurrency limit, whose slots admitted requests hold.
+	hasConcurrency bool
 	// fast is the policy's one rule when it has the common shape that Admit decides without the
 	// general machinery (fastShape), nil otherwise.
 	fast *rule
@@ -223,6 +230,7 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 		}
 		p.rules = append(p.rules, compiled)
 		p.hasGlobal = p.hasGlobal || r.Global != nil
+		p.hasConcurrency = p.hasConcurrency || ruleHasConcurrency(r)
 	}
 	if fastShape(cfg) {
 		p.fast = &p.rules[0]
@@ -266,7 +274,7 @@ func fastShape(cfg *config.Config) bool {
 	return len(e.Paths) == 0 && len(e.ClientCIDRs) == 0 && len(e.Headers) == 0 &&
 		m.Path == nil && len(m.Methods) == 0 && len(m.Hosts) == 0 && len(m.Headers) == 0 &&
 		len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow && r.Global == nil &&
-		r.LimitsBy == nil && r.OnLimit.Action == config.OnLimitReject
+		r.LimitsBy == nil && r.OnLimit.Action == config.OnLimitReject && !ruleHasConcurrency(r)
 }
 
 // fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,
@@ -290,7 +298,8 @@ type Gate struct {
 	keyBuf    []byte
 	tierBuf   []byte // a tier's value (tierValue)
 	slotBuf   []byte
-	starts    []int // where each shadow rule's limits start in applied
+	starts    []int     // where each shadow rule's limits start in applied
+	releasing []applied // Release's scratch
 
 	// The wall clock, for calendar windows (calendar.go): read at most once per decision.
 	wallClock func() (int64, error)
@@ -365,7 +374,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	out := &g.out
 	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
 		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
-		Global: out.Global[:0], shadowCharged: out.shadowCharged[:0]}
+		Global: out.Global[:0], shadowCharged: out.shadowCharged[:0], leases: out.leases[:0]}
 	g.wallRead = false
 	if g.fast != nil {
 		if g.admitFast(req, store, now) {
@@ -448,6 +457,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 		return out
 	case verdict == Limited:
 		out.Verdict, out.Rule, out.RetryAfter = Limited, worst.rule.index, worst.decision.RetryAfter
+		out.InFlightLimited = worst.limit.isConcurrency()
 		if g.collectStatus {
 			g.collect(enforced, worst, now)
 		}
@@ -457,6 +467,9 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 		g.collect(enforced, nil, now)
 	}
 	g.admitted(enforced)
+	if g.hasConcurrency {
+		out.leases = appendLeases(out.leases, enforced)
+	}
 	if g.hasGlobal {
 		out.Global = appendGlobalChecks(out.Global, enforced)
 	}
@@ -483,6 +496,9 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			g.admitted(group)
 			if g.settles {
 				out.shadowCharged = append(out.shadowCharged, group)
+			}
+			if g.hasConcurrency {
+				out.leases = appendLeases(out.leases, group)
 			}
 		}
 	}

@@ -51,6 +51,8 @@ func newAlgorithm(l config.Limit, describe bool) (algorithm, error) {
 		limit := limiter.WindowLimit{Capacity: l.Capacity, Window: l.Window}
 		w, err := limiter.NewSlidingWindow(limit)
 		return window{algo: w, limit: limit, sliding: true}, err
+	case config.Concurrency:
+		return newConcurrency(l), nil
 	default:
 		b, err := limiter.NewBucket(limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: l.RefillTokens, RefillInterval: l.RefillInterval})
 		return &tokenBucket{b: b, describe: describe,

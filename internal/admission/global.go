@@ -32,7 +32,8 @@ func appendGlobalChecks(dst []GlobalCheck, enforced []applied) []GlobalCheck {
 	return dst
 }
 
-// Charge is what an admitted request took from its enforced limits, kept so that it can be
+// Charge is what an admitted request took from its enforced rate limits (concurrency slots are
+// Leases, released by Release), kept so that it can be
 // given back if the request is rejected after all (by a global limit, or when the request goes
 // away before the service answers): all or nothing, as for several local limits.
 type Charge struct {
@@ -55,8 +56,8 @@ func (c Charge) Empty() bool { return len(c.entries) == 0 }
 func appendCharged(dst []charged, enforced []applied) []charged {
 	for i := range enforced {
 		a := &enforced[i]
-		if a.skip || a.cost == 0 {
-			continue
+		if a.skip || a.cost == 0 || a.limit.isConcurrency() {
+			continue // a concurrency slot is a Lease, released by Release
 		}
 		dst = append(dst, charged{limit: a.limit, slot: a.slot, owner: a.writeOwner, cost: a.cost, next: a.next})
 	}

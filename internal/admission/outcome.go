@@ -96,7 +96,7 @@ func (o *Outcome) Hold(dst *Pending) {
 func appendPending(dst []pendingCharge, group []applied) []pendingCharge {
 	for i := range group {
 		a := &group[i]
-		if a.rule.settle == nil || a.skip || a.cost == 0 {
+		if a.rule.settle == nil || a.skip || a.cost == 0 || a.limit.isConcurrency() {
 			continue
 		}
 		dst = append(dst, pendingCharge{rule: a.rule,

@@ -137,6 +137,10 @@ func (l *limit) switchTier(s *slot, now, monotonic, wall int64) (c cells, ok boo
 		if old, isWindow := from.algo.(window); isWindow && old.sliding == to.sliding && old.limit.Window == to.limit.Window {
 			return switchWindow(old, to, s.cells, now), true
 		}
+	case concurrency:
+		if _, isConcurrency := from.algo.(concurrency); isConcurrency {
+			return to.convert(s.cells, now) // the requests in flight stay counted
+		}
 	case calendarWindow:
 		if old, isCalendar := from.algo.(calendarWindow); isCalendar && old.algo.Limit().Unit == to.algo.Limit().Unit {
 			// A take of more than the capacity counts nothing: it only brings the state to now.

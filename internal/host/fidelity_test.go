@@ -522,3 +522,67 @@ func TestFailurePolicies(t *testing.T) {
 		})
 	}
 }
+
+// Every end of a stream reaches the module as proxy_on_delete (envoy
+// source/extensions/common/wasm/context.cc Context::onDestroy, run from the connection manager's
+// doDeferredStreamDestroy on every path): a complete response, a reset before the response or
+// while it streams, and the module's own local reply, which first passes through
+// proxy_on_response_headers as Envoy's encoder chain sends it.
+func TestEveryStreamEndDeletesTheContext(t *testing.T) {
+	for _, c := range []struct {
+		name, mode string
+		end        func(*Stream) error
+		want       string
+	}{
+		{"complete", "", func(s *Stream) error {
+			if _, err := s.ResponseHeaders(200, nil, true); err != nil {
+				return err
+			}
+			return s.Finish()
+		}, "proxy_on_request_headers proxy_on_response_headers proxy_on_delete"},
+		{"reset before the response", "", (*Stream).Finish, "proxy_on_request_headers proxy_on_delete"},
+		{"reset during the response", "", func(s *Stream) error {
+			if _, err := s.ResponseHeaders(200, nil, false); err != nil {
+				return err
+			}
+			return s.Finish()
+		}, "proxy_on_request_headers proxy_on_response_headers proxy_on_delete"},
+		{"local reply", "details", (*Stream).Finish, "proxy_on_request_headers proxy_on_response_headers proxy_on_delete"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var names []string
+			vm, _, _ := startProbe(t, c.mode, func(o *Options) {
+				o.Trace = func(e TraceEvent) {
+					mu.Lock()
+					defer mu.Unlock()
+					if e.Callback && e.Depth == 0 && e.Name != "proxy_on_memory_allocate" {
+						names = append(names, e.Name)
+					}
+				}
+			})
+			mu.Lock()
+			names = nil
+			mu.Unlock()
+			s, d, err := vm.StartStream(getRoot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (d.Reply != nil) != (c.mode == "details") {
+				t.Fatalf("decision %+v", d)
+			}
+			if err := c.end(s); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Finish(); err != nil { // a second end changes nothing
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			got := strings.TrimPrefix(strings.Join(names, " "), "proxy_on_context_create ")
+			if got != c.want {
+				t.Fatalf("callbacks %s\nwant      %s", got, c.want)
+			}
+		})
+	}
+}

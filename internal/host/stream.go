@@ -227,6 +227,15 @@ func (s *Stream) responsePhase(headers [][2]string, endOfStream bool) ([][2]stri
 
 // Finish ends the stream as Envoy's connection manager does: proxy_on_log (with read-only
 // header maps), proxy_on_done, proxy_on_delete. It is safe to call more than once.
+//
+// Envoy ends every stream this way, whatever ended it: a complete response, a local reply (the
+// module's or Envoy's own), or a reset by either side, before or during the response. The
+// connection manager destroys the stream in doDeferredStreamDestroy (envoy
+// source/common/http/conn_manager_impl.cc: access logs, then each filter's onDestroy), and the
+// Wasm filter's onDestroy calls proxy_on_done and proxy_on_delete whenever the stream's VM
+// context was created (source/extensions/common/wasm/context.cc, Context::onDestroy). So
+// proxy_on_delete is the one callback a module can count on at the end of every stream it saw
+// (on a VM that has not failed: Envoy calls nothing in a failed VM).
 func (s *Stream) Finish() error {
 	s.vm.mu.Lock()
 	defer s.vm.mu.Unlock()

@@ -1,0 +1,86 @@
+package config
+
+import (
+	"strconv"
+	"time"
+)
+
+// Bounds and default of a concurrency limit.
+const (
+	maxInFlight = 1_000_000
+	minLease    = time.Second
+	maxLease    = 24 * time.Hour
+	// DefaultLease is the lease of a concurrency limit that gives none: longer than Envoy's
+	// default route timeout (15 s), so an ordinary request is always counted until it ends,
+	// and short enough that a slot whose end was never seen is free again within 2 minutes.
+	DefaultLease = time.Minute
+)
+
+const (
+	exampleConcurrencyLimit = `{"algorithm": "concurrency", "max_in_flight": 4, "lease": "30s"}`
+	maxInFlightRule         = "max_in_flight is how many requests of a key may be in flight at once, " +
+		"a whole number from 1 to 1000000"
+	leaseRule = `lease is how long a request holds its slot at least when its end is never seen ` +
+		`(a worker that died), a duration from "1s" to "24h" inclusive (default "1m"), e.g. "30s" or "5m"`
+)
+
+// concurrency reads the fields of a concurrency limit.
+func (v *validator) concurrency(path string, value *jsonValue, limit *Limit) {
+	limit.Lease = DefaultLease
+	if n := v.required(value, path, "max_in_flight", "4"); n != nil {
+		limit.MaxInFlight, _ = v.wholeNumber(fieldPath(path, "max_in_flight"), n, 1, maxInFlight, maxInFlightRule)
+	}
+	if lease := value.member("lease"); lease != nil {
+		leasePath := fieldPath(path, "lease")
+		if d, ok := v.duration(leasePath, lease, leaseRule); ok {
+			if d < minLease {
+				v.add(leasePath, quoteClipped(lease.text)+" is shorter than 1s: "+leaseRule)
+			} else {
+				limit.Lease = d
+			}
+		}
+	}
+	for _, name := range []string{"capacity", "refill_tokens", "refill_interval", "window", "calendar"} {
+		if value.member(name) != nil {
+			v.add(fieldPath(path, name), name+` does not apply to a "concurrency" limit, which admits max_in_flight `+
+				`requests at once whatever their rate: remove it (use max_in_flight), or add a separate limit such as `+
+				exampleLimit+` to the rule to limit the rate as well`)
+		}
+	}
+}
+
+// refuseConcurrencyFields reports the fields of a concurrency limit on a limit of another
+// algorithm.
+func (v *validator) refuseConcurrencyFields(path string, value *jsonValue, algorithm Algorithm) {
+	for _, name := range []string{"max_in_flight", "lease"} {
+		if value.member(name) != nil {
+			v.add(fieldPath(path, name), name+` belongs to the "concurrency" algorithm, but this limit is a `+
+				strconv.Quote(algorithm.String())+`: set "algorithm": "concurrency" (e.g. `+exampleConcurrencyLimit+
+				`), or remove `+name)
+		}
+	}
+}
+
+// HasConcurrency reports whether the rule has a concurrency limit, among its limits or any
+// tier's.
+func (r *Rule) HasConcurrency() bool {
+	has := func(limits []Limit) bool {
+		for _, l := range limits {
+			if l.Algorithm == Concurrency {
+				return true
+			}
+		}
+		return false
+	}
+	if has(r.Limits) {
+		return true
+	}
+	if r.LimitsBy != nil {
+		for _, t := range r.LimitsBy.Tiers {
+			if has(t.Limits) {
+				return true
+			}
+		}
+	}
+	return false
+}

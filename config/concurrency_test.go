@@ -1,0 +1,93 @@
+package config_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/config"
+)
+
+func TestConcurrencyLimit(t *testing.T) {
+	const (
+		maxPath   = "rules[0].limits[0].max_in_flight"
+		leasePath = "rules[0].limits[0].lease"
+	)
+	concurrency := func(n int64, lease time.Duration) config.Limit {
+		return config.Limit{Algorithm: config.Concurrency, MaxInFlight: n, Lease: lease}
+	}
+	tests := []struct {
+		name     string
+		input    string
+		want     *config.Config
+		problems []problem
+	}{
+		{name: "max_in_flight and lease", input: withLimit(`{"algorithm": "concurrency", "max_in_flight": 4, "lease": "30s"}`), want: oneRule(concurrency(4, 30*time.Second))},
+		{name: "lease defaults to 1m", input: withLimit(`{"algorithm": "concurrency", "max_in_flight": 1}`), want: oneRule(concurrency(1, time.Minute))},
+		{name: "bounds", input: withLimit(`{"algorithm": "concurrency", "max_in_flight": 1000000, "lease": "24h"}`), want: oneRule(concurrency(1_000_000, 24*time.Hour))},
+		{name: "shortest lease", input: withLimit(`{"algorithm": "concurrency", "max_in_flight": 2, "lease": "1s"}`), want: oneRule(concurrency(2, time.Second))},
+		{
+			name: "with a rate limit in the same rule",
+			input: withRule(`{"name": "r", "key": [{"client_ip": {}}], "limits": [{"capacity": 10, "refill_tokens": 1, "refill_interval": "1s"}, ` +
+				`{"algorithm": "concurrency", "max_in_flight": 2, "lease": "10s"}]}`),
+			want: configWith(ruleWith("r", clientIPKey, config.Limit{Capacity: 10, RefillTokens: 1, RefillInterval: time.Second}, concurrency(2, 10*time.Second))),
+		},
+		{name: "max_in_flight missing", input: withLimit(`{"algorithm": "concurrency", "lease": "30s"}`), problems: []problem{{maxPath, `required field is missing: add "max_in_flight": 4`}}},
+		{name: "max_in_flight 0", input: withLimit(`{"algorithm": "concurrency", "max_in_flight": 0}`), problems: []problem{{maxPath, "0 is not allowed: max_in_flight is how many requests of a key may be in flight at once, a whole number from 1 to 1000000"}}},
+		{name: "max_in_flight too large", input: withLimit(`{"algorithm": "concurrency", "max_in_flight": 1000001}`), problems: []problem{{maxPath, "1000001 is too large: max_in_flight"}}},
+		{name: "max_in_flight fraction", input: withLimit(`{"algorithm": "concurrency", "max_in_flight": 1.5}`), problems: []problem{{maxPath, "1.5 is not a whole number"}}},
+		{name: "lease too short", input: withLimit(`{"algorithm": "concurrency", "max_in_flight": 1, "lease": "999ms"}`), problems: []problem{{leasePath, `"999ms" is shorter than 1s: lease is how long a request holds its slot`}}},
+		{name: "lease too long", input: withLimit(`{"algorithm": "concurrency", "max_in_flight": 1, "lease": "25h"}`), problems: []problem{{leasePath, `"25h" is longer than 24h: lease`}}},
+		{name: "lease a number", input: withLimit(`{"algorithm": "concurrency", "max_in_flight": 1, "lease": 30}`), problems: []problem{{leasePath, "got the number 30, want a string"}}},
+		{
+			name:  "rate fields on a concurrency limit",
+			input: withLimit(`{"algorithm": "concurrency", "max_in_flight": 4, "capacity": 10, "refill_tokens": 1, "refill_interval": "1s", "window": "1m"}`),
+			problems: []problem{
+				{capacityPath, `capacity does not apply to a "concurrency" limit, which admits max_in_flight requests at once whatever their rate: remove it (use max_in_flight), or add a separate limit such as`},
+				{refillTokensPath, `refill_tokens does not apply to a "concurrency" limit`},
+				{refillIntervalPath, `refill_interval does not apply to a "concurrency" limit`},
+				{windowPath, `window does not apply to a "concurrency" limit`},
+			},
+		},
+		{
+			name:     "concurrency fields on a token bucket",
+			input:    withLimit(`{"capacity": 10, "refill_tokens": 1, "refill_interval": "1s", "max_in_flight": 4, "lease": "30s"}`),
+			problems: []problem{{maxPath, `max_in_flight belongs to the "concurrency" algorithm, but this limit is a "token_bucket": set "algorithm": "concurrency"`}, {leasePath, `lease belongs to the "concurrency" algorithm`}},
+		},
+		{
+			name:     "concurrency fields on a window",
+			input:    withLimit(`{"algorithm": "fixed_window", "capacity": 10, "window": "1s", "max_in_flight": 4}`),
+			problems: []problem{{maxPath, `max_in_flight belongs to the "concurrency" algorithm, but this limit is a "fixed_window"`}},
+		},
+		{name: "misspelt", input: withLimit(`{"algorithm": "concurency", "max_in_flight": 4}`), problems: []problem{{"rules[0].limits[0].algorithm", `(did you mean "concurrency"?)`}, {capacityPath, "required field is missing"}}},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			got, err := config.Parse([]byte(test.input))
+			if test.problems == nil {
+				if err != nil {
+					t.Fatalf("Parse: %v", err)
+				}
+				if !reflect.DeepEqual(got, test.want) {
+					t.Fatalf("Parse:\n got %+v\nwant %+v", got, test.want)
+				}
+				return
+			}
+			var parseErr *config.Error
+			if !errors.As(err, &parseErr) {
+				t.Fatalf("Parse: got error %v, want *config.Error", err)
+			}
+			if len(parseErr.Problems) != len(test.problems) {
+				t.Fatalf("got %d problems, want %d:\n%s", len(parseErr.Problems), len(test.problems), formatProblems(parseErr.Problems))
+			}
+			for i, want := range test.problems {
+				p := parseErr.Problems[i]
+				if p.Field != want.field || !strings.Contains(p.Message, want.contains) {
+					t.Errorf("problem %d:\n got %q: %q\nwant %q containing %q", i, p.Field, p.Message, want.field, want.contains)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/admission"
+)
+
+// Concurrency limits: an admitted request holds a slot of each concurrency limit it passed
+// until its stream ends. Envoy calls proxy_on_delete for every stream whose context was
+// created, however it ends (response complete, reset, local reply: envoy
+// source/extensions/common/wasm/context.cc, Context::onDestroy, run from the connection
+// manager's deferred stream destroy on every path), and the ABI layer turns it into
+// OnHttpStreamDone, where the slots are released. The leases are kept right after the
+// decision, before anything else can answer the request (a failure mode, a global limit), so
+// every later end releases them; a slot whose end never comes (the VM died) is freed by its
+// lease.
+
+// setUpConcurrency defines tollgate.rule.<rule>.in_flight_limited, the rejections by a
+// concurrency limit, for the rules that have one.
+func (p *pluginContext) setUpConcurrency(define func(string, *counter) bool) bool {
+	p.hasConcurrency = p.gate.HasConcurrency()
+	if !p.hasConcurrency {
+		return true
+	}
+	p.inFlightLimited = make([]*counter, len(p.cfg.Rules))
+	for i := range p.cfg.Rules {
+		r := &p.cfg.Rules[i]
+		if r.HasConcurrency() {
+			c := &counter{}
+			if !define("tollgate.rule."+r.Name+".in_flight_limited", c) {
+				return false
+			}
+			p.inFlightLimited[i] = c
+		}
+	}
+	return true
+}
+
+// holdSlots keeps the slots the decision took with the stream. The context's slice is reused
+// from stream to stream: holding allocates nothing once it has grown.
+func (h *httpContext) holdSlots(out *admission.Outcome) {
+	h.leases = out.AppendLeases(h.leases[:0])
+}
+
+// countInFlightLimited counts a rejection by a concurrency limit.
+func (p *pluginContext) countInFlightLimited(rule int) {
+	if c := p.inFlightLimited[rule]; c != nil {
+		c.add(1)
+	}
+}
+
+// releaseSlots gives the stream's slots back: at its end, or earlier when the request is
+// rejected after all (a global limit).
+func (h *httpContext) releaseSlots() {
+	if len(h.leases) == 0 {
+		return
+	}
+	p := h.plugin
+	now, err := abi.MonotonicNanos()
+	if err != nil {
+		// The slots stay taken until their lease runs out.
+		p.failed("cannot read the monotonic clock to release a request's slots: " + err.Error())
+	} else {
+		p.gate.Release(sharedData, h.leases, now)
+	}
+	clear(h.leases)
+	h.leases = h.leases[:0]
+}
