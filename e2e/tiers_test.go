@@ -51,7 +51,10 @@ func TestTiersThroughTheModule(t *testing.T) {
 	})
 }
 
-// The tier from metadata an auth filter wrote, read through an attribute.
+// The tier from metadata an auth filter wrote, read through an attribute. Envoy answers
+// proxy_get_property for ["metadata", "filter_metadata", NAMESPACE, KEY...] with a string value's
+// bytes as they are (proxy-wasm-rust-sdk's examples/filter_metadata/src/lib.rs reads a Lua
+// filter's string that way, against Envoy), which is what the host gives here.
 func TestTierFromMetadataThroughTheModule(t *testing.T) {
 	t.Parallel()
 	g := newRig(t, host.Envoy133, `{"rules": [{"name": "plans", "key": [{"header": "x-user"}],
