@@ -164,7 +164,7 @@ func TestCorruptSlotValuesAreReplaced(t *testing.T) {
 			t.Errorf("%s: %d admitted in one instant, want the capacity, 3", name, admitted)
 		}
 		now := g.slots()[slot]
-		if len(now) != slotSize || string(now[:3]) != "TG\x04" || slotOwner(now) != owner {
+		if len(now) != slotSize || string(now[:3]) != "TG"+string(rune(slotLayoutVersion)) || slotOwner(now) != owner {
 			t.Errorf("%s: the slot now holds %x, want alice's valid slot", name, now)
 		}
 	}

@@ -94,7 +94,7 @@ func entriesWithin(t *testing.T, g *rig, maxKeys int) int {
 // high nibble of byte 3.
 func slotKinds(g *rig) (live, released int) {
 	for key, value := range g.host.SharedData().Entries("tollgate") {
-		if !strings.Contains(key, "/slot/") || len(value) != 56 || value[0] != 'T' || value[1] != 'G' || value[2] != 4 {
+		if !strings.Contains(key, "/slot/") || len(value) != 56 || value[0] != 'T' || value[1] != 'G' || value[2] != slotLayoutVersion {
 			continue
 		}
 		switch value[3] >> 4 {

@@ -116,6 +116,10 @@ func (g *rig) slots() map[string][]byte {
 // slotSize is the length of a slot value (internal/admission table.go: SlotSize).
 const slotSize = 56
 
+// slotLayoutVersion is the layout version a slot value carries at offset 2 (internal/admission
+// table.go: slotVersion).
+const slotLayoutVersion = 4
+
 // slotOwner is the owner hash stored in a slot value (internal/admission table.go: offset 8).
 func slotOwner(value []byte) uint64 {
 	if len(value) != slotSize {
