@@ -34,11 +34,24 @@ var vm = struct {
 func SetVMContext(ctx types.VMContext) { vm.root = ctx }
 
 // Every callback recovers a panic, once, at its entry: an escaped panic traps the VM, and Envoy
-// then fails every stream on that worker. The deferred closure calls recover itself (a deferred
+// then fails every stream on that worker. The deferred function calls recover itself (a deferred
 // helper would be one more call on every callback); logRecovered logs what it caught, and the
 // stream itself continues untouched unless the plugin says otherwise (RequestPanicHandler).
 func logRecovered(callback string, r any) {
 	Log(LogLevelCritical, "tollgate: recovered panic in "+callback+": "+describePanic(r))
+}
+
+// running names the callback that is running, for recovered's log line. Each callback sets it on
+// entry; the allocator, the only callback that runs inside another, neither sets nor recovers.
+var running string
+
+// recovered is the deferred call of every callback that has nothing to answer after a panic: one
+// function for all of them. A closure per callback would do the same, but binaryen's -Oz merges
+// such look-alike closures into one shared body behind a call each, one call more per callback.
+func recovered() {
+	if r := recover(); r != nil {
+		logRecovered(running, r)
+	}
 }
 
 // RequestPanicHandler is implemented by an HttpContext that answers a request whose
@@ -107,11 +120,8 @@ func proxyOnMemoryAllocate(size uint32) unsafe.Pointer {
 //go:wasmexport proxy_on_context_create
 func proxyOnContextCreate(contextID, parentID uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_context_create", r)
-		}
-	}()
+	running = "proxy_on_context_create"
+	defer recovered()
 	if parentID == 0 {
 		if vm.root != nil {
 			vm.plugins[contextID] = vm.root.NewPluginContext(contextID)
@@ -153,11 +163,8 @@ type StreamLossHandler interface {
 //go:wasmexport proxy_on_vm_start
 func proxyOnVMStart(rootID, vmConfigurationSize uint32) (ok uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_vm_start", r)
-		}
-	}()
+	running = "proxy_on_vm_start"
+	defer recovered()
 	if vm.root == nil {
 		return 0
 	}
@@ -169,11 +176,8 @@ func proxyOnVMStart(rootID, vmConfigurationSize uint32) (ok uint32) {
 //go:wasmexport proxy_on_configure
 func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_configure", r)
-		}
-	}()
+	running = "proxy_on_configure"
+	defer recovered()
 	plugin, found := vm.plugins[rootID]
 	if !found {
 		return 0
@@ -213,11 +217,8 @@ func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action ui
 //go:wasmexport proxy_on_response_headers
 func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_response_headers", r)
-		}
-	}()
+	running = "proxy_on_response_headers"
+	defer recovered()
 	stream, ok := vm.streams.get(contextID)
 	if !ok {
 		return uint32(types.ActionContinue)
@@ -235,11 +236,8 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 //go:wasmexport proxy_on_tick
 func proxyOnTick(rootID uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_tick", r)
-		}
-	}()
+	running = "proxy_on_tick"
+	defer recovered()
 	if plugin, ok := vm.plugins[rootID]; ok {
 		plugin.OnTick()
 	}
@@ -253,11 +251,8 @@ func proxyOnTick(rootID uint32) {
 //go:wasmexport proxy_on_delete
 func proxyOnDelete(contextID uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_delete", r)
-		}
-	}()
+	running = "proxy_on_delete"
+	defer recovered()
 	if len(calls) > 0 { // walking even an empty map costs calls on every stream's end
 		endStreamCalls(contextID)
 	}
