@@ -298,8 +298,11 @@ type Gate struct {
 	keyBuf    []byte
 	tierBuf   []byte // a tier's value (tierValue)
 	slotBuf   []byte
-	starts    []int     // where each shadow rule's limits start in applied
-	releasing []applied // Release's scratch
+	// slotBufIndex is one more than the slot whose key slotBuf holds (slotKey); 0 before the
+	// first key (indexes are below MaxKeys, so the sum never wraps).
+	slotBufIndex uint64
+	starts       []int     // where each shadow rule's limits start in applied
+	releasing    []applied // Release's scratch
 
 	// The wall clock, for calendar windows (calendar.go): read at most once per decision.
 	wallClock func() (int64, error)
