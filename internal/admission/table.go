@@ -265,7 +265,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 			return Limited, worst, nil
 		}
 		ok, limited, err := true, (*applied)(nil), error(nil)
-		if claims {
+		if claims || g.plain {
 			ok, limited, err = g.claim(store, group, now)
 		}
 		if limited != nil {
@@ -280,11 +280,10 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 					continue // nothing to charge; the slot stays as it is
 				}
 				var idleAt int64
-				switch algo := a.limit.algo.(type) {
-				case *tokenBucket:
-					idleAt = algo.idleAt(a.next) // a direct call, inlined
-				default:
-					idleAt = algo.idleAt(a.next)
+				if tb, ok := a.limit.algo.(*tokenBucket); ok && !g.plain {
+					idleAt = tb.idleAt(a.next) // a direct call, inlined
+				} else {
+					idleAt = a.limit.algo.idleAt(a.next)
 				}
 				if a.limit.wall {
 					idleAt = a.idleOnMonotonic(idleAt, now)
@@ -304,7 +303,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 			}
 			if err == nil {
 				raced, readErr := false, error(nil)
-				if overflow {
+				if overflow || g.plain {
 					raced, readErr = g.drawRaced(store, group)
 				}
 				if readErr == nil && !raced {
@@ -344,6 +343,9 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 	// only worked out when the first is not the key's bucket.
 	var slots [maxChoices]uint64
 	slots[0] = a.owner % uint64(g.table.MaxKeys)
+	if g.plain {
+		slots = candidateSlots(a.owner, g.table.MaxKeys, g.choices)
+	}
 	a.place = placeFull
 	busyUntil := int64(math.MaxInt64)
 	for i := 0; i < g.choices; i++ {
@@ -374,7 +376,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 				a.place, a.slot, a.choice, a.cas = placeLive, slots[i], i, cas
 				// resume and decideOn, written out for a token bucket whose stored state is
 				// its own (a known key): direct calls instead of interface ones.
-				if tb, ok := l.algo.(*tokenBucket); ok && !l.wall && a.cost > 0 && s.algorithm == l.tag &&
+				if tb, ok := l.algo.(*tokenBucket); ok && !g.plain && !l.wall && a.cost > 0 && s.algorithm == l.tag &&
 					s.fingerprint == l.fingerprint && tb.valid(s.cells) {
 					a.next, a.decision = tb.take(s.cells, now, a.cost)
 					return nil
