@@ -43,12 +43,18 @@ func logRecovered(callback string, r any) {
 
 // running names the callback that is running, for recovered's log line. Each callback sets it on
 // entry; the allocator, the only callback that runs inside another, neither sets nor recovers.
+// The callbacks every stream runs clear it as their very last statement, when nothing can panic
+// any more: recovered then knows the callback returned and skips recover, a call on every stream.
+// A callback that does not clear it only costs that call.
 var running string
 
 // recovered is the deferred call of every callback that has nothing to answer after a panic: one
 // function for all of them. A closure per callback would do the same, but binaryen's -Oz merges
 // such look-alike closures into one shared body behind a call each, one call more per callback.
 func recovered() {
+	if running == "" {
+		return // returned normally
+	}
 	if r := recover(); r != nil {
 		logRecovered(running, r)
 	}
@@ -126,9 +132,7 @@ func proxyOnContextCreate(contextID, parentID uint32) {
 		if vm.root != nil {
 			vm.plugins[contextID] = vm.root.NewPluginContext(contextID)
 		}
-		return
-	}
-	if plugin, ok := lookUpPlugin(parentID); ok {
+	} else if plugin, ok := lookUpPlugin(parentID); ok {
 		// Remembered until the context exists: if NewHttpContext panics, the stream's request
 		// headers still arrive, and the plugin decides what a stream without context gets.
 		vm.orphan, vm.orphanParent = contextID, parentID
@@ -137,6 +141,7 @@ func proxyOnContextCreate(contextID, parentID uint32) {
 		}
 		vm.orphan = 0
 	}
+	running = ""
 }
 
 // lookUpPlugin finds a stream's plugin context; the last one found is remembered, as nearly
@@ -190,26 +195,31 @@ func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
 //go:wasmexport proxy_on_request_headers
 func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
 	resetArena()
+	running = "proxy_on_request_headers"
 	var stream types.HttpContext
 	defer func() {
+		if running == "" {
+			return // returned normally
+		}
 		if r := recover(); r != nil {
-			logRecovered("proxy_on_request_headers", r)
+			logRecovered(running, r)
 			if h, ok := stream.(RequestPanicHandler); ok {
 				action = uint32(h.OnHttpRequestHeadersPanic())
 			}
 		}
 	}()
 	stream, ok := vm.streams.get(contextID)
-	if !ok {
-		if contextID == vm.orphan && contextID != 0 {
-			vm.orphan = 0
-			if handler, ok := vm.plugins[vm.orphanParent].(StreamLossHandler); ok {
-				return uint32(handler.OnHttpStreamLost())
-			}
+	action = uint32(types.ActionContinue)
+	if ok {
+		action = uint32(stream.OnHttpRequestHeaders(int(numHeaders), endOfStream != 0))
+	} else if contextID == vm.orphan && contextID != 0 {
+		vm.orphan = 0
+		if handler, ok := vm.plugins[vm.orphanParent].(StreamLossHandler); ok {
+			action = uint32(handler.OnHttpStreamLost())
 		}
-		return uint32(types.ActionContinue)
 	}
-	return uint32(stream.OnHttpRequestHeaders(int(numHeaders), endOfStream != 0))
+	running = ""
+	return action
 }
 
 // Spec "HTTP streams": proxy_on_response_headers.
@@ -219,11 +229,12 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 	resetArena()
 	running = "proxy_on_response_headers"
 	defer recovered()
-	stream, ok := vm.streams.get(contextID)
-	if !ok {
-		return uint32(types.ActionContinue)
+	action = uint32(types.ActionContinue)
+	if stream, ok := vm.streams.get(contextID); ok {
+		action = uint32(stream.OnHttpResponseHeaders(int(numHeaders), endOfStream != 0))
 	}
-	return uint32(stream.OnHttpResponseHeaders(int(numHeaders), endOfStream != 0))
+	running = ""
+	return action
 }
 
 // proxy_on_log and proxy_on_done are not exported: each would be one more callback into the VM
@@ -258,15 +269,14 @@ func proxyOnDelete(contextID uint32) {
 	}
 	if stream, ok := vm.streams.remove(contextID); ok {
 		stream.OnHttpStreamDone()
-		return
-	}
-	if plugin, ok := vm.plugins[contextID]; ok {
+	} else if plugin, ok := vm.plugins[contextID]; ok {
 		delete(vm.plugins, contextID)
 		if vm.lastPluginID == contextID {
 			vm.lastPluginID, vm.lastPlugin = 0, nil
 		}
 		plugin.OnPluginDone()
 	}
+	running = ""
 }
 
 func boolToUint32(b bool) uint32 {
