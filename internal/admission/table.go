@@ -376,7 +376,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 				a.place, a.slot, a.choice, a.cas = placeLive, slots[i], i, cas
 				// resume and decideOn, written out for a token bucket whose stored state is
 				// its own (a known key): direct calls instead of interface ones.
-				if tb, ok := l.algo.(*tokenBucket); ok && !g.plain && !l.wall && a.cost > 0 && s.algorithm == l.tag &&
+				if tb, ok := l.algo.(*tokenBucket); ok && !g.plain && !l.wall && l.maxWait == 0 && a.cost > 0 && s.algorithm == l.tag &&
 					s.fingerprint == l.fingerprint && tb.valid(s.cells) {
 					a.next, a.decision = tb.take(s.cells, now, a.cost)
 					return nil
