@@ -36,7 +36,7 @@ BENCH      ?= .
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/tollgate-proxy/tollgate/internal/version.Version=$(VERSION)
 # Every fuzz target as package:Target; e2e's TestMakeFuzzRunsEveryTarget keeps the list complete.
-FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows \
+FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows ./limiter:FuzzCalendarWindow \
 	./internal/admission:FuzzDecodeSlot ./internal/admission:FuzzClientAddress \
 	./internal/admission:FuzzNthFromRight ./internal/admission:FuzzQueryParam \
 	./internal/admission:FuzzPartitionKey ./internal/admission:FuzzPathReadings ./internal/wire:FuzzDecodePairs \
