@@ -41,7 +41,8 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows ./li
 	./internal/admission:FuzzNthFromRight ./internal/admission:FuzzQueryParam \
 	./internal/admission:FuzzPartitionKey ./internal/admission:FuzzPathReadings ./internal/wire:FuzzDecodePairs \
 	./config:FuzzDecodeMatchesEncodingJSON ./config:FuzzIsProtobufMessage ./internal/rls:FuzzDecodeResponse \
-	./internal/simulate:FuzzParseEnvoyJSON ./internal/simulate:FuzzParseCombined
+	./internal/simulate:FuzzParseEnvoyJSON ./internal/simulate:FuzzParseCombined \
+	./internal/netaddr:FuzzParseAddr ./internal/netaddr:FuzzPrefix
 # envoyproxy/ratelimit for the global-limit tests (e2e/ratelimit, which pins the same version):
 # built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
@@ -59,7 +60,7 @@ WASM_OPT_FLAGS ?= -Oz -g --enable-bulk-memory --enable-nontrapping-float-to-int 
 PKG  ?= ./filter
 TAGS ?=
 # Packages linked into the module: they must also vet for wasip1.
-WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/rls ./internal/version ./config ./limiter
+WASM_PKGS := ./filter ./internal/abi ./internal/wire ./internal/admission ./internal/netaddr ./internal/rls ./internal/version ./config ./limiter
 
 .PHONY: build wasm run test test-race bench bench-report fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
 

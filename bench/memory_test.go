@@ -8,7 +8,8 @@ import (
 )
 
 // BenchmarkModuleSize reports the size of the modules as built by `make build`: raw bytes and
-// gzip (default level) bytes, the form an OCI image layer or an HTTP fetch carries.
+// gzip (default level) bytes, the form an OCI image layer or an HTTP fetch carries; for Tollgate
+// also its pieces (modulePieces), which add up to its size.
 func BenchmarkModuleSize(b *testing.B) {
 	for _, m := range []struct {
 		name string
@@ -24,6 +25,15 @@ func BenchmarkModuleSize(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(wasm)), "bytes")
 			b.ReportMetric(float64(gz.Len()), "gzip-bytes")
+			if m.name == "tollgate" {
+				sizes, err := pieceSizes(wasm)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, p := range modulePieces {
+					b.ReportMetric(float64(sizes[p.unit]), p.unit)
+				}
+			}
 		})
 	}
 }

@@ -2,10 +2,11 @@ package config
 
 import (
 	"bytes"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/netaddr"
 )
 
 // Config is a validated plugin configuration.
@@ -144,7 +145,7 @@ const (
 // Exemptions are requests that bypass every rule. A request matching any entry is exempt.
 type Exemptions struct {
 	Paths       []PathMatch
-	ClientCIDRs []netip.Prefix
+	ClientCIDRs []netaddr.Prefix
 	Headers     []HeaderMatch
 }
 

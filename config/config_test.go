@@ -2,7 +2,6 @@ package config_test
 
 import (
 	"errors"
-	"net/netip"
 	"reflect"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/netaddr"
 )
 
 const exampleJSON = `{
@@ -547,14 +547,14 @@ func TestParse(t *testing.T) {
 			name:  "exempt CIDRs, single addresses and IPv4-mapped prefixes",
 			input: withExempt(`{"client_cidrs": ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7", "2001:DB8::1", "10.1.0.0/16", "0.0.0.0/0", "::ffff:192.0.2.0/120"]}`),
 			want: baseConfig(func(c *config.Config) {
-				c.Exempt.ClientCIDRs = []netip.Prefix{
-					netip.MustParsePrefix("10.0.0.0/8"),
-					netip.MustParsePrefix("2001:db8::/32"),
-					netip.MustParsePrefix("192.0.2.7/32"),
-					netip.MustParsePrefix("2001:db8::1/128"),
-					netip.MustParsePrefix("10.1.0.0/16"),
-					netip.MustParsePrefix("0.0.0.0/0"),
-					netip.MustParsePrefix("192.0.2.0/24"), // IPv4-mapped: stored unmapped
+				c.Exempt.ClientCIDRs = []netaddr.Prefix{
+					mustPrefix("10.0.0.0/8"),
+					mustPrefix("2001:db8::/32"),
+					mustPrefix("192.0.2.7/32"),
+					mustPrefix("2001:db8::1/128"),
+					mustPrefix("10.1.0.0/16"),
+					mustPrefix("0.0.0.0/0"),
+					mustPrefix("192.0.2.0/24"), // IPv4-mapped: stored unmapped
 				}
 			}),
 		},
@@ -574,7 +574,7 @@ func TestParse(t *testing.T) {
 		{name: "exempt 65 paths", input: withExempt(`{"paths": [` + repeatJoined(`{"prefix": "/a"}`, 65) + `]}`), problems: []problem{{"exempt.paths", "65 paths are too many: at most 64 are allowed"}}},
 		{name: "exempt 64 CIDRs", input: withExempt(`{"client_cidrs": [` + jsonStrings(64, "10.0.%d.0/24") + `]}`), want: baseConfig(func(c *config.Config) {
 			for i := range 64 {
-				c.Exempt.ClientCIDRs = append(c.Exempt.ClientCIDRs, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, byte(i), 0}), 24))
+				c.Exempt.ClientCIDRs = append(c.Exempt.ClientCIDRs, netaddr.PrefixFrom(netaddr.AddrFrom4([4]byte{10, 0, byte(i), 0}), 24))
 			}
 		})},
 		{name: "exempt 65 CIDRs", input: withExempt(`{"client_cidrs": [` + jsonStrings(65, "10.0.%d.0/24") + `]}`), problems: []problem{{"exempt.client_cidrs", "65 CIDRs are too many: at most 64 are allowed"}}},
@@ -1199,11 +1199,11 @@ func kitchenSinkConfig() *config.Config {
 		ClientIP:    config.ClientIP{XFFNumTrustedHops: 1, IPv4Prefix: 32, IPv6Prefix: 128},
 		Exempt: config.Exemptions{
 			Paths: []config.PathMatch{{Exact: "/healthz"}, {Prefix: "/internal/"}},
-			ClientCIDRs: []netip.Prefix{
-				netip.MustParsePrefix("10.0.0.0/8"),
-				netip.MustParsePrefix("2001:db8::/32"),
-				netip.MustParsePrefix("192.0.2.7/32"),
-				netip.MustParsePrefix("10.20.0.0/16"),
+			ClientCIDRs: []netaddr.Prefix{
+				mustPrefix("10.0.0.0/8"),
+				mustPrefix("2001:db8::/32"),
+				mustPrefix("192.0.2.7/32"),
+				mustPrefix("10.20.0.0/16"),
 			},
 			Headers: []config.HeaderMatch{
 				{Name: "x-internal-token", Kind: config.HeaderPresent},
@@ -1436,4 +1436,13 @@ func TestRejectionGrpcStatus(t *testing.T) {
 	if config.DefaultGrpcStatus != 8 {
 		t.Errorf("DefaultGrpcStatus = %d, want 8 (RESOURCE_EXHAUSTED)", config.DefaultGrpcStatus)
 	}
+}
+
+// mustPrefix parses a prefix the test writes.
+func mustPrefix(s string) netaddr.Prefix {
+	p, ok := netaddr.ParsePrefix(s)
+	if !ok {
+		panic("not a prefix: " + s)
+	}
+	return p
 }

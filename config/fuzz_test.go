@@ -414,7 +414,7 @@ func revalidateExempt(exempt config.Exemptions) error {
 		return errors.New(strconv.Itoa(len(exempt.ClientCIDRs)) + " CIDRs")
 	}
 	for _, prefix := range exempt.ClientCIDRs {
-		if !prefix.IsValid() || prefix != prefix.Masked() || prefix.Addr().Zone() != "" {
+		if !prefix.IsValid() || prefix != prefix.Masked() {
 			return errors.New("CIDR " + prefix.String())
 		}
 	}

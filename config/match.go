@@ -1,9 +1,10 @@
 package config
 
 import (
-	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate-proxy/tollgate/internal/netaddr"
 )
 
 // Explanations of the request-matching fields, appended to problems.
@@ -264,12 +265,12 @@ func isHostChar(r rune) bool {
 	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '-'
 }
 
-func (v *validator) clientCIDRs(path string, value *jsonValue) []netip.Prefix {
+func (v *validator) clientCIDRs(path string, value *jsonValue) []netaddr.Prefix {
 	if !v.wantKind(path, value, kindArray, `client_cidrs is a list of 1 to 64 CIDRs such as ["10.0.0.0/8", "2001:db8::/32"]`) {
 		return nil
 	}
 	v.checkCount(path, len(value.items), maxExemptions, "CIDRs", `add a CIDR such as "10.0.0.0/8", or remove "client_cidrs"`)
-	prefixes := make([]netip.Prefix, 0, len(value.items))
+	prefixes := make([]netaddr.Prefix, 0, len(value.items))
 	for i, item := range value.items {
 		if prefix, ok := v.clientCIDR(indexPath(path, i), item); ok {
 			prefixes = append(prefixes, prefix)
@@ -280,41 +281,41 @@ func (v *validator) clientCIDRs(path string, value *jsonValue) []netip.Prefix {
 
 // clientCIDR reads a CIDR, or a single address standing for the CIDR that holds only it. A CIDR
 // with bits set beyond its length is refused rather than masked.
-func (v *validator) clientCIDR(path string, value *jsonValue) (netip.Prefix, bool) {
+func (v *validator) clientCIDR(path string, value *jsonValue) (netaddr.Prefix, bool) {
 	if !v.wantKind(path, value, kindString, cidrRule) {
-		return netip.Prefix{}, false
+		return netaddr.Prefix{}, false
 	}
 	text := value.text
-	// Split where netip.ParsePrefix does, at the last '/'.
+	// Split where netaddr.ParsePrefix (and net/netip's) does, at the last '/'.
 	addressText, hasLength := text, false
 	if i := strings.LastIndexByte(text, '/'); i >= 0 {
 		addressText, hasLength = text[:i], true
 	}
-	address, err := netip.ParseAddr(addressText)
+	address, zone, parsed := netaddr.ParseAddr(addressText)
 	switch {
-	case err != nil && hasLength:
+	case !parsed && hasLength:
 		v.add(path, quoteClipped(text)+" is not a valid CIDR: "+quoteClipped(addressText)+" is not an IP address: "+cidrRule)
-		return netip.Prefix{}, false
-	case err != nil:
+		return netaddr.Prefix{}, false
+	case !parsed:
 		v.add(path, quoteClipped(text)+" is not an IP address or CIDR: "+cidrRule)
-		return netip.Prefix{}, false
-	case address.Zone() != "":
-		v.add(path, quoteClipped(text)+" has an IPv6 zone (%"+clip(address.Zone())+
+		return netaddr.Prefix{}, false
+	case zone != "":
+		v.add(path, quoteClipped(text)+" has an IPv6 zone (%"+clip(zone)+
 			"), which a client address never carries: remove it: "+cidrRule)
-		return netip.Prefix{}, false
+		return netaddr.Prefix{}, false
 	case !hasLength:
-		return netip.PrefixFrom(address.Unmap(), address.Unmap().BitLen()), true
+		return netaddr.PrefixFrom(address.Unmap(), address.Unmap().BitLen()), true
 	}
-	prefix, err := netip.ParsePrefix(text)
-	if err != nil {
+	prefix, parsed := netaddr.ParsePrefix(text)
+	if !parsed {
 		v.add(path, quoteClipped(text)+" is not a valid CIDR: the prefix length after '/' must be a whole number from 0 to "+
 			strconv.Itoa(address.BitLen())+" for an IPv"+ipVersion(address)+" address, written without leading zeros: "+cidrRule)
-		return netip.Prefix{}, false
+		return netaddr.Prefix{}, false
 	}
 	if address.Is4In6() && prefix.Bits() < 96 {
 		v.add(path, quoteClipped(text)+" is an IPv4-mapped prefix shorter than /96, which covers more than IPv4 "+
 			"addresses: write the IPv4 CIDR instead, e.g. \"10.0.0.0/8\": "+cidrRule)
-		return netip.Prefix{}, false
+		return netaddr.Prefix{}, false
 	}
 	if masked := prefix.Masked(); masked.Addr() != prefix.Addr() {
 		// "127.0.0.2/8" is most likely a single address with a slip of the length; widening it
@@ -322,17 +323,17 @@ func (v *validator) clientCIDR(path string, value *jsonValue) (netip.Prefix, boo
 		v.add(path, quoteClipped(text)+" has bits set after its first "+strconv.Itoa(prefix.Bits())+
 			", so it is not the start of a range: write "+strconv.Quote(masked.String())+" for the whole range, or "+
 			strconv.Quote(prefix.Addr().String())+" for that address alone")
-		return netip.Prefix{}, false
+		return netaddr.Prefix{}, false
 	}
 	if address.Is4In6() {
 		// Client addresses are compared unmapped (::ffff:10.0.0.1 is 10.0.0.1), so an
 		// IPv4-mapped prefix is stored as the IPv4 prefix it stands for.
-		return netip.PrefixFrom(address.Unmap(), prefix.Bits()-96), true
+		return netaddr.PrefixFrom(address.Unmap(), prefix.Bits()-96), true
 	}
 	return prefix, true
 }
 
-func ipVersion(address netip.Addr) string {
+func ipVersion(address netaddr.Addr) string {
 	if address.Is4() {
 		return "4"
 	}

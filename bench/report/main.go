@@ -280,6 +280,24 @@ func render(r results, env []string) string {
 	for _, m := range []string{"tollgate", "floor"} {
 		w("| %s | %s | %s |\n", m, r.get("ModuleSize/"+m, "bytes").format(0), r.get("ModuleSize/"+m, "gzip-bytes").format(0))
 	}
+	w("\nWhere the Tollgate module's bytes go (`BenchmarkModuleSize`: function bodies by package from the name\n")
+	w("section, and the other sections; the pieces add up to the module).\n\n")
+	w("| piece of the module | bytes |\n|---|---|\n")
+	for _, p := range []struct{ unit, label string }{
+		{"code-runtime-bytes", "code: the Go runtime"},
+		{"code-config-bytes", "code: `config` (parser and validator)"},
+		{"code-admission-bytes", "code: `internal/admission`"},
+		{"code-filter-bytes", "code: `filter`, `internal/abi`, `internal/wire`, `internal/rls`"},
+		{"code-limiter-netaddr-bytes", "code: `limiter`, `internal/netaddr`"},
+		{"code-strconv-bytes", "code: `strconv`"},
+		{"code-time-godebug-bytes", "code: `time` and what its initialisation links (`internal/godebug`, `internal/bisect`, `syscall`)"},
+		{"code-other-bytes", "code: the rest of the standard library"},
+		{"data-bytes", "data section (the runtime's pclntab, types, strings)"},
+		{"names-bytes", "name section (function names for Envoy's backtraces)"},
+		{"other-bytes", "the rest (types, imports, exports, section headers)"},
+	} {
+		w("| %s | %s |\n", p.label, r.get("ModuleSize/tollgate", p.unit).format(0))
+	}
 	w("\n| linear memory (64 KiB pages) | after `_initialize` | after start | after 1M requests | after 2M |\n|---|---|---|---|---|\n")
 	w("| one VM, 10,000 keys | %s | %s | %s | %s |\n", r.get("Memory", "init-pages").format(0),
 		r.get("Memory", "started-pages").format(0), first.format(0), second.format(0))

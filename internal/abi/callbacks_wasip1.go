@@ -34,11 +34,30 @@ var vm = struct {
 func SetVMContext(ctx types.VMContext) { vm.root = ctx }
 
 // Every callback recovers a panic, once, at its entry: an escaped panic traps the VM, and Envoy
-// then fails every stream on that worker. The deferred closure calls recover itself (a deferred
+// then fails every stream on that worker. The deferred function calls recover itself (a deferred
 // helper would be one more call on every callback); logRecovered logs what it caught, and the
 // stream itself continues untouched unless the plugin says otherwise (RequestPanicHandler).
 func logRecovered(callback string, r any) {
 	Log(LogLevelCritical, "tollgate: recovered panic in "+callback+": "+describePanic(r))
+}
+
+// running names the callback that is running, for recovered's log line. Each callback sets it on
+// entry; the allocator, the only callback that runs inside another, neither sets nor recovers.
+// The callbacks every stream runs clear it as their very last statement, when nothing can panic
+// any more: recovered then knows the callback returned and skips recover, a call on every stream.
+// A callback that does not clear it only costs that call.
+var running string
+
+// recovered is the deferred call of every callback that has nothing to answer after a panic: one
+// function for all of them. A closure per callback would do the same, but binaryen's -Oz merges
+// such look-alike closures into one shared body behind a call each, one call more per callback.
+func recovered() {
+	if running == "" {
+		return // returned normally
+	}
+	if r := recover(); r != nil {
+		logRecovered(running, r)
+	}
 }
 
 // RequestPanicHandler is implemented by an HttpContext that answers a request whose
@@ -107,18 +126,13 @@ func proxyOnMemoryAllocate(size uint32) unsafe.Pointer {
 //go:wasmexport proxy_on_context_create
 func proxyOnContextCreate(contextID, parentID uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_context_create", r)
-		}
-	}()
+	running = "proxy_on_context_create"
+	defer recovered()
 	if parentID == 0 {
 		if vm.root != nil {
 			vm.plugins[contextID] = vm.root.NewPluginContext(contextID)
 		}
-		return
-	}
-	if plugin, ok := lookUpPlugin(parentID); ok {
+	} else if plugin, ok := lookUpPlugin(parentID); ok {
 		// Remembered until the context exists: if NewHttpContext panics, the stream's request
 		// headers still arrive, and the plugin decides what a stream without context gets.
 		vm.orphan, vm.orphanParent = contextID, parentID
@@ -127,6 +141,7 @@ func proxyOnContextCreate(contextID, parentID uint32) {
 		}
 		vm.orphan = 0
 	}
+	running = ""
 }
 
 // lookUpPlugin finds a stream's plugin context; the last one found is remembered, as nearly
@@ -153,11 +168,8 @@ type StreamLossHandler interface {
 //go:wasmexport proxy_on_vm_start
 func proxyOnVMStart(rootID, vmConfigurationSize uint32) (ok uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_vm_start", r)
-		}
-	}()
+	running = "proxy_on_vm_start"
+	defer recovered()
 	if vm.root == nil {
 		return 0
 	}
@@ -169,11 +181,8 @@ func proxyOnVMStart(rootID, vmConfigurationSize uint32) (ok uint32) {
 //go:wasmexport proxy_on_configure
 func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_configure", r)
-		}
-	}()
+	running = "proxy_on_configure"
+	defer recovered()
 	plugin, found := vm.plugins[rootID]
 	if !found {
 		return 0
@@ -186,26 +195,31 @@ func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
 //go:wasmexport proxy_on_request_headers
 func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
 	resetArena()
+	running = "proxy_on_request_headers"
 	var stream types.HttpContext
 	defer func() {
+		if running == "" {
+			return // returned normally
+		}
 		if r := recover(); r != nil {
-			logRecovered("proxy_on_request_headers", r)
+			logRecovered(running, r)
 			if h, ok := stream.(RequestPanicHandler); ok {
 				action = uint32(h.OnHttpRequestHeadersPanic())
 			}
 		}
 	}()
 	stream, ok := vm.streams.get(contextID)
-	if !ok {
-		if contextID == vm.orphan && contextID != 0 {
-			vm.orphan = 0
-			if handler, ok := vm.plugins[vm.orphanParent].(StreamLossHandler); ok {
-				return uint32(handler.OnHttpStreamLost())
-			}
+	action = uint32(types.ActionContinue)
+	if ok {
+		action = uint32(stream.OnHttpRequestHeaders(int(numHeaders), endOfStream != 0))
+	} else if contextID == vm.orphan && contextID != 0 {
+		vm.orphan = 0
+		if handler, ok := vm.plugins[vm.orphanParent].(StreamLossHandler); ok {
+			action = uint32(handler.OnHttpStreamLost())
 		}
-		return uint32(types.ActionContinue)
 	}
-	return uint32(stream.OnHttpRequestHeaders(int(numHeaders), endOfStream != 0))
+	running = ""
+	return action
 }
 
 // Spec "HTTP streams": proxy_on_response_headers.
@@ -213,16 +227,14 @@ func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action ui
 //go:wasmexport proxy_on_response_headers
 func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_response_headers", r)
-		}
-	}()
-	stream, ok := vm.streams.get(contextID)
-	if !ok {
-		return uint32(types.ActionContinue)
+	running = "proxy_on_response_headers"
+	defer recovered()
+	action = uint32(types.ActionContinue)
+	if stream, ok := vm.streams.get(contextID); ok {
+		action = uint32(stream.OnHttpResponseHeaders(int(numHeaders), endOfStream != 0))
 	}
-	return uint32(stream.OnHttpResponseHeaders(int(numHeaders), endOfStream != 0))
+	running = ""
+	return action
 }
 
 // proxy_on_log and proxy_on_done are not exported: each would be one more callback into the VM
@@ -235,11 +247,8 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 //go:wasmexport proxy_on_tick
 func proxyOnTick(rootID uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_tick", r)
-		}
-	}()
+	running = "proxy_on_tick"
+	defer recovered()
 	if plugin, ok := vm.plugins[rootID]; ok {
 		plugin.OnTick()
 	}
@@ -253,25 +262,21 @@ func proxyOnTick(rootID uint32) {
 //go:wasmexport proxy_on_delete
 func proxyOnDelete(contextID uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_delete", r)
-		}
-	}()
+	running = "proxy_on_delete"
+	defer recovered()
 	if len(calls) > 0 { // walking even an empty map costs calls on every stream's end
 		endStreamCalls(contextID)
 	}
 	if stream, ok := vm.streams.remove(contextID); ok {
 		stream.OnHttpStreamDone()
-		return
-	}
-	if plugin, ok := vm.plugins[contextID]; ok {
+	} else if plugin, ok := vm.plugins[contextID]; ok {
 		delete(vm.plugins, contextID)
 		if vm.lastPluginID == contextID {
 			vm.lastPluginID, vm.lastPlugin = 0, nil
 		}
 		plugin.OnPluginDone()
 	}
+	running = ""
 }
 
 func boolToUint32(b bool) uint32 {

@@ -111,11 +111,8 @@ func SetEffectiveContext(contextID uint32) error {
 //go:wasmexport proxy_on_grpc_receive
 func proxyOnGrpcReceive(rootID, token, responseSize uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_grpc_receive", r)
-		}
-	}()
+	running = "proxy_on_grpc_receive"
+	defer recovered()
 	call, ok := takeCall(token)
 	if !ok {
 		return
@@ -140,11 +137,8 @@ func proxyOnGrpcReceive(rootID, token, responseSize uint32) {
 //go:wasmexport proxy_on_grpc_close
 func proxyOnGrpcClose(rootID, token, status uint32) {
 	resetArena()
-	defer func() {
-		if r := recover(); r != nil {
-			logRecovered("proxy_on_grpc_close", r)
-		}
-	}()
+	running = "proxy_on_grpc_close"
+	defer recovered()
 	call, ok := takeCall(token)
 	if !ok {
 		return

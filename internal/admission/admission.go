@@ -149,6 +149,9 @@ type Policy struct {
 	settles bool
 	// delays: some rule holds requests over its limits (delay.go).
 	delays bool
+	// plain turns off the shortcuts the key table takes for a known key (table.go): the tests
+	// hold the shortcuts to the plain way.
+	plain bool
 
 	limitCount int // over all rules
 
@@ -273,8 +276,8 @@ func fastShape(cfg *config.Config) bool {
 	m := &r.Match
 	return len(e.Paths) == 0 && len(e.ClientCIDRs) == 0 && len(e.Headers) == 0 &&
 		m.Path == nil && len(m.Methods) == 0 && len(m.Hosts) == 0 && len(m.Headers) == 0 &&
-		len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow && r.Global == nil &&
-		r.LimitsBy == nil && r.OnLimit.Action == config.OnLimitReject && !ruleHasConcurrency(r)
+		len(r.Limits) > 0 && len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow &&
+		r.Global == nil && r.LimitsBy == nil && r.OnLimit.Action == config.OnLimitReject && !ruleHasConcurrency(r)
 }
 
 // fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,
@@ -298,8 +301,11 @@ type Gate struct {
 	keyBuf    []byte
 	tierBuf   []byte // a tier's value (tierValue)
 	slotBuf   []byte
-	starts    []int     // where each shadow rule's limits start in applied
-	releasing []applied // Release's scratch
+	// slotBufIndex is one more than the slot whose key slotBuf holds (slotKey); 0 before the
+	// first key (indexes are below MaxKeys, so the sum never wraps).
+	slotBufIndex uint64
+	starts       []int     // where each shadow rule's limits start in applied
+	releasing    []applied // Release's scratch
 
 	// The wall clock, for calendar windows (calendar.go): read at most once per decision.
 	wallClock func() (int64, error)
@@ -518,11 +524,15 @@ func (g *Gate) admitFast(req Request, store Store, now int64) bool {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
 		return false
 	}
-	// The partition key of one part: its length, ':', the value (appendPartitionKey).
-	key := appendDecimal(g.keyBuf[:0], len(value))
-	key = append(key, ':')
-	key = append(key, value...)
-	g.keyBuf = key
+	// The partition key of one part: its length, ':', the value (appendPartitionKey). It is
+	// written straight after the first limit's owner-hash prefix (Gate.owner), so that limit's
+	// owner is hashed where the key was built, with no copy.
+	first := &r.limits[0]
+	buf := appendDecimal(g.ownerBufs[first.seq][:len(first.ownerPrefix)], len(value))
+	buf = append(buf, ':')
+	buf = append(buf, value...)
+	g.ownerBufs[first.seq] = buf
+	key := buf[len(first.ownerPrefix):]
 	if len(key) > g.table.MaxKeyBytes {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
 		return false
@@ -535,7 +545,12 @@ func (g *Gate) admitFast(req Request, store Store, now int64) bool {
 	g.applied = g.applied[:0]
 	for j := range r.limits {
 		l := &r.limits[j]
-		owner := g.owner(l, key)
+		var owner uint64
+		if j == 0 {
+			owner = sipHash24(g.secret[0], g.secret[1], buf) // Gate.owner, in place
+		} else {
+			owner = g.owner(l, key)
+		}
 		g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner, pkHash: pkHash, cost: r.config.Cost.Units})
 	}
 	enforced := g.applied

@@ -1,9 +1,5 @@
 package admission
 
-import (
-	"encoding/hex"
-)
-
 // GlobalCheck is one rule of an admitted request whose global limit must still be asked: the
 // rate limit service decides it for every replica.
 type GlobalCheck struct {
@@ -137,11 +133,15 @@ func globalKey(rule string, key []byte) string {
 	buf = append(buf, rule...)
 	buf = append(buf, 0)
 	buf = append(buf, key...)
-	var sum [16]byte
 	low, high := sipHash24(globalKeyK0, globalKeyK1, buf), sipHash24(globalKeyK2, globalKeyK3, buf)
-	for i := 0; i < 8; i++ {
-		sum[i] = byte(high >> (56 - 8*i))
-		sum[8+i] = byte(low >> (56 - 8*i))
+	// The 16 bytes high, low (big-endian) in lower-case hexadecimal, as encoding/hex writes them;
+	// encoding/hex itself would link fmt, os and their package initialisation into the module.
+	const digits = "0123456789abcdef"
+	text := make([]byte, 0, 32)
+	for _, h := range [2]uint64{high, low} {
+		for shift := 60; shift >= 0; shift -= 4 {
+			text = append(text, digits[h>>uint(shift)&0xf])
+		}
 	}
-	return hex.EncodeToString(sum[:])
+	return string(text)
 }

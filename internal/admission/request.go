@@ -1,12 +1,12 @@
 package admission
 
 import (
-	"net/netip"
 	"strconv"
 	"strings"
 	"unsafe"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/netaddr"
 )
 
 // Request gives the parts of a request that rules match on and keys are made of.
@@ -39,7 +39,7 @@ type requestView struct {
 	rawPath              string // without the query string
 	readings             []string
 	query                string
-	client               netip.Addr // invalid when unknown
+	client               netaddr.Addr // invalid when unknown
 }
 
 // split reads :path once: the path without its query string, and the query string.
@@ -90,7 +90,7 @@ func (v *requestView) queryString() string {
 // were appended by the trusted proxies and anything further left may be the client's own
 // invention. IPv4-mapped IPv6 addresses are unmapped and zones (fe80::1%eth0) dropped, so one
 // client has one address.
-func (v *requestView) clientAddress() (netip.Addr, bool) {
+func (v *requestView) clientAddress() (netaddr.Addr, bool) {
 	if v.clientDone {
 		return v.client, v.client.IsValid()
 	}
@@ -102,16 +102,16 @@ func (v *requestView) clientAddress() (netip.Addr, bool) {
 		// safe: the same header arrives from a proxy that appended the peer's address.
 		if xff, found := v.req.HeaderValues("x-forwarded-for"); found {
 			if entry, ok := nthFromRight(xff, hops); ok {
-				if addr, err := netip.ParseAddr(entry); err == nil {
-					v.client = addr.Unmap().WithZone("")
+				if addr, _, ok := netaddr.ParseAddr(entry); ok {
+					v.client = addr.Unmap() // without its zone
 					return v.client, true
 				}
 			}
 		}
 	}
 	if sourceFound {
-		if addr, err := netip.ParseAddr(hostOf(source)); err == nil {
-			v.client = addr.Unmap().WithZone("")
+		if addr, _, ok := netaddr.ParseAddr(hostOf(source)); ok {
+			v.client = addr.Unmap() // without its zone
 		}
 	}
 	return v.client, v.client.IsValid()
@@ -273,7 +273,7 @@ func appendDigest(dst []byte, secret [2]uint64, msg []byte) []byte {
 // appendClientGroup appends the part of a client address a client_ip key part keeps: the whole
 // address ("2001:db8::1"), or, with a shorter prefix, the network it groups clients by
 // ("2001:db8::/64"), so that a client owning a /64 has one bucket, not 2^64.
-func (v *requestView) appendClientGroup(dst []byte, addr netip.Addr, p *config.KeyPart) []byte {
+func (v *requestView) appendClientGroup(dst []byte, addr netaddr.Addr, p *config.KeyPart) []byte {
 	bits, whole := p.IPv6Prefix, 128
 	if bits == 0 {
 		bits = v.clientIP.IPv6Prefix
@@ -287,11 +287,7 @@ func (v *requestView) appendClientGroup(dst []byte, addr netip.Addr, p *config.K
 	if bits <= 0 || bits >= whole {
 		return addr.AppendTo(dst)
 	}
-	network, err := addr.Prefix(bits)
-	if err != nil {
-		return addr.AppendTo(dst)
-	}
-	return network.AppendTo(dst)
+	return netaddr.PrefixFrom(addr, bits).Masked().AppendTo(dst)
 }
 
 // queryParam returns the first value of name in a query string, percent-decoded.

@@ -161,7 +161,17 @@ func previousLayout(value []byte) bool {
 // The buffer keeps the prefix from one call to the next, and the index is written after it in
 // lower-case hexadecimal (strconv.FormatUint(index, 16)) a digit at a time: on the request path
 // this runs for every read and write, and appending with strconv costs several calls in Go's Wasm.
+// The key of the slot last named is still in the buffer: a write after the read of the same slot,
+// the common case, takes it as it is (a check small enough to inline, so no call at all).
 func (g *Gate) slotKey(index uint64) string {
+	if index+1 == g.slotBufIndex {
+		return unsafe.String(unsafe.SliceData(g.slotBuf), len(g.slotBuf))
+	}
+	return g.writeSlotKey(index)
+}
+
+func (g *Gate) writeSlotKey(index uint64) string {
+	g.slotBufIndex = index + 1
 	n := len(g.slotPrefix)
 	if len(g.slotBuf) < n { // the first call; nothing else writes the buffer
 		g.slotBuf = append(g.slotBuf[:0], g.slotPrefix...)
@@ -237,6 +247,9 @@ const (
 func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applied, error) {
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		var worst *applied
+		// claims: a new bucket is to be claimed; overflow: a draw from the overflow bucket.
+		// Without them (a known key) claim and drawRaced have nothing to do and are not called.
+		claims, overflow := false, false
 		for i := range group {
 			a := &group[i]
 			if err := g.read(store, a, now); err != nil {
@@ -245,11 +258,16 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 			if !a.skip && !a.decision.Allowed && (worst == nil || a.decision.RetryAfter > worst.decision.RetryAfter) {
 				worst = a
 			}
+			claims = claims || a.place == placeFree || a.place == placeClaim
+			overflow = overflow || a.place == placeOverflow
 		}
 		if worst != nil {
 			return Limited, worst, nil
 		}
-		ok, limited, err := g.claim(store, group, now)
+		ok, limited, err := true, (*applied)(nil), error(nil)
+		if claims || g.plain {
+			ok, limited, err = g.claim(store, group, now)
+		}
 		if limited != nil {
 			g.release(store, group, now)
 			return Limited, limited, nil
@@ -261,22 +279,33 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 				if a.skip || a.cost == 0 {
 					continue // nothing to charge; the slot stays as it is
 				}
-				idleAt := a.limit.algo.idleAt(a.next)
+				var idleAt int64
+				if tb, ok := a.limit.algo.(*tokenBucket); ok && !g.plain {
+					idleAt = tb.idleAt(a.next) // a direct call, inlined
+				} else {
+					idleAt = a.limit.algo.idleAt(a.next)
+				}
 				if a.limit.wall {
 					idleAt = a.idleOnMonotonic(idleAt, now)
 				}
+				key := a.limit.overflowKey
 				if a.place == placeOverflow {
 					idleAt = int64(a.drawers)
+				} else {
+					key = g.slotKey(a.slot)
 				}
 				encodeSlot(g.buf[:], &slot{kind: kindLive, algorithm: a.limit.tag, fingerprint: a.limit.fingerprint,
 					owner: a.writeOwner, idleAt: idleAt, cells: a.next, stamp: a.stamp})
-				if err = store.Set(g.keyOf(a.limit, a.slot), g.buf[:], a.cas); err != nil {
+				if err = store.Set(key, g.buf[:], a.cas); err != nil {
 					break
 				}
 				a.held = false
 			}
 			if err == nil {
-				raced, readErr := g.drawRaced(store, group)
+				raced, readErr := false, error(nil)
+				if overflow || g.plain {
+					raced, readErr = g.drawRaced(store, group)
+				}
 				if readErr == nil && !raced {
 					return Allow, nil, nil
 				}
@@ -310,10 +339,19 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		}
 		a.at = at
 	}
-	slots := candidateSlots(a.owner, g.table.MaxKeys, g.choices)
+	// The first candidate is the owner mod the table's size (candidateSlots); the others are
+	// only worked out when the first is not the key's bucket.
+	var slots [maxChoices]uint64
+	slots[0] = a.owner % uint64(g.table.MaxKeys)
+	if g.plain {
+		slots = candidateSlots(a.owner, g.table.MaxKeys, g.choices)
+	}
 	a.place = placeFull
 	busyUntil := int64(math.MaxInt64)
 	for i := 0; i < g.choices; i++ {
+		if i == 1 {
+			slots = candidateSlots(a.owner, g.table.MaxKeys, g.choices)
+		}
 		value, cas, err := store.Get(g.slotKey(slots[i]))
 		free := false
 		switch {
@@ -336,6 +374,13 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 			switch {
 			case s.owner == a.owner && s.kind == kindLive:
 				a.place, a.slot, a.choice, a.cas = placeLive, slots[i], i, cas
+				// resume and decideOn, written out for a token bucket whose stored state is
+				// its own (a known key): direct calls instead of interface ones.
+				if tb, ok := l.algo.(*tokenBucket); ok && !g.plain && !l.wall && l.maxWait == 0 && a.cost > 0 && s.algorithm == l.tag &&
+					s.fingerprint == l.fingerprint && tb.valid(s.cells) {
+					a.next, a.decision = tb.take(s.cells, now, a.cost)
+					return nil
+				}
 				return g.decideOn(a, l.resume(&s, a, now), a.when(now))
 			case s.owner == a.owner && s.kind == kindPending:
 				if a.place != placeClaim {
