@@ -203,14 +203,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 			failure = "the rate limit service answered UNKNOWN"
 		}
 	} else {
-		// Envoy reports its own timeout as UNAVAILABLE "upstream request timeout"; the clock
-		// tells it apart from an unavailable service whatever the message.
-		timedOut = status == abi.GrpcStatusDeadlineExceeded || now-w.sent >= int64(g.config.Timeout) ||
-			status == abi.GrpcStatusUnavailable && message == "upstream request timeout"
-		failure = "the rate limit service failed: gRPC status " + strconv.FormatUint(uint64(status), 10)
-		if message != "" {
-			failure += " (" + message + ")"
-		}
+		failure, timedOut = callFailure(status, message, now-w.sent, g.config.Timeout)
 	}
 	if failure != "" {
 		if timedOut {
@@ -228,6 +221,19 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 	if len(w.pending) == 0 && w.leases == 0 {
 		h.admitGlobal()
 	}
+}
+
+// callFailure describes a call to the rate limit service that ended with a gRPC status other than
+// OK, and whether it timed out. Envoy reports its own timeout as UNAVAILABLE "upstream request
+// timeout"; the clock tells it apart from an unavailable service whatever the message.
+func callFailure(status uint32, message string, elapsed int64, timeout time.Duration) (failure string, timedOut bool) {
+	timedOut = status == abi.GrpcStatusDeadlineExceeded || elapsed >= int64(timeout) ||
+		status == abi.GrpcStatusUnavailable && message == "upstream request timeout"
+	failure = "the rate limit service failed: gRPC status " + strconv.FormatUint(uint64(status), 10)
+	if message != "" {
+		failure += " (" + message + ")"
+	}
+	return failure, timedOut
 }
 
 // admitGlobal lets the held request go on.

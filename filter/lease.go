@@ -171,12 +171,7 @@ func (p *pluginContext) onLeaseAnswer(call *leaseCall, status uint32, message st
 			failure = "the rate limit service answered UNKNOWN"
 		}
 	} else {
-		timedOut = status == abi.GrpcStatusDeadlineExceeded || now-call.sent >= int64(g.config.Timeout) ||
-			status == abi.GrpcStatusUnavailable && message == "upstream request timeout"
-		failure = "the rate limit service failed: gRPC status " + strconv.FormatUint(uint64(status), 10)
-		if message != "" {
-			failure += " (" + message + ")"
-		}
+		failure, timedOut = callFailure(status, message, now-call.sent, g.config.Timeout)
 	}
 	if timedOut {
 		g.metrics.timeout.add(1)
@@ -248,13 +243,13 @@ func (p *pluginContext) leaseGranted(g *globalRule, call *leaseCall, resp rls.Re
 		need -= lw.cost
 		switch outcome {
 		case leaseServed:
-			lw.h.leaseDone1()
+			lw.h.admitIfSettled()
 		case leaseDirect:
 			// The pool failed: the request goes on as the failure mode allows.
 			if g.config.FailureMode == config.FailureDeny {
 				lw.h.denyGlobal(call.rule)
 			} else {
-				lw.h.leaseDone1()
+				lw.h.admitIfSettled()
 			}
 		}
 	}
@@ -279,11 +274,11 @@ func (p *pluginContext) leaseRefused(g *globalRule, call *leaseCall, resp rls.Re
 // outstanding.
 func (h *httpContext) leaseDone() {
 	h.global.leases--
-	h.leaseDone1()
+	h.admitIfSettled()
 }
 
-// leaseDone1 lets a held request go on if nothing is outstanding any more.
-func (h *httpContext) leaseDone1() {
+// admitIfSettled lets a held request go on once no lease and no call is outstanding any more.
+func (h *httpContext) admitIfSettled() {
 	if w := h.global; !w.decided && w.leases == 0 && len(w.pending) == 0 {
 		h.admitGlobal()
 	}

@@ -225,7 +225,7 @@ func (b Bucket) clamp(s BucketState) BucketState {
 	return s
 }
 
-// missing is the credits a clamped s lacks to be full: below Capacity×CreditsPerToken < 2^126.
+// missing is the credits a clamped s lacks to be full: (Capacity-Tokens)×CreditsPerToken - Credits.
 func (b Bucket) missing(s BucketState) (hi, lo uint64) {
 	hi, lo = bits.Mul64(uint64(b.limit.Capacity-s.Tokens), uint64(b.creditsPerToken))
 	var borrow uint64
@@ -241,7 +241,12 @@ func (b Bucket) missing(s BucketState) (hi, lo uint64) {
 // lacks; both are 128-bit numbers (below 2^127), and the whole tokens of the
 // sum are a 128-by-64-bit division whose quotient is below Capacity.
 func (b Bucket) refill(s BucketState, now int64) BucketState {
-	s = b.clamp(s)
+	return b.refillClamped(b.clamp(s), now)
+}
+
+// refillClamped is refill of a state already clamped into its range (by clamp, or by
+// clampOwing for a level in debt).
+func (b Bucket) refillClamped(s BucketState, now int64) BucketState {
 	if now <= s.Last {
 		return s
 	}

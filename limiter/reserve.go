@@ -128,29 +128,7 @@ func (b Bucket) clampOwing(s BucketState) BucketState {
 // (Capacity-Tokens)×CreditsPerToken - Credits, a 128-bit number, and the whole tokens the refill
 // adds are below Capacity-Tokens.
 func (b Bucket) refillOwing(s BucketState, now int64) BucketState {
-	s = b.clampOwing(s)
-	if now <= s.Last {
-		return s
-	}
-	elapsed := uint64(now) - uint64(s.Last)
-	s.Last = now
-	if s.Tokens == b.limit.Capacity {
-		return s
-	}
-	addHi, addLo := bits.Mul64(elapsed, uint64(b.creditsPerNano))
-	missHi, missLo := bits.Mul64(uint64(b.limit.Capacity-s.Tokens), uint64(b.creditsPerToken))
-	var borrow uint64
-	missLo, borrow = bits.Sub64(missLo, uint64(s.Credits), 0)
-	missHi -= borrow
-	if !less128(addHi, addLo, missHi, missLo) {
-		return BucketState{Tokens: b.limit.Capacity, Last: now}
-	}
-	var carry uint64
-	addLo, carry = bits.Add64(addLo, uint64(s.Credits), 0)
-	tokens, credits := bits.Div64(addHi+carry, addLo, uint64(b.creditsPerToken))
-	s.Tokens += int64(tokens)
-	s.Credits = int64(credits)
-	return s
+	return b.refillClamped(b.clampOwing(s), now)
 }
 
 func (b Bucket) reservation(ok bool, s BucketState, wait, retryAfter time.Duration) Reservation {
