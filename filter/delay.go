@@ -92,16 +92,21 @@ func (h *httpContext) delay(out *admission.Outcome, now int64) types.Action {
 	if len(out.Limits) > 0 {
 		h.responseHeaders = rateLimitHeaders(p.cfg, out)
 	}
-	m := p.delayRules[rule]
-	ms := uint64((out.Delay + time.Millisecond - 1) / time.Millisecond)
-	m.delayed.add(1)
-	m.delayMs.add(ms)
-	m.longest = max(m.longest, ms)
+	p.countDelay(rule, out.Delay+h.slotWaited(now)) // with the wait for a slot before, if any
 	if p.debug {
 		abi.Log(abi.LogLevelDebug, "tollgate: decision delayed rule "+p.ruleName(rule)+" owner#"+
 			strconv.FormatUint(out.DelayOwner, 16)+" for "+out.Delay.String()+" ("+strconv.Itoa(p.heldCount())+" held)")
 	}
 	return types.ActionPause
+}
+
+// countDelay counts a request of a delaying rule held for d in all.
+func (p *pluginContext) countDelay(rule int, d time.Duration) {
+	m := p.delayRules[rule]
+	ms := uint64((d + time.Millisecond - 1) / time.Millisecond)
+	m.delayed.add(1)
+	m.delayMs.add(ms)
+	m.longest = max(m.longest, ms)
 }
 
 // wake lets the request go on, after its global checks if it has any.

@@ -60,12 +60,21 @@ type heldRequest struct {
 // on in that order.
 type heldSet struct {
 	list []heldRequest
+	// waking is the request whose waiter runs (wakeOne). A hold of it meanwhile (a request
+	// that waited for a slot, admitted with its tokens due later) is kept in rehold, and
+	// replaces its wait in place: it keeps its place in the order.
+	waking *httpContext
+	rehold heldRequest
 }
 
 // hold registers h as held until due (monotonic nanoseconds), waiting for w; false when the VM
 // holds maxHeld requests already: then nothing was registered, and the caller rejects the
 // request. The caller returns ActionPause from the request-headers callback.
 func (p *pluginContext) hold(h *httpContext, due int64, w waiter) bool {
+	if h == p.held.waking && h.held {
+		p.held.rehold = heldRequest{h: h, due: due, w: w}
+		return true
+	}
 	if len(p.held.list) >= maxHeld || h.held {
 		return false
 	}
@@ -97,7 +106,7 @@ func (p *pluginContext) wakeHeld(now int64) {
 			}
 			continue
 		}
-		if result, next := p.wakeOne(r, now); result == stillHeld {
+		if result, next := p.wakeOne(&r, now); result == stillHeld {
 			r.due = next
 			kept = append(kept, r)
 			continue
@@ -108,8 +117,9 @@ func (p *pluginContext) wakeHeld(now int64) {
 	p.held.list = kept
 }
 
-// wakeOne wakes one due request with its stream as the effective context.
-func (p *pluginContext) wakeOne(r heldRequest, now int64) (result wakeResult, next int64) {
+// wakeOne wakes one due request with its stream as the effective context. A request its waiter
+// held again gets the new waiter in r.
+func (p *pluginContext) wakeOne(r *heldRequest, now int64) (result wakeResult, next int64) {
 	h := r.h
 	if err := abi.SetEffectiveContext(h.id); err != nil {
 		// The host no longer knows the stream (it ended without telling us): nothing to resume.
@@ -117,7 +127,9 @@ func (p *pluginContext) wakeOne(r heldRequest, now int64) (result wakeResult, ne
 		r.w.gone(h, now)
 		return answered, 0
 	}
+	p.held.waking = h
 	defer func() {
+		p.held.waking, p.held.rehold = nil, heldRequest{}
 		if recovered := recover(); recovered != nil {
 			p.failed("recovered panic while waking a held request")
 			if h.failOpenOrDeny() == types.ActionContinue {
@@ -127,6 +139,10 @@ func (p *pluginContext) wakeOne(r heldRequest, now int64) (result wakeResult, ne
 		}
 	}()
 	result, next = r.w.wake(h, now)
+	if again := p.held.rehold; again.h != nil {
+		r.w = again.w
+		return stillHeld, again.due
+	}
 	if result == goOn {
 		p.resume(h)
 	}

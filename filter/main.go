@@ -71,6 +71,9 @@ type pluginContext struct {
 	// Concurrency limits (concurrency.go): in_flight_limited per rule, nil without one.
 	inFlightLimited []*counter
 	hasConcurrency  bool
+	// slotWaits is how long each rule's requests may wait for a free slot, in nanoseconds
+	// (slotwait.go); nil when no rule waits.
+	slotWaits []int64
 }
 
 // replyBuffers are reused to build local replies without allocating.
@@ -149,6 +152,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	if !ok || !p.setUpGlobal(define) || !p.defineOutcomeCounters(define) || !p.setUpDelay(define) || !p.setUpConcurrency(define) {
 		return types.OnPluginStartStatusFailed
 	}
+	p.setUpSlotWaits()
 	p.shadowRules = cfg.Shadow
 	for _, r := range cfg.Rules {
 		p.shadowRules = p.shadowRules || r.Shadow
@@ -255,6 +259,8 @@ type httpContext struct {
 	pending admission.Pending
 	// leases are the concurrency slots the request holds until its stream ends (concurrency.go).
 	leases []admission.Lease
+	// slotWait is set while a request waiting for a free slot is decided again (slotwait.go).
+	slotWait *slotWait
 }
 
 // OnHttpRequestHeadersPanic answers a request whose decision panicked (a bug): it must not trap
@@ -273,9 +279,12 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		return h.failOpenOrDeny()
 	}
 	p.req.err = nil
-	out := p.gate.Admit(&p.req, sharedData, now)
+	out := h.admit(now)
 	if p.hasConcurrency {
 		h.holdSlots(out)
+	}
+	if out.InFlightLimited && h.waitsForSlot(out, now) {
+		return types.ActionPause // counted when it is finally decided
 	}
 	if p.req.err != nil && out.Verdict != admission.Limited && out.Verdict != admission.BadCost {
 		// An attribute could not be read (not merely absent): the decision may rest on a

@@ -315,6 +315,10 @@ type Gate struct {
 	// settleBuf and settledRules are Settle's scratch (outcome.go).
 	settleBuf    []applied
 	settledRules []int
+
+	// reserveBy bounds the reservations of the decisions made inside AdmitBy (slotwait.go).
+	reserveBy int64
+	bounded   bool
 }
 
 // NewGate returns a Gate that decides by p.

@@ -63,7 +63,7 @@ func (g *Gate) reserveOn(a *applied, state cells, now int64) error {
 		a.due = now
 		return nil
 	}
-	s, r := t.b.Reserve(bucketState(state), now, a.cost, t.maxWait)
+	s, r := t.b.Reserve(bucketState(state), now, a.cost, g.reservable(t.maxWait, now))
 	a.next = bucketCells(s)
 	a.decision.Allowed, a.decision.RetryAfter, a.decision.Remaining, a.decision.Reset = r.OK, r.RetryAfter, r.Remaining, r.Reset
 	a.due = satAdd(now, int64(r.Wait))

@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// on_limit delay on a rule with a concurrency limit, through the real module on the manual clock:
+// a request that finds every slot of its key taken waits (held), decided again on each tick of
+// its worker, until a slot frees or max_delay has passed since it arrived.
+
+// wantHeld fails unless every request is still held.
+func (g *rig) wantHeld(what string, reqs ...*heldRequest) {
+	g.t.Helper()
+	for i, r := range reqs {
+		if !r.held || g.settled(r) {
+			g.t.Fatalf("%s: request %d: held %v, settled %+v; want it still held\nlogs:\n%s", what, i, r.held, r.decision, g.logText())
+		}
+	}
+}
+
+// wantGoneOn fails unless the request was let go on upstream.
+func (g *rig) wantGoneOn(what string, r *heldRequest) {
+	g.t.Helper()
+	if !g.settled(r) || !r.decision.Continue {
+		g.t.Fatalf("%s: settled %+v; want it gone on upstream\nlogs:\n%s", what, r.decision, g.logText())
+	}
+}
+
+// wantRejected fails unless the request was answered 429 with the given Retry-After.
+func (g *rig) wantRejected(what string, r *heldRequest, retryAfter string) {
+	g.t.Helper()
+	if !g.settled(r) || r.decision.Reply == nil || r.decision.Reply.Status != 429 || r.decision.Reply.Header("retry-after") != retryAfter {
+		g.t.Fatalf("%s: settled %+v; want 429 with Retry-After %s", what, r.decision, retryAfter)
+	}
+}
+
+func (g *rig) tickVM(vm *host.VM, at time.Duration) {
+	g.t.Helper()
+	g.at(at)
+	if err := vm.Tick(); err != nil {
+		g.t.Fatalf("tick of vm %d at %v: %v\nlogs:\n%s", vm.ID(), at, err, g.logText())
+	}
+}
+
+// One slot, max_delay 2s, two workers: a slot freed on one worker lets a waiter on the other in
+// at that worker's next tick; a worker's waiters get slots in the order they arrived; a waiter
+// whose client goes away takes nothing and is counted nowhere; one still waiting at max_delay
+// gets 429 with Retry-After 1; each request is counted once.
+func TestInFlightWaitsForASlot(t *testing.T) {
+	t.Parallel()
+	config := `{"rules": [{"name": "uploads", "key": [{"header": "x-api-key"}],
+	  "limits": [{"algorithm": "concurrency", "max_in_flight": 1, "lease": "10s"}],
+	  "on_limit": {"action": "delay", "max_delay": "2s"}}]}`
+	ms := time.Millisecond
+	for _, p := range profiles {
+		t.Run(p.String(), func(t *testing.T) {
+			g := newRig(t, p, config, 2)
+			vm := g.vms
+			g.at(0)
+			first := g.open(vm[0], inFlightRequest("alice"))
+			g.wantGoneOn("the first request", first)
+			w1 := g.open(vm[1], inFlightRequest("alice"))
+			g.at(100 * ms)
+			w2 := g.open(vm[1], inFlightRequest("alice")) // behind w1 on the same worker
+			g.at(200 * ms)
+			gone := g.open(vm[0], inFlightRequest("alice"))
+			g.at(300 * ms)
+			w3 := g.open(vm[0], inFlightRequest("alice"))
+			bob := g.open(vm[0], inFlightRequest("bob")) // another key, its own slot
+			g.wantGoneOn("bob", bob)
+			g.tickAt(500 * ms)
+			g.wantHeld("at 500ms, every slot taken", w1, w2, gone, w3)
+
+			g.at(600 * ms)
+			if err := gone.s.Reset(); err != nil { // its client goes away while it waits
+				t.Fatal(err)
+			}
+			g.at(700 * ms)
+			g.finish(first) // the slot frees on worker 0
+			g.tickVM(vm[1], 700*ms)
+			g.wantGoneOn("w1, the oldest waiter of worker 1, at its tick", w1)
+			g.wantHeld("w2 behind w1", w2)
+			g.tickVM(vm[0], 700*ms)
+			g.wantHeld("w3 on worker 0: the slot is w1's", w3)
+
+			g.at(time.Second)
+			g.finish(w1)
+			g.tickAt(time.Second) // worker 0 ticks first: w3 takes the slot before w2
+			g.wantGoneOn("w3, whose worker ticked first", w3)
+			g.wantHeld("w2", w2)
+
+			g.tickAt(2099 * ms)
+			g.wantHeld("w2 before max_delay", w2)
+			g.tickAt(2100 * ms) // max_delay since w2 arrived
+			g.wantRejected("w2 at max_delay", w2, "1")
+			g.finish(w2)
+			g.finish(w3)
+			g.finish(bob)
+			g.at(2200 * ms)
+			last := g.open(vm[1], inFlightRequest("alice")) // the slot is free: gone took none
+			g.wantGoneOn("a new request once every slot is free", last)
+			g.finish(last)
+
+			g.wantCounters(map[string]int64{
+				"tollgate.rule.uploads.admitted": 5, "tollgate.rule.uploads.limited": 1,
+				"tollgate.rule.uploads.in_flight_limited": 1,
+				// w1 waited 700ms, w3 700ms.
+				"tollgate.rule.uploads.delayed": 2, "tollgate.rule.uploads.delay_ms": 1400,
+				"tollgate.rule.uploads.max_delay_ms": 700,
+			})
+		})
+	}
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"time"
+
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/admission"
+)
+
+// Waiting for a free slot. A request of a rule with on_limit delay that finds every slot of its
+// rule's concurrency limit taken is held (held.go) instead of answered, and decided again on
+// every tick of its VM: nothing predicts when a slot frees, so it tries at each one.
+//
+//   - Its whole hold is bounded by the rule's max_delay from its first decision: decided again,
+//     it reserves only tokens due by then (admission.Gate.AdmitBy); tokens due later reject it
+//     at once, with their Retry-After. A request still finding no free slot at a tick at or
+//     after that instant gets the rejection of a full concurrency limit (429, Retry-After 1).
+//   - Once admitted it goes on as any admitted request (or waits for its tokens, held in turn,
+//     keeping its place), and holds its slot until its stream ends (OnHttpStreamDone).
+//   - It is counted once: the counters of its decision (admitted or limited, missing keys,
+//     table full...) and the decision's debug line are those of its last decision only. The
+//     time it waited counts in its rule's delay counters when it is admitted.
+//   - While it waits it holds nothing: a client that goes away takes it out of the held set,
+//     and nothing is given back or counted.
+//   - Order: each VM retries its waiting requests in the order they arrived, so among one VM's
+//     waiters of a key the oldest gets the first slot that VM's tick finds free. A freed slot is
+//     not reserved for waiters, though: a new request (on any VM) that arrives between the
+//     release and the next tick, or another VM's tick, may take it first; whoever writes the
+//     shared slot first wins its compare-and-swap.
+
+// slotWaitFor is how long a rule's requests may wait for a free slot: the rule's max_delay when
+// it delays and has a concurrency limit (its tiers' included), 0 otherwise.
+func slotWaitFor(cfg *config.Config, r *config.Rule) time.Duration {
+	if !r.Delays(cfg) || !r.HasConcurrency() {
+		return 0
+	}
+	return r.OnLimit.MaxDelay
+}
+
+// setUpSlotWaits notes the rules whose requests wait for a free slot; the plugin then ticks
+// fast (mayHold).
+func (p *pluginContext) setUpSlotWaits() {
+	for i := range p.cfg.Rules {
+		if wait := slotWaitFor(p.cfg, &p.cfg.Rules[i]); wait > 0 {
+			if p.slotWaits == nil {
+				p.slotWaits = make([]int64, len(p.cfg.Rules))
+			}
+			p.slotWaits[i], p.mayHold = int64(wait), true
+		}
+	}
+}
+
+// slotWait is a request waiting for a free slot.
+type slotWait struct {
+	rule     int   // the rule whose slot it waits for
+	since    int64 // monotonic ns of its first decision
+	deadline int64 // since + the rule's max_delay
+	// again is set when a decision made while waking it found no free slot still.
+	again bool
+}
+
+// admit decides the request: bounded by its deadline while it waits for a slot.
+func (h *httpContext) admit(now int64) *admission.Outcome {
+	p := h.plugin
+	if w := h.slotWait; w != nil {
+		return p.gate.AdmitBy(&p.req, sharedData, now, w.deadline)
+	}
+	return p.gate.Admit(&p.req, sharedData, now)
+}
+
+// waitsForSlot reports whether a request a concurrency limit rejected waits for a free slot:
+// then it is held (or still held) and the request-headers callback returns ActionPause, having
+// counted nothing. False when the request is rejected now.
+func (h *httpContext) waitsForSlot(out *admission.Outcome, now int64) bool {
+	p := h.plugin
+	if p.slotWaits == nil || p.slotWaits[out.Rule] == 0 {
+		return false
+	}
+	if w := h.slotWait; w != nil { // decided again on a tick
+		if now >= w.deadline || out.Rule != w.rule && now-w.since >= p.slotWaits[out.Rule] {
+			return false
+		}
+		w.again = true
+		return true
+	}
+	wait := p.slotWaits[out.Rule]
+	if !p.hold(h, now, &slotWait{rule: out.Rule, since: now, deadline: now + wait}) {
+		return false // the VM holds maxHeld requests already: rejected at once
+	}
+	if p.debug {
+		abi.Log(abi.LogLevelDebug, "tollgate: decision waiting for a free slot rule "+p.ruleName(out.Rule)+
+			" for at most "+time.Duration(wait).String())
+	}
+	return true
+}
+
+// slotWaited is how long the request has waited for a slot, 0 if it did not.
+func (h *httpContext) slotWaited(now int64) time.Duration {
+	if w := h.slotWait; w != nil {
+		return time.Duration(now - w.since)
+	}
+	return 0
+}
+
+// wake decides the request again, with its stream as the effective context (Envoy keeps a
+// stopped request's headers until it is continued, so they are read again as at first).
+func (w *slotWait) wake(h *httpContext, now int64) (wakeResult, int64) {
+	p := h.plugin
+	h.slotWait = w
+	defer func() { h.slotWait = nil }()
+	action := h.OnHttpRequestHeaders(0, false)
+	switch {
+	case w.again:
+		w.again = false
+		return stillHeld, now + 1 // the next tick
+	case p.held.rehold.h != nil:
+		return stillHeld, 0 // admitted, and held for its tokens (delay counted the wait)
+	}
+	if len(h.leases) > 0 { // admitted: going on, or asking the rate limit service
+		p.countDelay(w.rule, time.Duration(now-w.since))
+	}
+	if action == types.ActionContinue {
+		return goOn, 0
+	}
+	return answered, 0 // answered, or held for the rate limit service, whose answer resumes it
+}
+
+// gone: a request waiting for a slot holds nothing.
+func (*slotWait) gone(*httpContext, int64) {}
