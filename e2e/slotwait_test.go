@@ -114,3 +114,119 @@ func TestInFlightWaitsForASlot(t *testing.T) {
 		})
 	}
 }
+
+// A request that waited for a slot and then finds its tokens due later is held for them in turn,
+// holding its slot; its whole hold counts as its delay. One whose client goes away while held for
+// its tokens gives them back, and its slot, to the next waiter.
+func TestInFlightWaitThenTokenDelay(t *testing.T) {
+	t.Parallel()
+	config := `{"rules": [{"name": "paced", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"},
+	             {"algorithm": "concurrency", "max_in_flight": 1, "lease": "10s"}],
+	  "on_limit": {"action": "delay", "max_delay": "2s"}}]}`
+	ms := time.Millisecond
+	for _, p := range profiles {
+		t.Run(p.String(), func(t *testing.T) {
+			g := newRig(t, p, config, 1)
+			vm := g.vms[0]
+			g.at(0)
+			first := g.open(vm, inFlightRequest("k"))
+			g.wantGoneOn("the first request", first)
+			second := g.open(vm, inFlightRequest("k"))
+			g.wantHeld("second, every slot taken", second)
+			g.at(500 * ms)
+			g.finish(first)
+			g.tickAt(500 * ms)
+			g.wantHeld("second at 500ms: its slot taken, its token due at 1s", second)
+			third := g.open(vm, inFlightRequest("k"))
+			g.wantHeld("third: the second holds the slot", third)
+			g.tickAt(time.Second)
+			g.wantGoneOn("second at 1s", second)
+			g.wantHeld("third at 1s", third)
+			g.finish(second)
+			g.tickAt(1010 * ms) // the next tick
+			g.wantHeld("third: its slot taken, its token due at 2s", third)
+			g.at(1500 * ms)
+			fourth := g.open(vm, inFlightRequest("k"))
+			g.wantHeld("fourth: the third holds the slot", fourth)
+			g.at(1600 * ms)
+			if err := third.s.Reset(); err != nil { // gives its token and its slot back
+				t.Fatal(err)
+			}
+			g.tickAt(1600 * ms)
+			g.wantHeld("fourth: its slot taken, its token (given back by third) due at 2s", fourth)
+			g.tickAt(2 * time.Second)
+			g.wantGoneOn("fourth at 2s", fourth)
+			g.finish(fourth)
+			g.wantCounters(map[string]int64{
+				"tollgate.rule.paced.admitted": 3, "tollgate.rule.paced.limited": 0,
+				// second 0 → 1s, third 0.5s → 2s (as planned when it was held), fourth 1.5s → 2s.
+				"tollgate.rule.paced.delayed": 3, "tollgate.rule.paced.delay_ms": 1000 + 1500 + 500,
+				"tollgate.rule.paced.max_delay_ms": 1500,
+			})
+		})
+	}
+}
+
+// The whole hold of a request that waited for a slot is bounded by max_delay from its arrival:
+// tokens due later than that reject it (429, their Retry-After) even when they are due within
+// max_delay of the retry, and it reserved nothing. Capacity 2, one token per second, two slots,
+// max_delay 2s.
+func TestInFlightWaitBoundsTheTokenDelay(t *testing.T) {
+	t.Parallel()
+	config := `{"rules": [{"name": "paced", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"},
+	             {"algorithm": "concurrency", "max_in_flight": 2, "lease": "10s"}],
+	  "on_limit": {"action": "delay", "max_delay": "2s"}}]}`
+	ms := time.Millisecond
+	for _, p := range profiles {
+		t.Run(p.String(), func(t *testing.T) {
+			g := newRig(t, p, config, 2)
+			vm := g.vms
+			g.at(0)
+			r1, r2 := g.open(vm[0], inFlightRequest("k")), g.open(vm[1], inFlightRequest("k"))
+			g.wantGoneOn("r1", r1)
+			g.wantGoneOn("r2", r2)
+			r3 := g.open(vm[0], inFlightRequest("k")) // waits for a slot, until 2s at most
+			g.wantHeld("r3, both slots taken", r3)
+			g.at(100 * ms)
+			g.finish(r1)
+			r4 := g.open(vm[1], inFlightRequest("k")) // takes the slot before r3's tick: due at 1s
+			g.wantHeld("r4, held for its token", r4)
+			g.tickAt(100 * ms)
+			g.wantHeld("r3, r4 at 100ms", r3, r4)
+			g.tickAt(time.Second)
+			g.wantGoneOn("r4 at 1s", r4)
+			g.wantHeld("r3 at 1s: its token would be due at 2s, both slots are taken", r3)
+			g.at(1200 * ms)
+			g.finish(r2)
+			r5 := g.open(vm[1], inFlightRequest("k")) // takes the slot before r3's tick: due at 2s
+			g.wantHeld("r5, held for its token", r5)
+			// r3's token would be due at 3s: within max_delay of now, past max_delay of its
+			// arrival.
+			g.tickAt(1200 * ms)
+			g.wantRejected("r3 at 1.2s", r3, "2")
+			g.finish(r3)
+			r6 := g.open(vm[0], inFlightRequest("k"))
+			g.wantHeld("r6, both slots taken", r6)
+			g.at(1500 * ms)
+			g.finish(r4)
+			g.tickAt(1500 * ms)
+			g.wantHeld("r6, its token due at 3s (r3 reserved nothing)", r6)
+			g.tickAt(2 * time.Second)
+			g.wantGoneOn("r5 at 2s", r5)
+			g.wantHeld("r6 at 2s", r6)
+			g.tickAt(3 * time.Second)
+			g.wantGoneOn("r6 at 3s", r6)
+			g.finish(r5)
+			g.finish(r6)
+			g.wantCounters(map[string]int64{
+				"tollgate.rule.paced.admitted": 5, "tollgate.rule.paced.limited": 1,
+				"tollgate.rule.paced.in_flight_limited": 0,
+				// r4 0.1s → 1s, r5 1.2s → 2s, r6 1.2s → 3s.
+				"tollgate.rule.paced.delayed": 3, "tollgate.rule.paced.delay_ms": 900 + 800 + 1800,
+				"tollgate.rule.paced.max_delay_ms": 1800,
+			})
+		})
+	}
+}
