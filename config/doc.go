@@ -131,10 +131,13 @@
 //	                                      count or refund, not both, and neither with global
 //	      "on_limit": {                   optional: what happens to a request over the limits
 //	        "action": "delay",            required: "reject" (429 at once, the default) or
-//	                                      "delay" (hold it until its tokens are due); token
-//	                                      buckets only; a shadow rule never holds
+//	                                      "delay" (hold it until its tokens are due, and until
+//	                                      a slot is free with a concurrency limit); token
+//	                                      buckets and concurrency limits only; a shadow rule
+//	                                      never holds
 //	        "max_delay": "2s"             "delay" only, required: the longest a request is held,
-//	                                      "1ms" to "60s"; a later one is rejected at once
+//	                                      "1ms" to "60s", counted from its arrival; a later
+//	                                      one is rejected at once
 //	      }
 //	    }
 //	  ],

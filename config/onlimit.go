@@ -97,14 +97,15 @@ func (v *validator) maxDelay(path string, value *jsonValue) time.Duration {
 
 // checkDelayFits reports the limits a delaying rule cannot hold requests for: a window counts
 // the requests of its window, and a request held for the next window would be counted twice or
-// not at all, so only token buckets delay.
+// not at all, so only token buckets delay (and concurrency limits, whose requests wait for a
+// free slot).
 func (v *validator) checkDelayFits(path string, o OnLimit, limitsPath string, limits []Limit) {
 	if o.Action != OnLimitDelay {
 		return
 	}
 	for i, l := range limits {
 		if l.Algorithm == FixedWindow || l.Algorithm == SlidingWindow {
-			v.add(fieldPath(path, "action"), `"delay" works with token_bucket limits only, and `+
+			v.add(fieldPath(path, "action"), `"delay" works with token_bucket and concurrency limits only, and `+
 				indexPath(limitsPath, i)+` is a `+l.Algorithm.String()+`: make it a token bucket (capacity, refill_tokens, `+
 				`refill_interval), which paces requests evenly, or use "action": "reject"`)
 			return

@@ -60,7 +60,7 @@ func TestOnLimit(t *testing.T) {
 		{name: "delay with a window", input: `{"rules": [{"name": "r", "key": [{"client_ip": {}}],
 			"limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}, {"algorithm": "sliding_window", "capacity": 10, "window": "1m"}],
 			"on_limit": {"action": "delay", "max_delay": "1s"}}]}`,
-			problems: []problem{{onLimitPath + ".action", `"delay" works with token_bucket limits only, and rules[0].limits[1] is a sliding_window: make it a token bucket`}}},
+			problems: []problem{{onLimitPath + ".action", `"delay" works with token_bucket and concurrency limits only, and rules[0].limits[1] is a sliding_window: make it a token bucket`}}},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
@@ -88,6 +88,25 @@ func TestOnLimit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A concurrency limit delays: its requests wait for a free slot, alone or with a token bucket.
+func TestOnLimitDelayWithConcurrency(t *testing.T) {
+	for _, limits := range []string{
+		`[{"algorithm": "concurrency", "max_in_flight": 2, "lease": "30s"}]`,
+		`[{"capacity": 10, "refill_tokens": 10, "refill_interval": "1s"}, {"algorithm": "concurrency", "max_in_flight": 2}]`,
+	} {
+		cfg, err := config.Parse([]byte(`{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": ` + limits +
+			`, "on_limit": {"action": "delay", "max_delay": "2s"}}]}`))
+		if err != nil {
+			t.Fatalf("%s: %v", limits, err)
+		}
+		r := &cfg.Rules[0]
+		if !r.Delays(cfg) || !r.HasConcurrency() || r.OnLimit.MaxDelay != 2*time.Second {
+			t.Errorf("%s: delays %v, concurrency %v, max_delay %v; want a rule that waits 2s for a slot",
+				limits, r.Delays(cfg), r.HasConcurrency(), r.OnLimit.MaxDelay)
+		}
 	}
 }
 
