@@ -48,12 +48,15 @@ func (g *rig) tickVM(vm *host.VM, at time.Duration) {
 // One slot, max_delay 2s, two workers: a slot freed on one worker lets a waiter on the other in
 // at that worker's next tick; a worker's waiters get slots in the order they arrived; a waiter
 // whose client goes away takes nothing and is counted nowhere; one still waiting at max_delay
-// gets 429 with Retry-After 1; each request is counted once.
+// gets 429 with Retry-After 1; each request is counted once, when it is finally decided.
 func TestInFlightWaitsForASlot(t *testing.T) {
 	t.Parallel()
+	// tenants counts its missing keys: once per request, not once per decision while waiting.
 	config := `{"rules": [{"name": "uploads", "key": [{"header": "x-api-key"}],
 	  "limits": [{"algorithm": "concurrency", "max_in_flight": 1, "lease": "10s"}],
-	  "on_limit": {"action": "delay", "max_delay": "2s"}}]}`
+	  "on_limit": {"action": "delay", "max_delay": "2s"}},
+	  {"name": "tenants", "key": [{"header": "x-tenant"}], "missing_key": {"action": "allow"},
+	   "limits": [{"capacity": 100, "refill_tokens": 100, "refill_interval": "1s"}]}]}`
 	ms := time.Millisecond
 	for _, p := range profiles {
 		t.Run(p.String(), func(t *testing.T) {
@@ -110,6 +113,8 @@ func TestInFlightWaitsForASlot(t *testing.T) {
 				// w1 waited 700ms, w3 700ms.
 				"tollgate.rule.uploads.delayed": 2, "tollgate.rule.uploads.delay_ms": 1400,
 				"tollgate.rule.uploads.max_delay_ms": 700,
+				// Every request but gone's, finally decided.
+				"tollgate.rule.tenants.missing_key": 6,
 			})
 		})
 	}
