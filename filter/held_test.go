@@ -57,6 +57,11 @@ type scriptedWaiter struct {
 	headers []string // the x-id header read at each wake: the effective context was the stream's
 	goneAt  []int64
 	refused bool
+	// then is held in its place on its last wake, as a request that waited for a slot is held
+	// for its tokens; order records the wakes of every waiter sharing it.
+	then  *scriptedWaiter
+	name  string
+	order *[]string
 }
 
 func (w *scriptedWaiter) wake(h *httpContext, now int64) (wakeResult, int64) {
@@ -65,6 +70,12 @@ func (w *scriptedWaiter) wake(h *httpContext, now int64) (wakeResult, int64) {
 	w.headers = append(w.headers, id)
 	if len(w.woken) < len(w.due) {
 		return stillHeld, w.due[len(w.woken)]
+	}
+	if w.order != nil {
+		*w.order = append(*w.order, w.name)
+	}
+	if w.then != nil && !h.plugin.hold(h, w.then.due[0], w.then) {
+		w.then.refused = true
 	}
 	if w.answer {
 		_ = abi.SendLocalReply(429, "test", nil, nil, -1)
@@ -186,6 +197,46 @@ func TestHeldSetIsBounded(t *testing.T) {
 	vm.plugin.wakeHeld(10)
 	if vm.plugin.heldCount() != 0 {
 		t.Fatalf("%d still held after their instant", vm.plugin.heldCount())
+	}
+}
+
+// A waiter that holds its request again (for another waiter) keeps the request's place in the
+// held set, even when the set is full, and the first waiter is not told that its client went
+// away.
+func TestHeldAgainKeepsItsPlace(t *testing.T) {
+	var order []string
+	script := map[string]*scriptedWaiter{}
+	for i := 0; i < maxHeld; i++ {
+		name := strconv.Itoa(i)
+		script[name] = &scriptedWaiter{due: []int64{20}, name: name, order: &order}
+	}
+	again := &scriptedWaiter{due: []int64{20}, name: "0 again", order: &order}
+	script["0"].due[0], script["0"].then = 10, again
+	host, vm := startHeld(t, script)
+	ids := make([]uint32, maxHeld)
+	for i := range ids {
+		ids[i] = host.InitializeHttpContext()
+		if got := host.CallOnRequestHeaders(ids[i], [][2]string{{"x-id", strconv.Itoa(i)}}, true); got != types.ActionPause {
+			t.Fatalf("request %d: %v, want held", i, got)
+		}
+	}
+	p := vm.plugin
+	p.wakeHeld(10)
+	if again.refused || p.heldCount() != maxHeld || len(script["0"].goneAt) != 0 {
+		t.Fatalf("held again: refused %v, %d held, gone %v; want held in its place", again.refused, p.heldCount(), script["0"].goneAt)
+	}
+	if got := host.GetCurrentHttpStreamAction(ids[0]); got == types.ActionContinue {
+		t.Fatal("request 0 went on while held again")
+	}
+	order = nil
+	p.wakeHeld(20)
+	if p.heldCount() != 0 || len(order) != maxHeld || order[0] != "0 again" || order[1] != "1" {
+		t.Fatalf("%d still held, woken first %v; want all gone on, request 0 first", p.heldCount(), order[:min(len(order), 2)])
+	}
+	for i, id := range ids {
+		if got := host.GetCurrentHttpStreamAction(id); got != types.ActionContinue {
+			t.Fatalf("request %d: %v, want continued", i, got)
+		}
 	}
 }
 
