@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -234,4 +235,56 @@ func TestInFlightWaitBoundsTheTokenDelay(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A worker decides about one waiting request per full key and tick, however many wait for it:
+// the others are tried again on the next tick, in their order, and each is still answered at its
+// own max_delay.
+func TestInFlightWaitersOfAFullKeyCostOneDecisionPerTick(t *testing.T) {
+	t.Parallel()
+	config := `{"rules": [{"name": "uploads", "key": [{"header": "x-api-key"}],
+	  "limits": [{"algorithm": "concurrency", "max_in_flight": 1, "lease": "10s"}],
+	  "on_limit": {"action": "delay", "max_delay": "1s"}}]}`
+	ms := time.Millisecond
+	g := newRig(t, host.Envoy139, config, 1)
+	vm := g.vms[0]
+	vm.CountHostCallsByName()
+	reads := func() int64 { return vm.Stats().ByName["env.proxy_get_shared_data"] }
+	g.at(0)
+	a := g.open(vm, inFlightRequest("a"))
+	b := g.open(vm, inFlightRequest("b"))
+	g.wantGoneOn("a", a)
+	g.wantGoneOn("b", b)
+	waitA := g.open(vm, inFlightRequest("a"))
+	before := reads()
+	g.tickAt(10 * ms)
+	one := reads() - before // one waiter decided again
+	var waitB []*heldRequest
+	for i := 0; i < 50; i++ {
+		waitB = append(waitB, g.open(vm, inFlightRequest("b")))
+	}
+	g.wantHeld("the waiters", append(waitB, waitA)...)
+	before = reads()
+	g.tickAt(20 * ms)
+	if fifty, want := reads()-before, 2*one; one == 0 || fifty != want {
+		t.Fatalf("a tick with waiters of two full keys read shared data %d times, want %d (%d for one waiter)", fifty, want, one)
+	}
+	g.at(30 * ms)
+	g.finish(b)
+	g.tickAt(30 * ms)
+	g.wantGoneOn("the oldest waiter of b", waitB[0])
+	g.wantHeld("the other waiters", append(waitB[1:], waitA)...)
+	g.tickAt(time.Second)
+	g.wantRejected("a's waiter at max_delay", waitA, "1")
+	g.wantHeld("b's waiters, which came 10ms later", waitB[1:]...)
+	g.tickAt(1010 * ms)
+	for i, r := range waitB[1:] {
+		g.wantRejected("b's waiter "+strconv.Itoa(i+1)+" at max_delay", r, "1")
+		g.finish(r)
+	}
+	g.finish(waitB[0])
+	g.finish(waitA)
+	g.finish(a)
+	g.wantCounters(map[string]int64{"tollgate.rule.uploads.admitted": 3, "tollgate.rule.uploads.limited": 50,
+		"tollgate.rule.uploads.in_flight_limited": 50})
 }

@@ -60,6 +60,8 @@ type heldRequest struct {
 // on in that order.
 type heldSet struct {
 	list []heldRequest
+	// round counts the wakes (ticks) that found a request due.
+	round uint64
 	// waking is the request whose waiter runs (wakeOne). A hold of it meanwhile (a request
 	// that waited for a slot, admitted with its tokens due later) is kept in rehold, and
 	// replaces its wait in place: it keeps its place in the order.
@@ -97,6 +99,7 @@ func (p *pluginContext) tickPeriodMilliseconds() uint32 {
 
 // wakeHeld wakes the held requests due at now (from the plugin's tick).
 func (p *pluginContext) wakeHeld(now int64) {
+	p.held.round++
 	list := p.held.list
 	kept := list[:0]
 	for _, r := range list {

@@ -71,9 +71,8 @@ type pluginContext struct {
 	// Concurrency limits (concurrency.go): in_flight_limited per rule, nil without one.
 	inFlightLimited []*counter
 	hasConcurrency  bool
-	// slotWaits is how long each rule's requests may wait for a free slot, in nanoseconds
-	// (slotwait.go); nil when no rule waits.
-	slotWaits []int64
+	// slots are the waits for a free slot of a concurrency limit (slotwait.go).
+	slots slotWaiting
 }
 
 // replyBuffers are reused to build local replies without allocating.

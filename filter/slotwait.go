@@ -25,6 +25,10 @@ import (
 //     time it waited counts in its rule's delay counters when it is admitted.
 //   - While it waits it holds nothing: a client that goes away takes it out of the held set,
 //     and nothing is given back or counted.
+//   - Cost: on a tick, once a request finds the slots of its key (of its concurrency limit)
+//     all taken, the other requests waiting for the same slots are not decided again until
+//     the next tick: a VM decides about one request per waited-for key and tick, however many
+//     wait for it.
 //   - Order: each VM retries its waiting requests in the order they arrived, so among one VM's
 //     waiters of a key the oldest gets the first slot that VM's tick finds free. A freed slot is
 //     not reserved for waiters, though: a new request (on any VM) that arrives between the
@@ -40,24 +44,61 @@ func slotWaitFor(cfg *config.Config, r *config.Rule) time.Duration {
 	return r.OnLimit.MaxDelay
 }
 
+// slotWaiting is what the plugin keeps for the requests waiting for a free slot.
+type slotWaiting struct {
+	// waits is how long each rule's requests may wait for a free slot, in nanoseconds; nil
+	// when no rule waits.
+	waits []int64
+	// full lists the owners of the concurrency limits (limit and key) found full on the held
+	// set's wake round fullRound: their other waiters are not decided again in that round.
+	full      []uint64
+	fullRound uint64
+}
+
+// noteFull records that the concurrency limit of owner was full in the current round.
+func (p *pluginContext) noteFull(owner uint64) {
+	s := &p.slots
+	if s.fullRound != p.held.round {
+		s.full, s.fullRound = s.full[:0], p.held.round
+	}
+	if len(s.full) < maxHeld {
+		s.full = append(s.full, owner)
+	}
+}
+
+// foundFull reports whether the concurrency limit of owner was found full in the current round.
+func (p *pluginContext) foundFull(owner uint64) bool {
+	s := &p.slots
+	if s.fullRound != p.held.round {
+		return false
+	}
+	for _, o := range s.full {
+		if o == owner {
+			return true
+		}
+	}
+	return false
+}
+
 // setUpSlotWaits notes the rules whose requests wait for a free slot; the plugin then ticks
 // fast (mayHold).
 func (p *pluginContext) setUpSlotWaits() {
 	for i := range p.cfg.Rules {
 		if wait := slotWaitFor(p.cfg, &p.cfg.Rules[i]); wait > 0 {
-			if p.slotWaits == nil {
-				p.slotWaits = make([]int64, len(p.cfg.Rules))
+			if p.slots.waits == nil {
+				p.slots.waits = make([]int64, len(p.cfg.Rules))
 			}
-			p.slotWaits[i], p.mayHold = int64(wait), true
+			p.slots.waits[i], p.mayHold = int64(wait), true
 		}
 	}
 }
 
 // slotWait is a request waiting for a free slot.
 type slotWait struct {
-	rule     int   // the rule whose slot it waits for
-	since    int64 // monotonic ns of its first decision
-	deadline int64 // since + the rule's max_delay
+	rule     int    // the rule whose slot it waits for
+	since    int64  // monotonic ns of its first decision
+	deadline int64  // since + the rule's max_delay
+	owner    uint64 // the concurrency limit (and key) that found no free slot last
 	// again is set when a decision made while waking it found no free slot still.
 	again bool
 }
@@ -76,18 +117,20 @@ func (h *httpContext) admit(now int64) *admission.Outcome {
 // counted nothing. False when the request is rejected now.
 func (h *httpContext) waitsForSlot(out *admission.Outcome, now int64) bool {
 	p := h.plugin
-	if p.slotWaits == nil || p.slotWaits[out.Rule] == 0 {
+	waits := p.slots.waits
+	if waits == nil || waits[out.Rule] == 0 {
 		return false
 	}
 	if w := h.slotWait; w != nil { // decided again on a tick
-		if now >= w.deadline || out.Rule != w.rule && now-w.since >= p.slotWaits[out.Rule] {
+		if now >= w.deadline || out.Rule != w.rule && now-w.since >= waits[out.Rule] {
 			return false
 		}
-		w.again = true
+		w.again, w.owner = true, out.InFlightOwner
+		p.noteFull(w.owner)
 		return true
 	}
-	wait := p.slotWaits[out.Rule]
-	if !p.hold(h, now, &slotWait{rule: out.Rule, since: now, deadline: now + wait}) {
+	wait := waits[out.Rule]
+	if !p.hold(h, now, &slotWait{rule: out.Rule, since: now, deadline: now + wait, owner: out.InFlightOwner}) {
 		return false // the VM holds maxHeld requests already: rejected at once
 	}
 	if p.debug {
@@ -109,6 +152,9 @@ func (h *httpContext) slotWaited(now int64) time.Duration {
 // stopped request's headers until it is continued, so they are read again as at first).
 func (w *slotWait) wake(h *httpContext, now int64) (wakeResult, int64) {
 	p := h.plugin
+	if now < w.deadline && p.foundFull(w.owner) {
+		return stillHeld, now + 1 // an earlier waiter found its slots all taken on this tick
+	}
 	h.slotWait = w
 	defer func() { h.slotWait = nil }()
 	action := h.OnHttpRequestHeaders(0, false)

@@ -107,8 +107,10 @@ type Outcome struct {
 	DelayRule  int
 	DelayOwner uint64
 	// InFlightLimited is true when the limit that rejected the request (Limited) is a
-	// concurrency limit: every slot of the key was taken.
+	// concurrency limit: every slot of the key was taken. InFlightOwner is that limit's owner
+	// hash (its limit and key), to tell requests waiting for the same slots apart.
 	InFlightLimited bool
+	InFlightOwner   uint64
 	// leases are the concurrency slots the request took (AppendLeases).
 	leases []Lease
 
@@ -468,6 +470,9 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	case verdict == Limited:
 		out.Verdict, out.Rule, out.RetryAfter = Limited, worst.rule.index, worst.decision.RetryAfter
 		out.InFlightLimited = worst.limit.isConcurrency()
+		if out.InFlightLimited {
+			out.InFlightOwner = worst.owner
+		}
 		if g.collectStatus {
 			g.collect(enforced, worst, now)
 		}
