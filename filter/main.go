@@ -278,7 +278,12 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		return h.failOpenOrDeny()
 	}
 	p.req.err = nil
-	out := h.admit(now)
+	var out *admission.Outcome
+	if w := h.slotWait; w == nil {
+		out = p.gate.Admit(&p.req, sharedData, now)
+	} else { // decided again while it waits for a free slot (slotwait.go)
+		out = p.gate.AdmitBy(&p.req, sharedData, now, w.deadline)
+	}
 	if p.hasConcurrency {
 		h.holdSlots(out)
 	}

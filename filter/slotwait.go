@@ -103,15 +103,6 @@ type slotWait struct {
 	again bool
 }
 
-// admit decides the request: bounded by its deadline while it waits for a slot.
-func (h *httpContext) admit(now int64) *admission.Outcome {
-	p := h.plugin
-	if w := h.slotWait; w != nil {
-		return p.gate.AdmitBy(&p.req, sharedData, now, w.deadline)
-	}
-	return p.gate.Admit(&p.req, sharedData, now)
-}
-
 // waitsForSlot reports whether a request a concurrency limit rejected waits for a free slot:
 // then it is held (or still held) and the request-headers callback returns ActionPause, having
 // counted nothing. False when the request is rejected now.
