@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// The features of the request path together, through the real module on the manual clock: a
+// request held by on_limit delay that also holds a concurrency slot of another rule, settles at
+// its response (refund), is rejected by a later rule, or whose client goes away while held. Each
+// charge and each slot is given back exactly once, and each request is counted once.
+
+// interplayConfig: "paced" delays (one token per 200ms, max_delay 1s) and refunds a 503;
+// "slots" admits two requests of the same authority in flight.
+const interplayConfig = `{"rules": [
+  {"name": "paced", "key": [{"authority": {}}],
+   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "200ms"}],
+   "on_limit": {"action": "delay", "max_delay": "1s"}, "refund": {"statuses": ["503"]}},
+  {"name": "slots", "key": [{"authority": {}}],
+   "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "10s"}]}]}`
+
+// interplayStep happens at an instant: a held request's client goes away (reset), the VM ticks,
+// a request opens (want: "go" admitted at once, "held", or a status answered at once), a request
+// that went on gets its response (respond, with status), and what must have been resumed.
+type interplayStep struct {
+	at      time.Duration
+	reset   int
+	open    string
+	respond int
+	status  int
+	resumed []int
+}
+
+// runInterplay runs steps on one VM; requests are numbered in the order they open, from 1.
+func runInterplay(t *testing.T, g *rig, steps []interplayStep) {
+	t.Helper()
+	vm := g.vms[0]
+	reqs := []*heldRequest{nil}
+	resumed := map[int]bool{}
+	for i, s := range steps {
+		g.at(s.at)
+		if s.reset > 0 {
+			if err := reqs[s.reset].s.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			resumed[s.reset] = true // never resumed: gone
+		}
+		if s.respond > 0 {
+			r := reqs[s.respond]
+			if !r.decision.Continue {
+				t.Fatalf("step %d: request %d did not go on", i, s.respond)
+			}
+			if _, err := r.s.ResponseHeaders(s.status, [][2]string{{"content-length", "0"}}, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.s.Finish(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := g.host.Tick(t.Context()); err != nil {
+			t.Fatalf("step %d: tick: %v\nlogs:\n%s", i, err, g.logText())
+		}
+		for n, r := range reqs[1:] {
+			n++
+			if r == nil || !r.held || resumed[n] {
+				continue
+			}
+			if g.settled(r) {
+				resumed[n] = true
+				if !contains(s.resumed, n) {
+					t.Fatalf("step %d at %v: request %d settled (%+v), want it held", i, s.at, n, r.decision)
+				}
+				if !r.decision.Continue {
+					t.Fatalf("step %d: request %d answered %+v, want it resumed", i, n, r.decision.Reply)
+				}
+			}
+		}
+		for _, n := range s.resumed {
+			if !resumed[n] {
+				t.Fatalf("step %d at %v: request %d still held, want it resumed\nlogs:\n%s", i, s.at, n, g.logText())
+			}
+		}
+		if s.open != "" {
+			r := g.open(vm, partnerReq())
+			reqs = append(reqs, r)
+			n := len(reqs) - 1
+			switch {
+			case s.open == "held" && !r.held:
+				t.Fatalf("step %d at %v: request %d not held: %+v", i, s.at, n, r.decision)
+			case s.open == "go" && (r.held || !r.decision.Continue):
+				t.Fatalf("step %d at %v: request %d held %v %+v, want it admitted at once", i, s.at, n, r.held, r.decision.Reply)
+			case s.open != "go" && s.open != "held" && (r.held || r.decision.Reply == nil || itoa(r.decision.Reply.Status) != s.open):
+				t.Fatalf("step %d at %v: request %d held %v %+v, want %s", i, s.at, n, r.held, r.decision.Reply, s.open)
+			}
+			if r.decision.Reply != nil {
+				if err := r.s.Finish(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+func contains(list []int, n int) bool {
+	for _, v := range list {
+		if v == n {
+			return true
+		}
+	}
+	return false
+}
+
+// A held request holds its slot of the other rule while it waits; its client going away gives
+// back its reservation and its slot, once; a request the slots reject reserves nothing; a 503
+// after a delay is refunded.
+func TestInterplayDelaySlotsRefund(t *testing.T) {
+	t.Parallel()
+	g := newRig(t, host.Envoy139, interplayConfig, 1)
+	ms := time.Millisecond
+	runInterplay(t, g, []interplayStep{
+		{at: 0, open: "go"},         // #1: token, slot 1
+		{at: 0, open: "held"},       // #2: due 200ms, slot 2
+		{at: 0, open: "429"},        // #3: no slot: nothing reserved on paced
+		{at: 50 * ms, reset: 2},     // #2 goes away: its token and slot come back
+		{at: 50 * ms, open: "held"}, // #4: due 200ms (not 400ms), slot 2 again
+		{at: 60 * ms, open: "429"},  // #5: the slots are #1 and #4
+		{at: 200 * ms, resumed: []int{4}},
+		{at: 210 * ms, respond: 1, status: 200},
+		// #4's 503 is refunded: it was the last reservation, so its token comes back.
+		{at: 210 * ms, respond: 4, status: 503, open: "go"}, // #6
+		// #7: the bucket held 0.05 of a token at 210ms (0.8 refilled since #4's reservation at
+		// 50ms left -0.75), the refund filled it to its capacity, and #6 took that: due 410ms.
+		{at: 210 * ms, open: "held"},
+		{at: 409 * ms},
+		{at: 410 * ms, resumed: []int{7}},
+		{at: 410 * ms, respond: 6, status: 200},
+		{at: 410 * ms, respond: 7, status: 200},
+		{at: 610 * ms, open: "go"}, // #8: both slots free again, and a token
+	})
+	g.wantCounters(map[string]int64{
+		"tollgate.rule.paced.admitted": 5, "tollgate.rule.paced.delayed": 3, "tollgate.rule.paced.refunded": 1,
+		"tollgate.rule.paced.limited": 0, "tollgate.rule.slots.admitted": 5, "tollgate.rule.slots.limited": 2,
+		"tollgate.rule.slots.in_flight_limited": 2,
+	})
+}
