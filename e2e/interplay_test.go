@@ -31,6 +31,7 @@ type interplayStep struct {
 	respond int
 	status  int
 	resumed []int
+	config  string // a new configuration, pushed first
 }
 
 // runInterplay runs steps on one VM; requests are numbered in the order they open, from 1.
@@ -41,6 +42,9 @@ func runInterplay(t *testing.T, g *rig, steps []interplayStep) {
 	resumed := map[int]bool{}
 	for i, s := range steps {
 		g.at(s.at)
+		if s.config != "" {
+			g.reconfigure(s.config)
+		}
 		if s.reset > 0 {
 			if err := reqs[s.reset].s.Reset(); err != nil {
 				t.Fatal(err)
@@ -92,7 +96,7 @@ func runInterplay(t *testing.T, g *rig, steps []interplayStep) {
 			case s.open == "go" && (r.held || !r.decision.Continue):
 				t.Fatalf("step %d at %v: request %d held %v %+v, want it admitted at once", i, s.at, n, r.held, r.decision.Reply)
 			case s.open != "go" && s.open != "held" && (r.held || r.decision.Reply == nil || itoa(r.decision.Reply.Status) != s.open):
-				t.Fatalf("step %d at %v: request %d held %v %+v, want %s", i, s.at, n, r.held, r.decision.Reply, s.open)
+				t.Fatalf("step %d at %v: request %d held %v %+v, want %s\nlogs:\n%s", i, s.at, n, r.held, r.decision.Reply, s.open, g.logText())
 			}
 			if r.decision.Reply != nil {
 				if err := r.s.Finish(); err != nil {
@@ -144,4 +148,54 @@ func TestInterplayDelaySlotsRefund(t *testing.T) {
 		"tollgate.rule.paced.limited": 0, "tollgate.rule.slots.admitted": 5, "tollgate.rule.slots.limited": 2,
 		"tollgate.rule.slots.in_flight_limited": 2,
 	})
+}
+
+// A new configuration while requests are held and hold slots: the held requests stay with the
+// root context they were decided by, which keeps ticking until its last stream ends, so they go
+// on when due; their slots and reservations stand, and are given back when they end, whichever
+// root decides the requests after them.
+func TestInterplayReconfigureWhileHeld(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	for _, next := range []struct {
+		name, config string
+		after        []interplayStep
+	}{
+		{"same", interplayConfig, []interplayStep{
+			{at: 100 * ms, open: "429"}, // #3: #1 and #2 hold both slots
+			{at: 200 * ms, resumed: []int{2}},
+			{at: 200 * ms, respond: 1, status: 200, open: "held"}, // #4: a slot again, due 400ms
+			{at: 250 * ms, open: "429"},                           // #5: #2 and #4 hold the slots
+			{at: 399 * ms},
+			{at: 400 * ms, resumed: []int{4}},
+		}},
+		// The delay is gone and there is a slot more: the old root context still wakes what it
+		// holds, and its slots count against the new limit.
+		{"rejecting", `{"rules": [
+		  {"name": "paced", "key": [{"authority": {}}],
+		   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "200ms"}]},
+		  {"name": "slots", "key": [{"authority": {}}],
+		   "limits": [{"algorithm": "concurrency", "max_in_flight": 3, "lease": "10s"}]}]}`, []interplayStep{
+			{at: 100 * ms, open: "429"}, // #3: a slot, but the token is #2's until 200ms
+			{at: 199 * ms},
+			{at: 200 * ms, resumed: []int{2}},
+			{at: 210 * ms, respond: 1, status: 200},
+			{at: 210 * ms, respond: 2, status: 200},
+			// (The new rejecting bucket cannot owe: the reservation #2 still owed at the push
+			// was carried over as an empty bucket, tokenBucket.convert; so no probe before
+			// 400ms here.)
+			{at: 400 * ms, open: "go"},
+			{at: 400 * ms, open: "429"},
+		}},
+	} {
+		t.Run(next.name, func(t *testing.T) {
+			t.Parallel()
+			g := newRig(t, host.Envoy139, interplayConfig, 1)
+			runInterplay(t, g, append([]interplayStep{
+				{at: 0, open: "go"},   // #1
+				{at: 0, open: "held"}, // #2: due 200ms, both slots taken
+				{at: 50 * ms, config: next.config},
+			}, next.after...))
+		})
+	}
 }
