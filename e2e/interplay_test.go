@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -197,5 +198,80 @@ func TestInterplayReconfigureWhileHeld(t *testing.T) {
 				{at: 50 * ms, config: next.config},
 			}, next.after...))
 		})
+	}
+}
+
+// A delaying rule with a global lease, and a concurrency limit on another rule: a held request
+// that, when due, waits for the lease request another request sent, and whose client goes away
+// then, gives its reservation and its slot back once; the grant serves the request that sent it
+// (one token, the first lease), and the next request is not delayed.
+func TestInterplayDelayedLeaseWaiterGoesAway(t *testing.T) {
+	t.Parallel()
+	rls := startScriptedRLS(t)
+	blocked := holdCalls(rls, grant(time.Hour))
+	g := newLeaseRig(t, host.Envoy139, `{"rules": [
+	  {"name": "paced", "key": [{"authority": {}}],
+	   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "200ms"}],
+	   "on_limit": {"action": "delay", "max_delay": "1s"},
+	   "global": {"cluster": "rls", "domain": "d", "timeout": "60s", "lease": {"max_tokens": 4, "ttl": "10s"}}},
+	  {"name": "slots", "key": [{"authority": {}}],
+	   "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "10s"}]}]}`, rls)
+	vm := g.vms[0]
+	ms := time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	g.at(0)
+	first := g.open(vm, partnerReq()) // admitted locally, waits for the lease request it sent
+	if !first.held {
+		t.Fatalf("the first request: %+v, want it held for the lease request", first.decision)
+	}
+	<-blocked.arrived
+	second := g.open(vm, partnerReq()) // due 200ms
+	if !second.held {
+		t.Fatalf("the second request: %+v, want it held", second.decision)
+	}
+	g.tickAt(200 * ms) // due: it waits for the same lease request
+	if g.settled(second) {
+		t.Fatalf("the second request settled %+v, want it waiting for the lease request", second.decision)
+	}
+	if n := vm.PendingCalls(); n != 1 {
+		t.Fatalf("%d calls pending, want the one lease request", n)
+	}
+	if err := second.s.Reset(); err != nil { // its client goes away
+		t.Fatal(err)
+	}
+	close(blocked.release)
+	if d, err := first.s.Wait(ctx); err != nil || !d.Continue {
+		t.Fatalf("the first request: %+v %v, want it to go on with the grant", d, err)
+	}
+	first.decision.Continue = true
+	// The second request's token (nothing was reserved after it) and slot came back: the third
+	// is admitted locally at once (not delayed) and asks for a lease of its own (the first grant
+	// was one token, the first request's), the fourth finds both slots taken.
+	third := g.open(vm, partnerReq())
+	if third.held {
+		if d, err := third.s.Wait(ctx); err != nil || !d.Continue {
+			t.Fatalf("the third request: %+v %v, want it to go on\nlogs:\n%s", d, err, g.logText())
+		}
+		third.decision.Continue = true
+	} else if !third.decision.Continue {
+		t.Fatalf("the third request: %+v, want it to go on", third.decision.Reply)
+	}
+	fourth := g.open(vm, partnerReq())
+	if fourth.held || fourth.decision.Reply == nil || fourth.decision.Reply.Status != 429 {
+		t.Fatalf("the fourth request: held %v %+v, want 429 (no slot)", fourth.held, fourth.decision.Reply)
+	}
+	g.finish(first)
+	g.finish(third)
+	g.finish(fourth)
+	g.checkHealthy()
+	g.wantCounters(map[string]int64{
+		"tollgate.rule.paced.admitted": 2, "tollgate.rule.paced.delayed": 1, "tollgate.rule.paced.limited": 0,
+		"tollgate.rule.paced.global_lease_requests": 2, "tollgate.rule.paced.global_cancelled": 0,
+		"tollgate.rule.slots.admitted": 2, "tollgate.rule.slots.limited": 1, "tollgate.rule.slots.in_flight_limited": 1,
+	})
+	if hits := hits(rls); len(hits) != 2 {
+		t.Fatalf("calls %v, want two lease requests: the first request's and the third's", hits)
 	}
 }
