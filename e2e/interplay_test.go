@@ -275,3 +275,32 @@ func TestInterplayDelayedLeaseWaiterGoesAway(t *testing.T) {
 		t.Fatalf("calls %v, want two lease requests: the first request's and the third's", hits)
 	}
 }
+
+// A shadow rule with count: a held request whose client goes away never reached the upstream,
+// so the shadow rule gives its charge back as it does for any request that ends without a
+// response; the enforced charge is given back once, with the reservation.
+func TestInterplayHeldRequestGoneSettlesShadowCount(t *testing.T) {
+	t.Parallel()
+	g := newRig(t, host.Envoy139, `{"rules": [
+	  {"name": "paced", "key": [{"authority": {}}],
+	   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "200ms"}],
+	   "on_limit": {"action": "delay", "max_delay": "1s"}},
+	  {"name": "watch", "shadow": true, "key": [{"authority": {}}],
+	   "limits": [{"algorithm": "fixed_window", "capacity": 1, "window": "10s"}],
+	   "count": {"statuses": ["2xx"]}}]}`, 1)
+	ms := time.Millisecond
+	runInterplay(t, g, []interplayStep{
+		{at: 0, open: "go"},              // #1: watch counts it until its response
+		{at: 0, respond: 1, status: 500}, // not counted: watch gives it back
+		{at: 0, open: "held"},            // #2: due 200ms; watch counts it
+		{at: 50 * ms, reset: 2},          // gone: watch gives it back too
+		{at: 50 * ms, open: "held"},      // #3: due 200ms; watch has room
+		{at: 200 * ms, resumed: []int{3}},
+		{at: 200 * ms, respond: 3, status: 200}, // counted
+		{at: 200 * ms, open: "held"},            // #4: due 400ms; watch full: shadow-limited
+	})
+	g.wantCounters(map[string]int64{
+		"tollgate.rule.watch.shadow_limited": 1, "tollgate.rule.watch.refunded": 2,
+		"tollgate.rule.paced.delayed": 3, "tollgate.rule.paced.admitted": 2,
+	})
+}

@@ -130,7 +130,7 @@ func (w *delayWait) wake(h *httpContext, now int64) (wakeResult, int64) {
 func (w *delayWait) gone(h *httpContext, now int64) {
 	// The whole reservation is given back here: a count rule's hold, settled when the stream
 	// ends, must not give its part back again.
-	h.pending.Clear()
+	h.chargeGivenBack()
 	h.plugin.gate.GiveBack(sharedData, w.charge, now)
 	if h.plugin.debug {
 		abi.Log(abi.LogLevelDebug, "tollgate: a delayed request's client went away; its reservation was given back")
