@@ -33,6 +33,7 @@ type interplayStep struct {
 	status  int
 	resumed []int
 	config  string // a new configuration, pushed first
+	plan    string // the request's x-plan header, if any
 }
 
 // runInterplay runs steps on one VM; requests are numbered in the order they open, from 1.
@@ -88,7 +89,11 @@ func runInterplay(t *testing.T, g *rig, steps []interplayStep) {
 			}
 		}
 		if s.open != "" {
-			r := g.open(vm, partnerReq())
+			req := partnerReq()
+			if s.plan != "" {
+				req = httpReq("GET", "/v1/quotes", peer, "x-plan", s.plan)
+			}
+			r := g.open(vm, req)
 			reqs = append(reqs, r)
 			n := len(reqs) - 1
 			switch {
@@ -302,5 +307,34 @@ func TestInterplayHeldRequestGoneSettlesShadowCount(t *testing.T) {
 	g.wantCounters(map[string]int64{
 		"tollgate.rule.watch.shadow_limited": 1, "tollgate.rule.watch.refunded": 2,
 		"tollgate.rule.paced.delayed": 3, "tollgate.rule.paced.admitted": 2,
+	})
+}
+
+// limits_by with on_limit delay and refund: a held request reserves on its tier's limits, and
+// its refund goes back to them.
+func TestInterplayTierDelayRefund(t *testing.T) {
+	t.Parallel()
+	g := newRig(t, host.Envoy139, `{"rules": [{"name": "plans", "key": [{"authority": {}}],
+	  "limits_by": {"part": {"header": "x-plan"}, "default": "free", "tiers": {
+	    "free": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}],
+	    "pro": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "100ms"}]}},
+	  "on_limit": {"action": "delay", "max_delay": "1s"}, "refund": {"statuses": ["503"]}}]}`, 1)
+	ms := time.Millisecond
+	runInterplay(t, g, []interplayStep{
+		{at: 0, open: "go", plan: "pro"},
+		{at: 0, open: "go", plan: "pro"},
+		{at: 0, open: "held", plan: "pro"}, // #3: due 100ms (pro's refill, not free's 1s)
+		{at: 0, open: "held", plan: "pro"}, // #4: due 200ms
+		{at: 99 * ms},
+		{at: 100 * ms, resumed: []int{3}},
+		{at: 200 * ms, resumed: []int{4}},
+		// #4 made the last reservation: its 503 gives the token back, and #5 goes on at once.
+		{at: 200 * ms, respond: 4, status: 503, open: "go", plan: "pro"},
+		{at: 200 * ms, open: "held", plan: "pro"}, // #6: due 300ms
+		{at: 300 * ms, resumed: []int{6}},
+	})
+	g.wantCounters(map[string]int64{
+		"tollgate.rule.plans.admitted": 6, "tollgate.rule.plans.delayed": 3, "tollgate.rule.plans.refunded": 1,
+		"tollgate.rule.plans.limited": 0,
 	})
 }
