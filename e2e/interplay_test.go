@@ -338,3 +338,39 @@ func TestInterplayTierDelayRefund(t *testing.T) {
 		"tollgate.rule.plans.limited": 0,
 	})
 }
+
+// A request rejected because the VM holds as many requests as it may gives back its whole
+// charge: its reservation, and a shadow count rule's part, as for a stream without a response.
+func TestInterplayHeldSetFullSettlesShadowCount(t *testing.T) {
+	t.Parallel()
+	g := newRig(t, host.Envoy139, `{"rules": [
+	  {"name": "fast", "key": [{"authority": {}}],
+	   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1ms"}],
+	   "on_limit": {"action": "delay", "max_delay": "60s"}},
+	  {"name": "watch", "shadow": true, "key": [{"authority": {}}],
+	   "limits": [{"algorithm": "fixed_window", "capacity": 1026, "window": "1h"}],
+	   "count": {"statuses": ["2xx"]}}]}`, 1)
+	g.at(0)
+	const maxHeld = 1024
+	if r := g.open(g.vms[0], partnerReq()); r.held {
+		t.Fatal("the first request was held")
+	}
+	for i := 1; i <= maxHeld; i++ {
+		if r := g.open(g.vms[0], partnerReq()); !r.held {
+			t.Fatalf("request %d was not held: %+v", i, r.decision)
+		}
+	}
+	// The 1026th: rejected, and watch's unit (its last) given back.
+	if r := g.open(g.vms[0], partnerReq()); r.held || r.decision.Reply == nil || r.decision.Reply.Status != 429 {
+		t.Fatalf("request past the bound: held %v, %+v; want 429", r.held, r.decision.Reply)
+	} else if err := r.s.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	g.tickAt(time.Millisecond)
+	if r := g.open(g.vms[0], partnerReq()); !r.held {
+		t.Fatalf("after one went on: %+v, want held", r.decision)
+	}
+	g.wantCounters(map[string]int64{
+		"tollgate.rule.watch.shadow_limited": 0, "tollgate.rule.watch.refunded": 1, "tollgate.rule.fast.limited": 1,
+	})
+}

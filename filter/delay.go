@@ -74,6 +74,11 @@ func (h *httpContext) delay(out *admission.Outcome, now int64) types.Action {
 	rule := out.DelayRule
 	if !p.hold(h, now+int64(out.Delay), w) {
 		p.gate.GiveBack(sharedData, w.charge, now)
+		if p.settles {
+			// The shadow rules' part is not in the charge: it settles as without a response.
+			h.holdCharge(out)
+			h.chargeGivenBack()
+		}
 		p.rules[rule].limited.add(1)
 		out.Verdict, out.Rule, out.RetryAfter = admission.Limited, rule, out.Delay
 		if p.debug {
