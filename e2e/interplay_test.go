@@ -374,3 +374,32 @@ func TestInterplayHeldSetFullSettlesShadowCount(t *testing.T) {
 		"tollgate.rule.watch.shadow_limited": 0, "tollgate.rule.watch.refunded": 1, "tollgate.rule.fast.limited": 1,
 	})
 }
+
+// A global rejection gives the local charge back; a shadow count rule's part, which is not in
+// that charge, settles as for a stream without a response (the rejection is Tollgate's own
+// reply, which does not pass its encoder).
+func TestInterplayGlobalRejectionSettlesShadowCount(t *testing.T) {
+	t.Parallel()
+	rls := startScriptedRLS(t)
+	g := newGlobalRig(t, host.Envoy139, `{"rules": [
+	  {"name": "api", "key": [{"authority": {}}],
+	   "limits": [{"capacity": 100, "refill_tokens": 1, "refill_interval": "1h"}],
+	   "global": {"cluster": "rls", "domain": "d", "timeout": "60s"}},
+	  {"name": "watch", "shadow": true, "key": [{"authority": {}}],
+	   "limits": [{"algorithm": "fixed_window", "capacity": 1, "window": "1h"}],
+	   "count": {"statuses": ["2xx"]}}]}`, map[string]string{"rls": rls.addr})
+	vm := g.vms[0]
+	rls.set(answerOverLimit(time.Minute))
+	if resp := g.send(vm, partnerReq(), nil); resp.Status != 429 {
+		t.Fatalf("first request: %d, want the global 429", resp.Status)
+	}
+	rls.set(answerOK)
+	if resp := g.send(vm, partnerReq(), nil); resp.Status != 200 {
+		t.Fatalf("second request: %d, want 200", resp.Status)
+	}
+	g.checkHealthy()
+	g.wantCounters(map[string]int64{
+		"tollgate.rule.watch.shadow_limited": 0, "tollgate.rule.watch.refunded": 1,
+		"tollgate.rule.api.limited": 1, "tollgate.rule.api.admitted": 1,
+	})
+}
