@@ -74,6 +74,11 @@ func (h *httpContext) delay(out *admission.Outcome, now int64) types.Action {
 	rule := out.DelayRule
 	if !p.hold(h, now+int64(out.Delay), w) {
 		p.gate.GiveBack(sharedData, w.charge, now)
+		if p.settles {
+			// The shadow rules' part is not in the charge: it settles as without a response.
+			h.holdCharge(out)
+			h.chargeGivenBack()
+		}
 		p.rules[rule].limited.add(1)
 		out.Verdict, out.Rule, out.RetryAfter = admission.Limited, rule, out.Delay
 		if p.debug {
@@ -130,7 +135,7 @@ func (w *delayWait) wake(h *httpContext, now int64) (wakeResult, int64) {
 func (w *delayWait) gone(h *httpContext, now int64) {
 	// The whole reservation is given back here: a count rule's hold, settled when the stream
 	// ends, must not give its part back again.
-	h.pending.Clear()
+	h.chargeGivenBack()
 	h.plugin.gate.GiveBack(sharedData, w.charge, now)
 	if h.plugin.debug {
 		abi.Log(abi.LogLevelDebug, "tollgate: a delayed request's client went away; its reservation was given back")

@@ -178,7 +178,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 		if !w.decided {
 			w.decided = true
 			p.gate.GiveBack(sharedData, w.charge, now)
-			h.pending.Clear() // given back with the rest
+			h.chargeGivenBack() // the enforced part with the rest
 			h.releaseSlots()
 		}
 		return
@@ -258,7 +258,7 @@ func (h *httpContext) finish(now int64) {
 		delete(w.pending, token)
 	}
 	h.plugin.gate.GiveBack(sharedData, w.charge, now)
-	h.pending.Clear() // given back with the rest: the reply settles nothing
+	h.chargeGivenBack() // the enforced part with the rest: the reply settles nothing
 	h.releaseSlots()
 }
 

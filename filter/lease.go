@@ -296,5 +296,5 @@ func (h *httpContext) leaveLeases() {
 		now = w.sent
 	}
 	h.plugin.gate.GiveBack(sharedData, w.charge, now)
-	h.pending.Clear() // given back with the rest
+	h.chargeGivenBack() // the enforced part with the rest
 }

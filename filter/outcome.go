@@ -54,3 +54,14 @@ func (p *pluginContext) defineOutcomeCounters(define func(string, *counter) bool
 // holdCharge keeps what an admitted request was charged by the rules that settle at the
 // response.
 func (h *httpContext) holdCharge(out *admission.Outcome) { out.Hold(&h.pending) }
+
+// chargeGivenBack settles what the stream holds once the request's whole charge was given back
+// without a response (its client went away while it was held, or a global limit or failure
+// rejected it): the enforced rules' part is back already, and must not be given back twice; the
+// shadow rules' part is not in that charge, and settles as for a stream without a response.
+func (h *httpContext) chargeGivenBack() {
+	h.pending.DropEnforced()
+	if !h.pending.Empty() {
+		h.settle(0)
+	}
+}

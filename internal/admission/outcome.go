@@ -67,7 +67,8 @@ type Pending struct {
 
 type pendingCharge struct {
 	charged
-	rule *rule
+	rule   *rule
+	shadow bool // a shadow rule's: not part of the request's Charge
 }
 
 // Empty reports whether nothing is held.
@@ -79,6 +80,20 @@ func (p *Pending) Clear() {
 	p.entries = p.entries[:0]
 }
 
+// DropEnforced forgets what the enforced rules were charged and keeps the shadow rules' part:
+// for a request whose Charge (the enforced part) was given back whole, which the shadow rules'
+// charge is not part of.
+func (p *Pending) DropEnforced() {
+	kept := p.entries[:0]
+	for _, e := range p.entries {
+		if e.shadow {
+			kept = append(kept, e)
+		}
+	}
+	clear(p.entries[len(kept):])
+	p.entries = kept
+}
+
 // Hold replaces what dst holds with what an admitted request (Allow) was charged by the rules
 // that settle at the response, enforced and shadow rules alike.
 func (o *Outcome) Hold(dst *Pending) {
@@ -87,19 +102,19 @@ func (o *Outcome) Hold(dst *Pending) {
 		return
 	}
 	dst.at = o.decidedAt
-	dst.entries = appendPending(dst.entries, o.enforced)
+	dst.entries = appendPending(dst.entries, o.enforced, false)
 	for _, group := range o.shadowCharged {
-		dst.entries = appendPending(dst.entries, group)
+		dst.entries = appendPending(dst.entries, group, true)
 	}
 }
 
-func appendPending(dst []pendingCharge, group []applied) []pendingCharge {
+func appendPending(dst []pendingCharge, group []applied, shadow bool) []pendingCharge {
 	for i := range group {
 		a := &group[i]
 		if a.rule.settle == nil || a.skip || a.cost == 0 || a.limit.isConcurrency() {
 			continue
 		}
-		dst = append(dst, pendingCharge{rule: a.rule,
+		dst = append(dst, pendingCharge{rule: a.rule, shadow: shadow,
 			charged: charged{limit: a.limit, slot: a.slot, owner: a.writeOwner, cost: a.cost, next: a.next}})
 	}
 	return dst

@@ -426,3 +426,34 @@ func TestCountWithTiers(t *testing.T) {
 		}
 	}
 }
+
+// DropEnforced keeps only the shadow rules' part: the enforced part is what Charge returns, given
+// back whole by GiveBack, and must not be settled again.
+func TestDropEnforcedKeepsTheShadowPart(t *testing.T) {
+	g := mustGate(t, `{"rules": [
+	  {"name": "api", "key": [{"header": "k"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}],
+	    "count": {"statuses": ["2xx"]}},
+	  {"name": "trial", "shadow": true, "key": [{"header": "k"}],
+	    "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}], "count": {"statuses": ["2xx"]}}]}`)
+	store := newMemStore()
+	var p Pending
+	out := g.Admit(header("k", "a"), store, 0)
+	if out.Verdict != Allow {
+		t.Fatalf("%+v, want admitted", out)
+	}
+	charge := out.Charge()
+	out.Hold(&p)
+	g.GiveBack(store, charge, sec)
+	p.DropEnforced()
+	if given := g.Settle(store, &p, 0, sec); !slices.Equal(given, []int{1}) {
+		t.Fatalf("settled %v, want the shadow rule only", given)
+	}
+	// Both buckets have their token back, once: the next request is admitted by both, the one
+	// after it by neither.
+	for i, want := range []bool{true, false} {
+		out := g.Admit(header("k", "a"), store, 2*sec)
+		if got := out.Verdict == Allow && len(out.ShadowLimited) == 0; got != want {
+			t.Fatalf("request %d after the give-back: %+v, want admitted by both %v", i, out, want)
+		}
+	}
+}
