@@ -1,9 +1,6 @@
 package config_test
 
 import (
-	"errors"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -64,30 +61,6 @@ func TestConcurrencyLimit(t *testing.T) {
 		{name: "misspelt", input: withLimit(`{"algorithm": "concurency", "max_in_flight": 4}`), problems: []problem{{"rules[0].limits[0].algorithm", `(did you mean "concurrency"?)`}, {capacityPath, "required field is missing"}}},
 	}
 	for _, test := range tests {
-		t.Run(test.name, func(t *testing.T) {
-			got, err := config.Parse([]byte(test.input))
-			if test.problems == nil {
-				if err != nil {
-					t.Fatalf("Parse: %v", err)
-				}
-				if !reflect.DeepEqual(got, test.want) {
-					t.Fatalf("Parse:\n got %+v\nwant %+v", got, test.want)
-				}
-				return
-			}
-			var parseErr *config.Error
-			if !errors.As(err, &parseErr) {
-				t.Fatalf("Parse: got error %v, want *config.Error", err)
-			}
-			if len(parseErr.Problems) != len(test.problems) {
-				t.Fatalf("got %d problems, want %d:\n%s", len(parseErr.Problems), len(test.problems), formatProblems(parseErr.Problems))
-			}
-			for i, want := range test.problems {
-				p := parseErr.Problems[i]
-				if p.Field != want.field || !strings.Contains(p.Message, want.contains) {
-					t.Errorf("problem %d:\n got %q: %q\nwant %q containing %q", i, p.Field, p.Message, want.field, want.contains)
-				}
-			}
-		})
+		t.Run(test.name, func(t *testing.T) { checkParse(t, test.input, test.want, test.problems) })
 	}
 }

@@ -1001,35 +1001,40 @@ func TestParse(t *testing.T) {
 	}
 
 	for _, test := range tests {
-		t.Run(test.name, func(t *testing.T) {
-			got, err := config.Parse([]byte(test.input))
-			if test.problems == nil {
-				if err != nil {
-					t.Fatalf("Parse: unexpected error: %v", err)
-				}
-				if !reflect.DeepEqual(got, test.want) {
-					t.Fatalf("Parse:\n got %+v\nwant %+v", got, test.want)
-				}
-				return
-			}
-			if got != nil {
-				t.Errorf("Parse returned a Config along with an error: %+v", got)
-			}
-			var parseErr *config.Error
-			if !errors.As(err, &parseErr) {
-				t.Fatalf("Parse: got error %v (%T), want *config.Error", err, err)
-			}
-			if len(parseErr.Problems) != len(test.problems) {
-				t.Fatalf("Parse: got %d problems, want %d:\n%s", len(parseErr.Problems), len(test.problems), formatProblems(parseErr.Problems))
-			}
-			for i, want := range test.problems {
-				gotProblem := parseErr.Problems[i]
-				if gotProblem.Field != want.field || !strings.Contains(gotProblem.Message, want.contains) {
-					t.Errorf("problem %d:\n got field %q message %q\nwant field %q message containing %q",
-						i, gotProblem.Field, gotProblem.Message, want.field, want.contains)
-				}
-			}
-		})
+		t.Run(test.name, func(t *testing.T) { checkParse(t, test.input, test.want, test.problems) })
+	}
+}
+
+// checkParse parses input and holds the result to want, or, when problems is not nil, the error
+// to those problems in order (each its field and a part of its message).
+func checkParse(t *testing.T, input string, want *config.Config, problems []problem) {
+	t.Helper()
+	got, err := config.Parse([]byte(input))
+	if problems == nil {
+		if err != nil {
+			t.Fatalf("Parse: unexpected error: %v", err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("Parse:\n got %+v\nwant %+v", got, want)
+		}
+		return
+	}
+	if got != nil {
+		t.Errorf("Parse returned a Config along with an error: %+v", got)
+	}
+	var parseErr *config.Error
+	if !errors.As(err, &parseErr) {
+		t.Fatalf("Parse: got error %v (%T), want *config.Error", err, err)
+	}
+	if len(parseErr.Problems) != len(problems) {
+		t.Fatalf("Parse: got %d problems, want %d:\n%s", len(parseErr.Problems), len(problems), formatProblems(parseErr.Problems))
+	}
+	for i, want := range problems {
+		gotProblem := parseErr.Problems[i]
+		if gotProblem.Field != want.field || !strings.Contains(gotProblem.Message, want.contains) {
+			t.Errorf("problem %d:\n got field %q message %q\nwant field %q message containing %q",
+				i, gotProblem.Field, gotProblem.Message, want.field, want.contains)
+		}
 	}
 }
 

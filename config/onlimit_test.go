@@ -1,9 +1,6 @@
 package config_test
 
 import (
-	"errors"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -63,31 +60,7 @@ func TestOnLimit(t *testing.T) {
 			problems: []problem{{onLimitPath + ".action", `"delay" works with token_bucket and concurrency limits only, and rules[0].limits[1] is a sliding_window: make it a token bucket`}}},
 	}
 	for _, test := range tests {
-		t.Run(test.name, func(t *testing.T) {
-			got, err := config.Parse([]byte(test.input))
-			if test.problems == nil {
-				if err != nil {
-					t.Fatalf("Parse: unexpected error: %v", err)
-				}
-				if !reflect.DeepEqual(got, test.want) {
-					t.Fatalf("Parse:\n got %+v\nwant %+v", got, test.want)
-				}
-				return
-			}
-			var parseErr *config.Error
-			if !errors.As(err, &parseErr) {
-				t.Fatalf("Parse: got error %v, want *config.Error", err)
-			}
-			if len(parseErr.Problems) != len(test.problems) {
-				t.Fatalf("got %d problems, want %d:\n%s", len(parseErr.Problems), len(test.problems), formatProblems(parseErr.Problems))
-			}
-			for i, want := range test.problems {
-				p := parseErr.Problems[i]
-				if p.Field != want.field || !strings.Contains(p.Message, want.contains) {
-					t.Errorf("problem %d:\n got field %q message %q\nwant field %q message containing %q", i, p.Field, p.Message, want.field, want.contains)
-				}
-			}
-		})
+		t.Run(test.name, func(t *testing.T) { checkParse(t, test.input, test.want, test.problems) })
 	}
 }
 

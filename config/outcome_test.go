@@ -1,8 +1,6 @@
 package config_test
 
 import (
-	"errors"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -82,31 +80,7 @@ func TestCountAndRefund(t *testing.T) {
 			problems: []problem{{"rules[0].refund", "a rule with a global limit cannot have refund"}}},
 	}
 	for _, test := range tests {
-		t.Run(test.name, func(t *testing.T) {
-			got, err := config.Parse([]byte(test.input))
-			if test.problems == nil {
-				if err != nil {
-					t.Fatalf("Parse: unexpected error: %v", err)
-				}
-				if !reflect.DeepEqual(got, test.want) {
-					t.Fatalf("Parse:\n got %+v\nwant %+v", got.Rules[0], test.want.Rules[0])
-				}
-				return
-			}
-			var parseErr *config.Error
-			if !errors.As(err, &parseErr) {
-				t.Fatalf("Parse: got error %v, want *config.Error", err)
-			}
-			if len(parseErr.Problems) != len(test.problems) {
-				t.Fatalf("got %d problems, want %d:\n%s", len(parseErr.Problems), len(test.problems), formatProblems(parseErr.Problems))
-			}
-			for i, want := range test.problems {
-				p := parseErr.Problems[i]
-				if p.Field != want.field || !strings.Contains(p.Message, want.contains) {
-					t.Errorf("problem %d:\n got field %q message %q\nwant field %q message containing %q", i, p.Field, p.Message, want.field, want.contains)
-				}
-			}
-		})
+		t.Run(test.name, func(t *testing.T) { checkParse(t, test.input, test.want, test.problems) })
 	}
 }
 
