@@ -60,7 +60,6 @@ type delayWait struct {
 	charge   admission.Charge
 	admitted []int
 	global   []admission.GlobalCheck
-	shadow   bool // mark shadow-limited rules when it goes on
 }
 
 // delay holds an admitted request until out.Delay has passed, or rejects it at once when the VM

@@ -98,15 +98,6 @@ func (r *referenceBucket) give(now, n int64) {
 	}
 }
 
-// ratCeil returns ⌈x⌉ for x >= 0.
-func ratCeil(x *big.Rat) int64 {
-	q, m := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
-	if m.Sign() != 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	return q.Int64()
-}
-
 // randomBucket draws a limit and its Bucket.
 func randomBucket(rng *rand.Rand) (limiter.BucketLimit, limiter.Bucket) {
 	for {

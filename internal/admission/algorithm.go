@@ -60,13 +60,6 @@ func newAlgorithm(l config.Limit, describe bool) (algorithm, error) {
 	}
 }
 
-func gcd(a, b uint64) uint64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
-}
-
 func ceilSeconds(d time.Duration) int64 {
 	s := int64(d / time.Second)
 	if d%time.Second != 0 {
