@@ -66,7 +66,11 @@ func buildModule(pkg string, tags []string) ([]byte, error) {
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "module.wasm")
-	args := []string{"build", "-buildmode=c-shared", "-trimpath"}
+	gcflags, err := makeVariable("WASM_GCFLAGS")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"build", "-buildmode=c-shared", "-trimpath", "-gcflags", gcflags}
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
@@ -94,33 +98,34 @@ func optimize(module string) error {
 	if err != nil {
 		return nil
 	}
-	flags, err := optimizerFlags()
+	flags, err := makeVariable("WASM_OPT_FLAGS")
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(wasmOpt, append(flags, module, "-o", module+".opt")...)
+	cmd := exec.Command(wasmOpt, append(strings.Fields(flags), module, "-o", module+".opt")...)
 	if output, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, output)
 	}
 	return os.Rename(module+".opt", module)
 }
 
-// optimizerFlags reads WASM_OPT_FLAGS from the Makefile, so that the flags live in one place.
-func optimizerFlags() ([]string, error) {
+// makeVariable reads a variable the Makefile sets with ?= (WASM_GCFLAGS, WASM_OPT_FLAGS), so
+// that the tests build the module with the flags make build uses, written in one place.
+func makeVariable(variable string) (string, error) {
 	root, err := Root()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	for _, line := range strings.Split(string(makefile), "\n") {
-		if name, value, ok := strings.Cut(line, "?="); ok && strings.TrimSpace(name) == "WASM_OPT_FLAGS" {
-			return strings.Fields(value), nil
+		if name, value, ok := strings.Cut(line, "?="); ok && strings.TrimSpace(name) == variable {
+			return strings.TrimSpace(value), nil
 		}
 	}
-	return nil, errors.New("testbuild: the Makefile sets no WASM_OPT_FLAGS")
+	return "", errors.New("testbuild: the Makefile sets no " + variable)
 }
 
 // Command builds the package pkg (relative to the repository root, e.g. "./cmd/tollgate") into a

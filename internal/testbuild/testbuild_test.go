@@ -58,11 +58,26 @@ func TestBuildFailureIsReported(t *testing.T) {
 
 // The tests optimize with the flags make build uses: -Oz, the name section kept.
 func TestOptimizerFlagsComeFromTheMakefile(t *testing.T) {
-	flags, err := optimizerFlags()
+	flags, err := makeVariable("WASM_OPT_FLAGS")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(flags, " "); !strings.Contains(got, "-Oz") || !strings.Contains(got, "-g") {
-		t.Fatalf("WASM_OPT_FLAGS %q: want -Oz and -g (names kept for trap backtraces)", got)
+	if !strings.Contains(flags, "-Oz") || !strings.Contains(flags, "-g") {
+		t.Fatalf("WASM_OPT_FLAGS %q: want -Oz and -g (names kept for trap backtraces)", flags)
+	}
+}
+
+// The tests compile the module with the compiler flags make build uses: the configuration's
+// package without inlining.
+func TestCompilerFlagsComeFromTheMakefile(t *testing.T) {
+	flags, err := makeVariable("WASM_GCFLAGS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flags != modulePath+"/config=-l" {
+		t.Fatalf("WASM_GCFLAGS %q: want the config package compiled without inlining", flags)
+	}
+	if _, err := makeVariable("NO_SUCH_VARIABLE"); err == nil {
+		t.Fatal("a variable the Makefile does not set was found")
 	}
 }
