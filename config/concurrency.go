@@ -2,18 +2,19 @@ package config
 
 import (
 	"strconv"
-	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // Bounds and default of a concurrency limit.
 const (
 	maxInFlight = 1_000_000
-	minLease    = time.Second
-	maxLease    = 24 * time.Hour
+	minLease    = duration.Second
+	maxLease    = 24 * duration.Hour
 	// DefaultLease is the lease of a concurrency limit that gives none: longer than Envoy's
 	// default route timeout (15 s), so an ordinary request is always counted until it ends,
 	// and short enough that a slot whose end was never seen is free again within 2 minutes.
-	DefaultLease = time.Minute
+	DefaultLease = duration.Minute
 )
 
 const (

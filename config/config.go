@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/internal/netaddr"
 )
 
@@ -330,13 +330,13 @@ type Limit struct {
 	Algorithm      Algorithm
 	Capacity       int64
 	RefillTokens   int64
-	RefillInterval time.Duration
-	Window         time.Duration
+	RefillInterval duration.Duration
+	Window         duration.Duration
 	// Calendar, on a FixedWindow instead of Window, aligns its windows on UTC days, weeks or
 	// months of the wall clock.
 	Calendar    Calendar
 	MaxInFlight int64
-	Lease       time.Duration
+	Lease       duration.Duration
 }
 
 // Cost is how many units a request takes from each limit of its rule.

@@ -3,7 +3,8 @@ package config
 import (
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // Global is a rule's global limit: a request its local limits admit is also checked with a rate
@@ -21,7 +22,7 @@ type Global struct {
 	// entry whose value is the hashed partition key.
 	RuleEntry, KeyEntry string
 	// Timeout bounds the call, in whole milliseconds (proxy_grpc_call takes milliseconds).
-	Timeout time.Duration
+	Timeout duration.Duration
 	// FailureMode applies when the service fails or does not answer within Timeout.
 	FailureMode FailureMode
 	// Lease, when set, takes tokens from the service ahead of demand (lease.go); nil asks the
@@ -34,7 +35,7 @@ type GlobalEntry struct{ Key, Value string }
 
 // Defaults of a global limit.
 const (
-	DefaultGlobalTimeout   = 20 * time.Millisecond
+	DefaultGlobalTimeout   = 20 * duration.Millisecond
 	DefaultGlobalRuleEntry = "rule"
 	DefaultGlobalKeyEntry  = "key"
 )
@@ -43,8 +44,8 @@ const (
 const (
 	maxGlobalEntries     = 8
 	maxGlobalTextLength  = 256
-	minGlobalTimeout     = time.Millisecond
-	maxGlobalTimeout     = 60 * time.Second
+	minGlobalTimeout     = duration.Millisecond
+	maxGlobalTimeout     = 60 * duration.Second
 	exampleGlobal        = `{"cluster": "ratelimit", "domain": "tollgate"}`
 	exampleGlobalEntries = `[{"key": "env", "value": "prod"}]`
 )
@@ -223,7 +224,7 @@ func (v *validator) globalEntries(path string, value *jsonValue) []GlobalEntry {
 	return entries
 }
 
-func (v *validator) globalTimeout(path string, value *jsonValue) time.Duration {
+func (v *validator) globalTimeout(path string, value *jsonValue) duration.Duration {
 	if value.kind == kindNumber {
 		v.add(path, "got "+describe(value)+`, want a string: quote the timeout and give it a unit, e.g. "20ms" or "1s"`)
 		return DefaultGlobalTimeout
@@ -231,7 +232,7 @@ func (v *validator) globalTimeout(path string, value *jsonValue) time.Duration {
 	if !v.wantKind(path, value, kindString, globalTimeoutRule) {
 		return DefaultGlobalTimeout
 	}
-	d, err := time.ParseDuration(value.text)
+	d, err := duration.Parse(value.text)
 	switch {
 	case err != nil:
 		v.add(path, quoteClipped(value.text)+" is not a valid duration: "+globalTimeoutRule)
@@ -239,7 +240,7 @@ func (v *validator) globalTimeout(path string, value *jsonValue) time.Duration {
 		v.add(path, quoteClipped(value.text)+" is shorter than 1ms: "+globalTimeoutRule)
 	case d > maxGlobalTimeout:
 		v.add(path, quoteClipped(value.text)+" is longer than 60s: "+globalTimeoutRule)
-	case d%time.Millisecond != 0:
+	case d%duration.Millisecond != 0:
 		v.add(path, quoteClipped(value.text)+" is not a whole number of milliseconds, which is what Envoy takes: "+globalTimeoutRule)
 	default:
 		return d

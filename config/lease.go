@@ -1,6 +1,6 @@
 package config
 
-import "time"
+import "github.com/tollgate-proxy/tollgate/internal/duration"
 
 // GlobalLease makes a global limit take tokens from the rate limit service ahead of demand: a
 // replica asks for several hits at once and spends them locally, across all its worker VMs,
@@ -10,14 +10,14 @@ type GlobalLease struct {
 	MaxTokens int64
 	// TTL is how long leased tokens may be spent; unspent ones are dropped then (or earlier, at
 	// the end of the service's window).
-	TTL time.Duration
+	TTL duration.Duration
 }
 
 // Defaults and bounds of a lease.
 const (
-	DefaultLeaseTTL = time.Second
-	MinLeaseTTL     = 10 * time.Millisecond
-	MaxLeaseTTL     = time.Hour
+	DefaultLeaseTTL = duration.Second
+	MinLeaseTTL     = 10 * duration.Millisecond
+	MaxLeaseTTL     = duration.Hour
 	MaxLeaseTokens  = 10_000
 )
 
@@ -50,7 +50,7 @@ func (v *validator) lease(path string, value *jsonValue) *GlobalLease {
 	return l
 }
 
-func (v *validator) leaseTTL(path string, value *jsonValue) time.Duration {
+func (v *validator) leaseTTL(path string, value *jsonValue) duration.Duration {
 	if value.kind == kindNumber {
 		v.add(path, "got "+describe(value)+`, want a string: quote the ttl and give it a unit, e.g. "1s" or "500ms"`)
 		return DefaultLeaseTTL
@@ -58,7 +58,7 @@ func (v *validator) leaseTTL(path string, value *jsonValue) time.Duration {
 	if !v.wantKind(path, value, kindString, leaseTTLRule) {
 		return DefaultLeaseTTL
 	}
-	d, err := time.ParseDuration(value.text)
+	d, err := duration.Parse(value.text)
 	switch {
 	case err != nil:
 		v.add(path, quoteClipped(value.text)+" is not a valid duration: "+leaseTTLRule)

@@ -184,7 +184,7 @@ func (v *validator) methods(path string, value *jsonValue) []string {
 			v.add(itemPath, quoteClipped(method)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+methodRule)
 			continue
 		}
-		upper := strings.ToUpper(method)
+		upper := upperASCII(method)
 		if first, listed := indexByMethod[upper]; listed {
 			v.add(itemPath, strconv.Quote(method)+" is already listed at "+indexPath(path, first)+
 				" (methods are compared upper-cased): list each method once")
@@ -408,4 +408,16 @@ func (v *validator) headerMatchValue(path string, value *jsonValue) string {
 		return ""
 	}
 	return text
+}
+
+// upperASCII upper-cases the ASCII letters of s: for the tokens it is given (methods), what
+// strings.ToUpper gives, without linking Unicode's upper-casing into the module.
+func upperASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
 }

@@ -2,7 +2,8 @@ package config
 
 import (
 	"strconv"
-	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // OnLimit is what a rule does with a request over its limits: reject it at once (429 with
@@ -12,7 +13,7 @@ type OnLimit struct {
 	Action OnLimitAction
 	// MaxDelay is the longest a request is held (OnLimitDelay): a request whose tokens are due
 	// later is rejected at once, as with OnLimitReject.
-	MaxDelay time.Duration
+	MaxDelay duration.Duration
 }
 
 // OnLimitAction is what happens to a request over a rule's limits.
@@ -42,8 +43,8 @@ func (r *Rule) Delays(cfg *Config) bool {
 
 // Bounds of max_delay.
 const (
-	minMaxDelay = time.Millisecond
-	maxMaxDelay = 60 * time.Second
+	minMaxDelay = duration.Millisecond
+	maxMaxDelay = 60 * duration.Second
 )
 
 var onLimitFields = []string{"action", "max_delay"}
@@ -84,9 +85,9 @@ func (v *validator) onLimit(path string, value *jsonValue) OnLimit {
 	return o
 }
 
-func (v *validator) maxDelay(path string, value *jsonValue) time.Duration {
+func (v *validator) maxDelay(path string, value *jsonValue) duration.Duration {
 	if value.kind == kindString {
-		if d, err := time.ParseDuration(value.text); err == nil && (d < minMaxDelay || d > maxMaxDelay) {
+		if d, err := duration.Parse(value.text); err == nil && (d < minMaxDelay || d > maxMaxDelay) {
 			v.add(path, quoteClipped(value.text)+" is out of range: "+maxDelayRule)
 			return 0
 		}

@@ -3,7 +3,8 @@ package config
 import (
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // Long quotas: refill_interval and window take days and weeks up to maxQuotaDuration, and a
@@ -36,8 +37,8 @@ func (c Calendar) String() string {
 
 const (
 	// maxQuotaDuration bounds refill_interval and window: a year, leap or not.
-	maxQuotaDuration = 366 * 24 * time.Hour
-	day              = 24 * time.Hour
+	maxQuotaDuration = 366 * 24 * duration.Hour
+	day              = 24 * duration.Hour
 
 	notADuration = "not a duration"
 	calendarRule = `calendar is "day", "week" (from Monday) or "month": UTC calendar windows, ` +
@@ -46,7 +47,7 @@ const (
 
 // quotaDuration reads refill_interval or window: a duration from 1ms to 366d, in the units of
 // Go durations plus whole days ("d") and weeks ("w"), e.g. "7d", "1w", "1d12h".
-func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (time.Duration, bool) {
+func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (duration.Duration, bool) {
 	if value.kind == kindNumber {
 		// Most likely seconds or milliseconds were meant; only a unit says which.
 		v.add(path, "got "+describe(value)+`, want a string: quote the duration and give it a unit, e.g. "1s" or "500ms"`)
@@ -74,12 +75,12 @@ func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (t
 }
 
 // parseQuotaDuration parses a Go duration in which whole numbers of days ("d", 24h) and weeks
-// ("w", 7d) may also appear: "7d", "1w", "2w3d", "1d12h". Anything else goes to
-// time.ParseDuration. problem is empty when text parses; a duration far above the quota range
-// parses as a value above it.
-func parseQuotaDuration(text string) (d time.Duration, problem string) {
+// ("w", 7d) may also appear: "7d", "1w", "2w3d", "1d12h". Anything else goes to duration.Parse
+// (time.ParseDuration's syntax). problem is empty when text parses; a duration far above the
+// quota range parses as a value above it.
+func parseQuotaDuration(text string) (d duration.Duration, problem string) {
 	if !strings.ContainsAny(text, "dw") {
-		d, err := time.ParseDuration(text)
+		d, err := duration.Parse(text)
 		if err != nil {
 			return 0, notADuration
 		}
@@ -116,14 +117,14 @@ func parseQuotaDuration(text string) (d time.Duration, problem string) {
 	}
 	if rest.Len() > 0 {
 		var err error
-		if d, err = time.ParseDuration(rest.String()); err != nil || d < 0 {
+		if d, err = duration.Parse(rest.String()); err != nil || d < 0 {
 			return 0, "want whole days (d) and weeks (w) followed by Go duration units: ms, s, m, h"
 		}
 	}
 	if days > int64(maxQuotaDuration/day)+1 || d > maxQuotaDuration {
 		return maxQuotaDuration + day, "" // only "longer than 366d" is left to say
 	}
-	return d + time.Duration(days)*day, ""
+	return d + duration.Duration(days)*day, ""
 }
 
 // calendar reads a fixed window's calendar and reports it given together with window.

@@ -1,7 +1,7 @@
 package config
 
 import (
-	"time"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // Limits of the schema. They keep the per-request work and the
@@ -13,8 +13,8 @@ const (
 	maxHeaderLength   = 256
 	maxLimitsPerRule  = 8
 	maxTokens         = 1_000_000_000
-	minDuration       = time.Millisecond
-	maxDuration       = 24 * time.Hour
+	minDuration       = duration.Millisecond
+	maxDuration       = 24 * duration.Hour
 
 	maxTrustedHops            = 10
 	maxExemptions             = 64 // entries in each exempt list

@@ -3,7 +3,8 @@ package config
 import (
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // wholeNumber reads a whole number from lowest to highest.
@@ -26,7 +27,7 @@ func (v *validator) wholeNumber(path string, value *jsonValue, lowest, highest i
 }
 
 // duration reads a duration from minDuration to maxDuration.
-func (v *validator) duration(path string, value *jsonValue, rule string) (time.Duration, bool) {
+func (v *validator) duration(path string, value *jsonValue, rule string) (duration.Duration, bool) {
 	if value.kind == kindNumber {
 		// Most likely seconds or milliseconds were meant; only a unit says which.
 		v.add(path, "got "+describe(value)+`, want a string: quote the duration and give it a unit, e.g. "1s" or "500ms"`)
@@ -35,7 +36,7 @@ func (v *validator) duration(path string, value *jsonValue, rule string) (time.D
 	if !v.wantKind(path, value, kindString, rule) {
 		return 0, false
 	}
-	duration, err := time.ParseDuration(value.text)
+	duration, err := duration.Parse(value.text)
 	switch {
 	case err != nil:
 		v.add(path, quoteClipped(value.text)+" is not a valid duration: "+rule)

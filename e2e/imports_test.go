@@ -165,3 +165,33 @@ func TestModuleLinksNoOtherModules(t *testing.T) {
 		}
 	}
 }
+
+// The module links neither package time nor what importing it brings (internal/godebug, which
+// registers the runtime's metrics, and syscall's file access): a twelfth of the module for
+// nothing the filter uses (internal/duration stands in for time.Duration).
+func TestModuleLinksNoPackageTime(t *testing.T) {
+	root, err := testbuild.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	goTool := "go"
+	if goroot := os.Getenv("GOROOT"); goroot != "" {
+		goTool = goroot + "/bin/go"
+	}
+	cmd := exec.Command(goTool, "list", "-deps", "./filter")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./filter: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/tollgate-proxy/tollgate/internal/duration") {
+		t.Fatalf("the module's packages %v do not include internal/duration: not the module's list?", deps)
+	}
+	for _, unwanted := range []string{"time", "internal/godebug", "syscall"} {
+		if slices.Contains(deps, unwanted) {
+			t.Errorf("the module links %s", unwanted)
+		}
+	}
+}

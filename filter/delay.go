@@ -2,12 +2,12 @@ package main
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/admission"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // on_limit delay. A request the Gate admitted with a Delay (its tokens are reserved, due that
@@ -105,9 +105,9 @@ func (h *httpContext) delay(out *admission.Outcome, now int64) types.Action {
 }
 
 // countDelay counts a request of a delaying rule held for d in all.
-func (p *pluginContext) countDelay(rule int, d time.Duration) {
+func (p *pluginContext) countDelay(rule int, d duration.Duration) {
 	m := p.delayRules[rule]
-	ms := uint64((d + time.Millisecond - 1) / time.Millisecond)
+	ms := uint64((d + duration.Millisecond - 1) / duration.Millisecond)
 	m.delayed.add(1)
 	m.delayMs.add(ms)
 	m.longest = max(m.longest, ms)

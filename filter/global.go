@@ -2,14 +2,13 @@ package main
 
 import (
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/admission"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/internal/rls"
 )
 
@@ -44,7 +43,7 @@ func (p *pluginContext) setUpGlobal(define func(string, *counter) bool) bool {
 		if r.Global == nil {
 			continue
 		}
-		g := &globalRule{config: r.Global, timeoutMs: uint32(r.Global.Timeout / time.Millisecond)}
+		g := &globalRule{config: r.Global, timeoutMs: uint32(r.Global.Timeout / duration.Millisecond)}
 		for _, e := range r.Global.Entries {
 			g.entries = append(g.entries, rls.Entry{Key: e.Key, Value: e.Value})
 		}
@@ -226,7 +225,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 // callFailure describes a call to the rate limit service that ended with a gRPC status other than
 // OK, and whether it timed out. Envoy reports its own timeout as UNAVAILABLE "upstream request
 // timeout"; the clock tells it apart from an unavailable service whatever the message.
-func callFailure(status uint32, message string, elapsed int64, timeout time.Duration) (failure string, timedOut bool) {
+func callFailure(status uint32, message string, elapsed int64, timeout duration.Duration) (failure string, timedOut bool) {
 	timedOut = status == abi.GrpcStatusDeadlineExceeded || elapsed >= int64(timeout) ||
 		status == abi.GrpcStatusUnavailable && message == "upstream request timeout"
 	failure = "the rate limit service failed: gRPC status " + strconv.FormatUint(uint64(status), 10)
@@ -281,9 +280,9 @@ func (h *httpContext) rejectGlobal(rule int, resp rls.Response, now int64) {
 	if p.debug {
 		abi.Log(abi.LogLevelDebug, "tollgate: decision limited rule "+p.ruleName(rule)+" by the global limit, retry_after "+seconds+"s")
 	}
-	body := strings.ReplaceAll(cfg.Body, "{retry_after}", seconds)
+	body := appendReplacing(nil, cfg.Body, "{retry_after}", seconds)
 	grpc := isGrpcRequest()
-	if err := abi.SendLocalReply(uint32(cfg.Status), detailsGlobalRateLimited, headers, grpcBody(grpc, []byte(body)),
+	if err := abi.SendLocalReply(uint32(cfg.Status), detailsGlobalRateLimited, headers, grpcBody(grpc, body),
 		replyGrpcStatus(grpc, int32(cfg.RejectionGrpcStatus()))); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())
 	}
@@ -334,6 +333,6 @@ func (p *pluginContext) globalFailed(rule int, msg string) {
 	}
 }
 
-func ceilSeconds(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
+func ceilSeconds(d duration.Duration) int64 {
+	return int64((d + duration.Second - 1) / duration.Second)
 }

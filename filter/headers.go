@@ -1,13 +1,11 @@
 package main
 
 import (
-	"encoding/base64"
-	"encoding/binary"
 	"strconv"
-	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/admission"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // rateLimitHeaders renders the rate-limit headers of the configured style for an outcome's limits
@@ -62,9 +60,7 @@ func rateLimitHeaders(cfg *config.Config, out *admission.Outcome) [][2]string {
 			state = append(state, ";t="...)
 			state = strconv.AppendInt(state, secondsUp(l.Next), 10)
 			state = append(state, ";pk=:"...)
-			var hash [8]byte
-			binary.BigEndian.PutUint64(hash[:], l.PartitionHash)
-			state = base64.StdEncoding.AppendEncode(state, hash[:])
+			state = appendBase64(state, l.PartitionHash)
 			state = append(state, ':')
 		}
 		return [][2]string{{"ratelimit-policy", string(policy)}, {"ratelimit", string(state)}}
@@ -96,10 +92,23 @@ func policyName(rules []config.Rule, l admission.LimitStatus) string {
 
 // secondsUp is d in whole seconds, rounded up; it cannot overflow, as d may be close to the
 // largest duration.
-func secondsUp(d time.Duration) int64 {
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
+func secondsUp(d duration.Duration) int64 {
+	s := int64(d / duration.Second)
+	if d%duration.Second != 0 {
 		s++
 	}
 	return s
+}
+
+// appendBase64 appends the standard base64 (RFC 4648, padded) of v's eight bytes, big-endian:
+// the byte sequence of the ratelimit header's pk parameter, written here without
+// encoding/base64, whose tables the module would carry for these twelve characters.
+func appendBase64(dst []byte, v uint64) []byte {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	// Eight bytes are 64 bits: ten whole sextets and four bits, which the eleventh sextet
+	// carries followed by two zero bits, then one '=' pads the last group to four characters.
+	for shift := 58; shift >= 4; shift -= 6 {
+		dst = append(dst, alphabet[v>>uint(shift)&63])
+	}
+	return append(dst, alphabet[v<<2&63], '=')
 }

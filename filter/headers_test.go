@@ -161,3 +161,21 @@ func TestRateLimitHeadersOfLongQuotas(t *testing.T) {
 		t.Errorf("x-ratelimit on the rejection: %q", x)
 	}
 }
+
+// appendBase64 writes what encoding/base64's padded standard encoding writes.
+func TestAppendBase64(t *testing.T) {
+	values := []uint64{0, 1, 63, 64, 1 << 63, 0xffffffffffffffff, 0x0123456789abcdef, 0xfedcba9876543210}
+	for i := range 1000 {
+		values = append(values, uint64(i)*0x9e3779b97f4a7c15)
+	}
+	for _, v := range values {
+		var b [8]byte
+		for i := range b {
+			b[i] = byte(v >> (56 - 8*i))
+		}
+		want := "x" + base64.StdEncoding.EncodeToString(b[:])
+		if got := string(appendBase64([]byte("x"), v)); got != want {
+			t.Fatalf("appendBase64(%#x) = %q, want %q", v, got, want)
+		}
+	}
+}

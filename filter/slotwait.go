@@ -1,13 +1,12 @@
 package main
 
 import (
-	"time"
-
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/admission"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // Waiting for a free slot. A request of a rule with on_limit delay that finds every slot of its
@@ -37,7 +36,7 @@ import (
 
 // slotWaitFor is how long a rule's requests may wait for a free slot: the rule's max_delay when
 // it delays and has a concurrency limit (its tiers' included), 0 otherwise.
-func slotWaitFor(cfg *config.Config, r *config.Rule) time.Duration {
+func slotWaitFor(cfg *config.Config, r *config.Rule) duration.Duration {
 	if !r.Delays(cfg) || !r.HasConcurrency() {
 		return 0
 	}
@@ -126,15 +125,15 @@ func (h *httpContext) waitsForSlot(out *admission.Outcome, now int64) bool {
 	}
 	if p.debug {
 		abi.Log(abi.LogLevelDebug, "tollgate: decision waiting for a free slot rule "+p.ruleName(out.Rule)+
-			" for at most "+time.Duration(wait).String())
+			" for at most "+duration.Duration(wait).String())
 	}
 	return true
 }
 
 // slotWaited is how long the request has waited for a slot, 0 if it did not.
-func (h *httpContext) slotWaited(now int64) time.Duration {
+func (h *httpContext) slotWaited(now int64) duration.Duration {
 	if w := h.slotWait; w != nil {
-		return time.Duration(now - w.since)
+		return duration.Duration(now - w.since)
 	}
 	return 0
 }
@@ -157,7 +156,7 @@ func (w *slotWait) wake(h *httpContext, now int64) (wakeResult, int64) {
 		return stillHeld, 0 // admitted, and held for its tokens (delay counted the wait)
 	}
 	if len(h.leases) > 0 { // admitted: going on, or asking the rate limit service
-		p.countDelay(w.rule, time.Duration(now-w.since))
+		p.countDelay(w.rule, duration.Duration(now-w.since))
 	}
 	if action == types.ActionContinue {
 		return goOn, 0

@@ -3,7 +3,8 @@ package limiter
 import (
 	"errors"
 	"math"
-	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // CalendarUnit is the length of a CalendarWindow's windows: a UTC calendar day, week or month.
@@ -21,7 +22,7 @@ const (
 // calendarWindowTag is CalendarWindow's fingerprint tag (see fixedWindowTag).
 const calendarWindowTag = 'C'
 
-const nanosPerDay = int64(24 * time.Hour)
+const nanosPerDay = int64(24 * duration.Hour)
 
 var errCalendar = errors.New("limiter: calendar Capacity must be between 1 and 1e9 and Unit one of Day, Week and Month")
 
@@ -89,11 +90,47 @@ func (w CalendarWindow) dayBounds(day int64) (first, next int64) {
 		first = day - floorMod(day+3, 7)
 		return first, first + 7
 	default:
-		year, month, _ := time.Unix(day*86400, 0).UTC().Date()
-		first = time.Date(year, month, 1, 0, 0, 0, 0, time.UTC).Unix() / 86400
-		next = time.Date(year, month+1, 1, 0, 0, 0, 0, time.UTC).Unix() / 86400
-		return first, next
+		year, month, dayOfMonth := civilDate(day)
+		first = day - (dayOfMonth - 1)
+		return first, first + daysInMonth(year, month)
 	}
+}
+
+// civilDate is the date of a day (days since 1970-01-01) in the proleptic Gregorian calendar,
+// computed here rather than with package time, which the module does not link. It counts in
+// 400-year eras of 146,097 days from 0000-03-01, so that the leap day ends a year.
+func civilDate(day int64) (year, month, dayOfMonth int64) {
+	const daysPerEra = 146097
+	shifted := day + 719468 // days from 0000-03-01 to 1970-01-01
+	era := floorDivide(shifted, daysPerEra)
+	dayOfEra := shifted - era*daysPerEra                                             // 0..146096
+	yearOfEra := (dayOfEra - dayOfEra/1460 + dayOfEra/36524 - dayOfEra/146096) / 365 // 0..399
+	dayOfYear := dayOfEra - (365*yearOfEra + yearOfEra/4 - yearOfEra/100)            // 0..365, from March 1
+	monthFromMarch := (5*dayOfYear + 2) / 153                                        // 0..11
+	dayOfMonth = dayOfYear - (153*monthFromMarch+2)/5 + 1                            // 1..31
+	month = monthFromMarch + 3
+	if month > 12 {
+		month -= 12
+	}
+	year = yearOfEra + era*400
+	if month <= 2 {
+		year++
+	}
+	return year, month, dayOfMonth
+}
+
+// daysInMonth is the length of a month (1..12) of a year of the Gregorian calendar.
+func daysInMonth(year, month int64) int64 {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // Initial returns the state of a key never seen: the window containing now, nothing counted.
@@ -118,7 +155,7 @@ func (w CalendarWindow) Valid(s WindowState) bool {
 // Fingerprint is a stable hash of the algorithm, Capacity and Unit. A stored WindowState
 // should only be reused by a limiter with the same fingerprint; otherwise start from Initial.
 func (w CalendarWindow) Fingerprint() uint32 {
-	return WindowLimit{Capacity: w.limit.Capacity, Window: time.Duration(w.limit.Unit)}.fingerprint(calendarWindowTag)
+	return WindowLimit{Capacity: w.limit.Capacity, Window: duration.Duration(w.limit.Unit)}.fingerprint(calendarWindowTag)
 }
 
 // Take brings s to the window containing now and then tries to count n units in it; n < 1
@@ -136,7 +173,7 @@ func (w CalendarWindow) Take(s WindowState, now int64, n int64) (WindowState, De
 	}
 	n = max(n, 1)
 	s, now, end := w.advance(s, now)
-	left := time.Duration(end - now) // time until the window ends, >= 1
+	left := duration.Duration(end - now) // time until the window ends, >= 1
 	d := Decision{}
 	switch {
 	case n > w.limit.Capacity:

@@ -4,13 +4,14 @@ import (
 	"errors"
 	"math"
 	"math/bits"
-	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // never is the RetryAfter of a request that no amount of waiting can admit. A wait or Reset
 // longer than it (about 292 years, possible only with a slow refill and a huge capacity) is
 // reported as never too.
-const never = time.Duration(math.MaxInt64)
+const never = duration.Duration(math.MaxInt64)
 
 // fingerprintVersion is hashed first by Fingerprint; change it if the
 // meaning of BucketState ever changes, so stored states are discarded.
@@ -25,9 +26,9 @@ var (
 
 // BucketLimit is the shape of one token bucket.
 type BucketLimit struct {
-	Capacity       int64         // tokens the bucket holds when full (burst), >= 1
-	RefillTokens   int64         // tokens added per RefillInterval, >= 1
-	RefillInterval time.Duration // >= 1ns
+	Capacity       int64             // tokens the bucket holds when full (burst), >= 1
+	RefillTokens   int64             // tokens added per RefillInterval, >= 1
+	RefillInterval duration.Duration // >= 1ns
 }
 
 // Bucket is a validated BucketLimit with precomputed integer units. It is an
@@ -62,8 +63,8 @@ type Decision struct {
 	// the requested tokens are available, or math.MaxInt64 nanoseconds when
 	// the request is larger than the bucket's Capacity and can never be
 	// admitted.
-	RetryAfter time.Duration
-	Reset      time.Duration // time until the bucket is full again after this decision (0 if full)
+	RetryAfter duration.Duration
+	Reset      duration.Duration // time until the bucket is full again after this decision (0 if full)
 }
 
 // NewBucket validates l and precomputes its units. It rejects non-positive
@@ -272,7 +273,7 @@ func (b Bucket) refillClamped(s BucketState, now int64) BucketState {
 // wait is the time until a level lacking tokens minus credits (tokens >= 1, credits below one
 // token) has refilled them: ⌈(tokens×CreditsPerToken-credits)/CreditsPerNano⌉, or never if
 // that is beyond math.MaxInt64 nanoseconds.
-func (b Bucket) wait(tokens, credits int64) time.Duration {
+func (b Bucket) wait(tokens, credits int64) duration.Duration {
 	hi, lo := bits.Mul64(uint64(tokens), uint64(b.creditsPerToken))
 	var borrow uint64
 	lo, borrow = bits.Sub64(lo, uint64(credits), 0)
@@ -280,7 +281,7 @@ func (b Bucket) wait(tokens, credits int64) time.Duration {
 }
 
 // decision reports s (after the decision) as a Decision.
-func (b Bucket) decision(allowed bool, s BucketState, retryAfter time.Duration) Decision {
+func (b Bucket) decision(allowed bool, s BucketState, retryAfter duration.Duration) Decision {
 	d := Decision{Allowed: allowed, Remaining: s.Tokens, RetryAfter: retryAfter}
 	if s.Tokens < b.limit.Capacity {
 		d.Reset = b.wait(b.limit.Capacity-s.Tokens, s.Credits)
@@ -304,11 +305,11 @@ func ceilDiv128(hi, lo, d uint64) uint64 {
 }
 
 // saturated is n nanoseconds, or never when n is beyond math.MaxInt64.
-func saturated(n uint64) time.Duration {
+func saturated(n uint64) duration.Duration {
 	if n > uint64(never) {
 		return never
 	}
-	return time.Duration(n)
+	return duration.Duration(n)
 }
 
 func gcd(a, b uint64) uint64 {

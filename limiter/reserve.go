@@ -3,7 +3,8 @@ package limiter
 import (
 	"math"
 	"math/bits"
-	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // Reservations. A caller that holds a request until its tokens are due, instead of rejecting
@@ -22,14 +23,14 @@ import (
 type Reservation struct {
 	// OK is true when the tokens were taken: they are due Wait from now (0: at once).
 	OK   bool
-	Wait time.Duration
+	Wait duration.Duration
 	// RetryAfter is 0 when OK. Otherwise it is the time until the tokens would be there at
 	// once, as Take's, or math.MaxInt64 nanoseconds for a request larger than Capacity.
-	RetryAfter time.Duration
+	RetryAfter duration.Duration
 	// Remaining is the whole tokens left (none while the bucket owes).
 	Remaining int64
 	// Reset is the time until the bucket is full again.
-	Reset time.Duration
+	Reset duration.Duration
 }
 
 // maxDebtTokens bounds the whole tokens a bucket may owe, so that Capacity minus Tokens always
@@ -38,7 +39,7 @@ const maxDebtTokens = 1 << 62
 
 // DebtTokens is the most whole tokens a bucket that reserves with maxWait can owe: the refill over
 // maxWait, rounded up (at most 2^62).
-func (b Bucket) DebtTokens(maxWait time.Duration) int64 {
+func (b Bucket) DebtTokens(maxWait duration.Duration) int64 {
 	if maxWait <= 0 || b.creditsPerNano == 0 {
 		return 0
 	}
@@ -51,7 +52,7 @@ func (b Bucket) DebtTokens(maxWait time.Duration) int64 {
 // within maxWait: then OK, with Wait the time until they are due. Otherwise nothing is taken and
 // RetryAfter says when they would be there at once. A now behind s.Last is read as s.Last, as in
 // Take.
-func (b Bucket) Reserve(s BucketState, now, n int64, maxWait time.Duration) (BucketState, Reservation) {
+func (b Bucket) Reserve(s BucketState, now, n int64, maxWait duration.Duration) (BucketState, Reservation) {
 	if b.creditsPerNano == 0 {
 		return s, Reservation{RetryAfter: never}
 	}
@@ -95,7 +96,7 @@ func (b Bucket) RefillOwing(s BucketState, now int64) BucketState { return b.ref
 
 // ValidOwing reports whether s is in range for a bucket that reserves with maxWait: whole tokens
 // from -DebtTokens(maxWait) to Capacity, credits as Valid wants them.
-func (b Bucket) ValidOwing(s BucketState, maxWait time.Duration) bool {
+func (b Bucket) ValidOwing(s BucketState, maxWait duration.Duration) bool {
 	return -b.DebtTokens(maxWait) <= s.Tokens && s.Tokens <= b.limit.Capacity && 0 <= s.Credits &&
 		s.Credits < b.creditsPerToken && (s.Tokens < b.limit.Capacity || s.Credits == 0)
 }
@@ -131,7 +132,7 @@ func (b Bucket) refillOwing(s BucketState, now int64) BucketState {
 	return b.refillClamped(b.clampOwing(s), now)
 }
 
-func (b Bucket) reservation(ok bool, s BucketState, wait, retryAfter time.Duration) Reservation {
+func (b Bucket) reservation(ok bool, s BucketState, wait, retryAfter duration.Duration) Reservation {
 	r := Reservation{OK: ok, Wait: wait, RetryAfter: retryAfter, Remaining: max(s.Tokens, 0)}
 	if s.Tokens < b.limit.Capacity {
 		r.Reset = b.wait(b.limit.Capacity-s.Tokens, s.Credits)

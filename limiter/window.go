@@ -4,7 +4,8 @@ import (
 	"errors"
 	"math"
 	"math/bits"
-	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // maxWindowCapacity bounds WindowLimit.Capacity.
@@ -30,8 +31,8 @@ var (
 
 // WindowLimit is the shape of a fixed or sliding window.
 type WindowLimit struct {
-	Capacity int64         // units admitted per window, 1..1e9
-	Window   time.Duration // window length, 1ns..2^61ns
+	Capacity int64             // units admitted per window, 1..1e9
+	Window   duration.Duration // window length, 1ns..2^61ns
 }
 
 // FixedWindow admits up to Capacity units in each window of the time base
@@ -125,11 +126,11 @@ func (w FixedWindow) Take(s WindowState, now int64, n int64) (WindowState, Decis
 		s.Count += n
 		d.Allowed = true
 	default:
-		d.RetryAfter = time.Duration(left)
+		d.RetryAfter = duration.Duration(left)
 	}
 	d.Remaining = l.Capacity - s.Count
 	if s.Count > 0 {
-		d.Reset = time.Duration(left)
+		d.Reset = duration.Duration(left)
 	}
 	return s, d
 }
@@ -204,7 +205,7 @@ func (w SlidingWindow) Take(s WindowState, now int64, n int64) (WindowState, Dec
 				// room×W < Previous×(W-e), so Previous > 0 and
 				// the quotient is below W-e: 0 < wait <= W-e.
 				q, _ := bits.Div64(roomHi, roomLo, uint64(s.Previous))
-				d.RetryAfter = time.Duration(left - q)
+				d.RetryAfter = duration.Duration(left - q)
 			}
 		} else {
 			// Count+n > Capacity: only in the next window, where
@@ -216,7 +217,7 @@ func (w SlidingWindow) Take(s WindowState, now int64, n int64) (WindowState, Dec
 			// everything has expired.
 			hi, lo := bits.Mul64(uint64(l.Capacity-n), window)
 			q, _ := bits.Div64(hi, lo, uint64(s.Count))
-			d.RetryAfter = time.Duration(left + window - q)
+			d.RetryAfter = duration.Duration(left + window - q)
 		}
 	}
 	// Remaining = ⌊Capacity - Count - Previous×(W-e)/W⌋
@@ -229,9 +230,9 @@ func (w SlidingWindow) Take(s WindowState, now int64, n int64) (WindowState, Dec
 	d.Remaining = max(l.Capacity-s.Count-int64(weighted), 0)
 	switch {
 	case s.Count > 0:
-		d.Reset = time.Duration(left + window)
+		d.Reset = duration.Duration(left + window)
 	case s.Previous > 0:
-		d.Reset = time.Duration(left)
+		d.Reset = duration.Duration(left)
 	}
 	return s, d
 }

@@ -3,9 +3,9 @@ package admission
 import (
 	"errors"
 	"strconv"
-	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
@@ -53,10 +53,10 @@ type LimitStatus struct {
 	Remaining     int64 // whole units left
 	// Reset is the time until the limit is whole again (X-RateLimit-Reset), on a rejection too:
 	// Retry-After and Next say when the request would be admitted.
-	Reset time.Duration
+	Reset duration.Duration
 	// Next is the time until one more unit than Remaining is available (0 when whole); for the
 	// limit that rejected, the time until the request would be admitted.
-	Next time.Duration
+	Next duration.Duration
 	// Rejecting is true for the limit whose wait decided a rejection.
 	Rejecting bool
 	// PartitionHash identifies the partition key without revealing it.
@@ -76,7 +76,7 @@ type Outcome struct {
 	// MissingPart describes the key part that was missing, for the response body.
 	MissingPart string
 	// RetryAfter is the exact wait before the request would be admitted (Limited).
-	RetryAfter time.Duration
+	RetryAfter duration.Duration
 	// Admitted lists the rules that applied and admitted the request (Allow).
 	Admitted []int
 	// InvalidCost lists the shadow rules skipped because their cost header was bad.
@@ -103,7 +103,7 @@ type Outcome struct {
 	// on_limit delay): its tokens are reserved, and due then (delay.go). DelayRule is the rule
 	// whose tokens are due last, DelayOwner that bucket's owner hash (for logs: it does not
 	// reveal the key).
-	Delay      time.Duration
+	Delay      duration.Duration
 	DelayRule  int
 	DelayOwner uint64
 	// InFlightLimited is true when the limit that rejected the request (Limited) is a
@@ -196,7 +196,7 @@ type limit struct {
 	wallPeer bool
 	// maxWait is how far ahead the limit reserves (its rule's max_delay; delay.go), 0 if it
 	// only rejects.
-	maxWait time.Duration
+	maxWait duration.Duration
 }
 
 // Compile compiles a validated configuration. namespace separates the keys of different

@@ -3,9 +3,9 @@ package admission
 import (
 	"math"
 	"math/bits"
-	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
@@ -60,9 +60,9 @@ func newAlgorithm(l config.Limit, describe bool) (algorithm, error) {
 	}
 }
 
-func ceilSeconds(d time.Duration) int64 {
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
+func ceilSeconds(d duration.Duration) int64 {
+	s := int64(d / duration.Second)
+	if d%duration.Second != 0 {
 		s++
 	}
 	return s
@@ -86,7 +86,7 @@ type tokenBucket struct {
 
 	// A bucket of a rule that delays (delay.go) reserves up to maxWait ahead: its whole tokens
 	// may be below zero, down to -debt. Both are 0 for a bucket that only rejects.
-	maxWait time.Duration
+	maxWait duration.Duration
 	debt    int64
 }
 
@@ -153,7 +153,7 @@ func (t *tokenBucket) take(c cells, now, n int64) (cells, limiter.Decision) {
 // wait is the time until a level lacking tokens less credits has refilled them, as
 // limiter.Bucket reports it: ⌈(tokens×creditsPerToken - credits)/creditsPerNano⌉, math.MaxInt64
 // when beyond it. The numerator fits in 64 bits in the common case.
-func (t *tokenBucket) wait(tokens, credits int64) time.Duration {
+func (t *tokenBucket) wait(tokens, credits int64) duration.Duration {
 	hi, lo := bits.Mul64(uint64(tokens), uint64(t.creditsPerToken))
 	var borrow uint64
 	lo, borrow = bits.Sub64(lo, uint64(credits), 0)
@@ -177,7 +177,7 @@ func (t *tokenBucket) wait(tokens, credits int64) time.Duration {
 	if q > math.MaxInt64 {
 		return math.MaxInt64
 	}
-	return time.Duration(q)
+	return duration.Duration(q)
 }
 
 func (t *tokenBucket) give(c cells, now, n int64) cells {
@@ -278,7 +278,7 @@ func (t *tokenBucket) policy() (int64, int64) {
 		return l.Capacity, 1
 	}
 	hi, lo := bits.Mul64(uint64(l.Capacity), uint64(l.RefillInterval))
-	perSecondHi, perSecond := bits.Mul64(uint64(l.RefillTokens), uint64(time.Second))
+	perSecondHi, perSecond := bits.Mul64(uint64(l.RefillTokens), uint64(duration.Second))
 	if perSecondHi != 0 || hi >= perSecond {
 		return l.Capacity, math.MaxInt64
 	}

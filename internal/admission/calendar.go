@@ -2,9 +2,9 @@ package admission
 
 import (
 	"errors"
-	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
@@ -77,7 +77,7 @@ func (w calendarWindow) policy() (int64, int64) {
 // month), for RateLimit-Policy's w.
 func (w calendarWindow) windowSeconds(c cells) int64 {
 	start, end := w.algo.Bounds(c[0])
-	return max(ceilSeconds(time.Duration(end-start)), 1)
+	return max(ceilSeconds(duration.Duration(end-start)), 1)
 }
 
 // SetWallClock gives the Gate its wall clock, read (Unix nanoseconds) by decisions that involve

@@ -2,9 +2,9 @@ package admission
 
 import (
 	"math"
-	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
@@ -80,11 +80,11 @@ func (c concurrency) take(s cells, now, _ int64) (cells, limiter.Decision) {
 		s[1] = max(s[1], 0) + 1
 		n++
 	} else {
-		d.RetryAfter = time.Second
+		d.RetryAfter = duration.Second
 	}
 	d.Remaining = max(c.max-n, 0)
 	if n > 0 {
-		d.Reset = time.Second
+		d.Reset = duration.Second
 	}
 	return s, d
 }

@@ -1,9 +1,8 @@
 package admission
 
 import (
-	"time"
-
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // Delay. A rule with on_limit delay reserves a request's tokens when it is decided, even when
@@ -23,7 +22,7 @@ import (
 // max_delay, and the request waits for the latest of them.
 
 // delay makes the rule's limits (its tiers' too) reserve up to maxWait ahead.
-func (r *rule) delay(maxWait time.Duration) {
+func (r *rule) delay(maxWait duration.Duration) {
 	set := func(limits []limit) {
 		for i := range limits {
 			limits[i].algo, limits[i].maxWait = withDelay(limits[i].algo, maxWait), maxWait
@@ -38,7 +37,7 @@ func (r *rule) delay(maxWait time.Duration) {
 }
 
 // withDelay makes a token bucket reserve up to maxDelay ahead.
-func withDelay(a algorithm, maxDelay time.Duration) algorithm {
+func withDelay(a algorithm, maxDelay duration.Duration) algorithm {
 	if t, ok := a.(*tokenBucket); ok {
 		t.maxWait, t.debt = maxDelay, t.b.DebtTokens(maxDelay)
 	}
@@ -47,7 +46,7 @@ func withDelay(a algorithm, maxDelay time.Duration) algorithm {
 
 // ruleDelay is how long a rule's requests may be held: 0 for a rule that rejects, a shadow
 // rule, or one whose limits cannot reserve.
-func ruleDelay(cfg *config.Config, r *config.Rule) time.Duration {
+func ruleDelay(cfg *config.Config, r *config.Rule) duration.Duration {
 	if !r.Delays(cfg) {
 		return 0
 	}
@@ -76,7 +75,7 @@ func requestDelay(out *Outcome, enforced []applied, now int64) {
 	for i := range enforced {
 		a := &enforced[i]
 		if a.limit.maxWait > 0 && !a.skip && a.cost > 0 && a.due-now > int64(out.Delay) {
-			out.Delay, out.DelayRule, out.DelayOwner = time.Duration(a.due-now), a.rule.index, a.owner
+			out.Delay, out.DelayRule, out.DelayOwner = duration.Duration(a.due-now), a.rule.index, a.owner
 		}
 	}
 }

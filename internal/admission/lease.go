@@ -5,9 +5,9 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // Leases of a global limit (global.lease): a replica takes several hits from the rate limit
@@ -43,7 +43,7 @@ const (
 	leaseChoices  = 2
 	// leaseIdleGrace is how long a slot stays with its key after its last write, even when it
 	// holds no tokens: a key between two leases keeps its slot and its lease size.
-	leaseIdleGrace = int64(time.Second)
+	leaseIdleGrace = int64(duration.Second)
 )
 
 // The value of a lease slot, little-endian:
@@ -127,7 +127,7 @@ type LeaseTake struct {
 	Ask int64
 	// RetryAfter, Quota and Unit describe the remembered OVER_LIMIT (LeaseOverLimit): the time
 	// until the service's window resets, and the limit it named (0 if none).
-	RetryAfter time.Duration
+	RetryAfter duration.Duration
 	Quota      uint32
 	Unit       uint8
 	// Expired counts the tokens this call found expired unused and dropped.
@@ -247,7 +247,7 @@ func (g *Gate) TakeLease(store Store, rule int, key string, cost, now int64) (Le
 			expired += dropped
 			continue
 		case now < s.overUntil:
-			return LeaseTake{Verdict: LeaseOverLimit, RetryAfter: time.Duration(s.overUntil - now), Quota: s.quota,
+			return LeaseTake{Verdict: LeaseOverLimit, RetryAfter: duration.Duration(s.overUntil - now), Quota: s.quota,
 				Unit: s.unit, Expired: expired}, nil
 		default:
 			return LeaseTake{Verdict: LeaseAsk, Ask: s.ask(cost, ref.lease.MaxTokens, now), Expired: expired}, nil
@@ -290,7 +290,7 @@ type LeaseGrant struct {
 	// which ends it no later than the service's own end (the service decided after SentAt).
 	SentAt int64
 	// UntilReset is the service's duration_until_reset, 0 if it sent none.
-	UntilReset time.Duration
+	UntilReset duration.Duration
 	// Remaining is the service's limit_remaining after the grant, -1 if it named no limit.
 	Remaining int64
 	Quota     uint32
@@ -377,7 +377,7 @@ func (g *Gate) PutLease(store Store, rule int, key string, grant LeaseGrant, now
 // RefuseLease remembers the service's OVER_LIMIT for a rule's key until the service's window
 // resets, at now + untilReset (counted from the answer: Retry-After must not promise a reset
 // before the service's). The tokens already leased stay: they were granted in this window.
-func (g *Gate) RefuseLease(store Store, rule int, key string, untilReset time.Duration, quota uint32, unit uint8, now int64) error {
+func (g *Gate) RefuseLease(store Store, rule int, key string, untilReset duration.Duration, quota uint32, unit uint8, now int64) error {
 	ref, err := g.leaseRef(rule, key)
 	if err != nil {
 		return err

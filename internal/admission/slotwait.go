@@ -1,6 +1,6 @@
 package admission
 
-import "time"
+import "github.com/tollgate-proxy/tollgate/internal/duration"
 
 // A request that waited for a free slot of a concurrency limit (the filter holds it and decides
 // it again until a slot frees) must not then wait a whole max_delay more for its tokens: its
@@ -18,9 +18,9 @@ func (g *Gate) AdmitBy(req Request, store Store, now, dueBy int64) *Outcome {
 }
 
 // reservable is how far ahead of now a delaying limit whose rule allows maxWait may reserve.
-func (g *Gate) reservable(maxWait time.Duration, now int64) time.Duration {
+func (g *Gate) reservable(maxWait duration.Duration, now int64) duration.Duration {
 	if g.bounded {
-		return min(maxWait, time.Duration(max(g.reserveBy-now, 0)))
+		return min(maxWait, duration.Duration(max(g.reserveBy-now, 0)))
 	}
 	return maxWait
 }

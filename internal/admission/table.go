@@ -5,10 +5,10 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"time"
 	"unsafe"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
@@ -98,7 +98,7 @@ const (
 	// so this only matters when a VM stops in between (a trap, a killed worker): then the
 	// slot goes back to other keys after a second. Safety never depends on it: a claim taken
 	// over is a CAS the claimer then loses.
-	claimTimeout = int64(time.Second)
+	claimTimeout = int64(duration.Second)
 	// overflowSlot stands for the overflow bucket in applied.slot.
 	overflowSlot = math.MaxUint64
 )
@@ -412,7 +412,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		return g.readOverflow(store, a, now)
 	default:
 		a.next = l.algo.initial(a.when(now))
-		a.decision = limiter.Decision{RetryAfter: time.Duration(max(busyUntil-now, 1))}
+		a.decision = limiter.Decision{RetryAfter: duration.Duration(max(busyUntil-now, 1))}
 		return nil
 	}
 }
@@ -580,7 +580,7 @@ func (g *Gate) claim(store Store, group []applied, now int64) (ok bool, limited 
 		if !a.decision.Allowed {
 			if !a.limit.wall { // a calendar window's wait is counted from the wall clock's now
 				// The wait was counted from the stamp: from now it is that much longer.
-				a.decision.RetryAfter = time.Duration(satAdd(int64(a.decision.RetryAfter), a.stamp-now))
+				a.decision.RetryAfter = duration.Duration(satAdd(int64(a.decision.RetryAfter), a.stamp-now))
 			}
 			if limited == nil || a.decision.RetryAfter > limited.decision.RetryAfter {
 				limited = a

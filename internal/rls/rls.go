@@ -25,7 +25,8 @@ package rls
 import (
 	"errors"
 	"math"
-	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
 // The gRPC service and method of the protocol, as proxy_grpc_call takes them.
@@ -138,7 +139,7 @@ type Status struct {
 	LimitRemaining  uint32
 	// DurationUntilReset is the time until the limit's window resets; HasReset is false when
 	// the service sent none.
-	DurationUntilReset time.Duration
+	DurationUntilReset duration.Duration
 	HasReset           bool
 }
 
@@ -199,7 +200,7 @@ func decodeStatus(b []byte, s *Status) error {
 			s.LimitRemaining = uint32(v)
 		case num == 4 && wire == wireBytes:
 			s.HasReset = true
-			seconds, nanos := int64(s.DurationUntilReset/time.Second), int64(s.DurationUntilReset%time.Second)
+			seconds, nanos := int64(s.DurationUntilReset/duration.Second), int64(s.DurationUntilReset%duration.Second)
 			err := fields(data, func(num uint64, wire int, v uint64, _ []byte) error {
 				switch {
 				case num == 1 && wire == wireVarint:
@@ -209,23 +210,23 @@ func decodeStatus(b []byte, s *Status) error {
 				}
 				return nil
 			})
-			s.DurationUntilReset = duration(seconds, nanos)
+			s.DurationUntilReset = protobufDuration(seconds, nanos)
 			return err
 		}
 		return nil
 	})
 }
 
-// duration converts a protobuf Duration, saturating where time.Duration cannot hold it.
-func duration(seconds, nanos int64) time.Duration {
-	const maxSeconds = math.MaxInt64 / int64(time.Second)
+// protobufDuration converts a protobuf Duration, saturating where a Duration cannot hold it.
+func protobufDuration(seconds, nanos int64) duration.Duration {
+	const maxSeconds = math.MaxInt64 / int64(duration.Second)
 	switch {
 	case seconds > maxSeconds:
 		return math.MaxInt64
 	case seconds < -maxSeconds:
 		return math.MinInt64
 	}
-	return time.Duration(seconds)*time.Second + time.Duration(nanos)
+	return duration.Duration(seconds)*duration.Second + duration.Duration(nanos)
 }
 
 // code maps an enum value; protobuf keeps unknown values, which Tollgate treats as UNKNOWN.

@@ -217,7 +217,7 @@ func FuzzDecodeResponse(f *testing.F) {
 			want.Unit = Unit(u)
 		}
 		if d := s.GetDurationUntilReset(); d != nil {
-			want.DurationUntilReset = duration(d.GetSeconds(), int64(d.GetNanos()))
+			want.DurationUntilReset = protobufDuration(d.GetSeconds(), int64(d.GetNanos()))
 		}
 		if got.Status != want {
 			t.Fatalf("%x: first status %+v, the generated code reads %+v", b, got.Status, want)
