@@ -1,7 +1,8 @@
 # Tollgate: a per-key rate limiter for Envoy, as a proxy-wasm module written in Go.
 #
 #   make build   the module (build/tollgate.wasm, size-optimized by binaryen's wasm-opt when
-#                installed) and the CLI (build/tollgate)
+#                installed; its function names in build/tollgate.wasm.names) and the CLI
+#                (build/tollgate)
 #   make run     the module in the embedded host, in front of a demo upstream
 #   make test    the whole suite (it builds the module itself), with every skip named
 #   make test-race  the packages that run natively, under the race detector (CI runs both)
@@ -42,7 +43,8 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows ./li
 	./internal/admission:FuzzPartitionKey ./internal/admission:FuzzPathReadings ./internal/wire:FuzzDecodePairs \
 	./config:FuzzDecodeMatchesEncodingJSON ./config:FuzzIsProtobufMessage ./internal/rls:FuzzDecodeResponse \
 	./internal/simulate:FuzzParseEnvoyJSON ./internal/simulate:FuzzParseCombined \
-	./internal/netaddr:FuzzParseAddr ./internal/netaddr:FuzzPrefix ./internal/duration:FuzzParse ./internal/duration:FuzzFormat
+	./internal/netaddr:FuzzParseAddr ./internal/netaddr:FuzzPrefix ./internal/duration:FuzzParse ./internal/duration:FuzzFormat \
+	./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap
 # envoyproxy/ratelimit for the global-limit tests (e2e/ratelimit, which pins the same version):
 # built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
@@ -51,16 +53,19 @@ RATELIMIT_BIN := build/ratelimit/$(RATELIMIT_VERSION)
 # dependency of the module). It checks the native build; go vet also checks the wasip1 files.
 STATICCHECK_VERSION ?= v0.8.2
 # The module's optimizer: binaryen's wasm-opt (Debian: binaryen) at -Oz, keeping the name section
-# (-g) so that Envoy's trap backtraces name functions; the features are what upstream Go emits.
-# Without wasm-opt the module is built all the same, unoptimized, and the build says so. The
-# tests' builds (internal/testbuild) read WASM_OPT_FLAGS from this line.
+# (-g) so that the next step can map the functions' names; the features are what upstream Go
+# emits. Without wasm-opt the module is built all the same, unoptimized, and the build says so.
+# The tests' builds (internal/testbuild) read WASM_OPT_FLAGS from this line.
 WASM_OPT       ?= wasm-opt
 WASM_OPT_FLAGS ?= -Oz -g --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
 # The compiler's flags for the module: the configuration's parser and validator, which run only
 # when the plugin is configured, are compiled without inlining, a seventh of the module less
 # (BENCHMARKS.md); nothing on the request path changes. The tests' builds read WASM_GCFLAGS too.
 WASM_GCFLAGS ?= github.com/tollgate-proxy/tollgate/config=-l
-# make wasm builds one module: PKG (the filter) with build TAGS into WASM, then optimizes it.
+# make wasm builds one module: PKG (the filter) with build TAGS into WASM, optimizes it, then
+# moves its function names to WASM.names (internal/wasmnames/splitnames): the module keeps its
+# entry points' names, so that Envoy still prints a trap's backtrace, and `tollgate backtrace`
+# names the other frames from the map (docs/troubleshooting.md).
 PKG  ?= ./filter
 TAGS ?=
 # Packages linked into the module: they must also vet for wasip1.
@@ -86,6 +91,7 @@ wasm:
 	else \
 		echo "$(WASM_OPT) not found (Debian: apt-get install binaryen): $(WASM) is not size-optimized"; \
 	fi
+	$(GO) run ./internal/wasmnames/splitnames $(WASM)
 
 run: build
 	@echo
@@ -181,7 +187,8 @@ push:
 image-docker: build
 	deploy/image/build.sh $(or $(IMAGE),tollgate:$(VERSION)) $(WASM)
 
-# A release: the module, its checksum and the image, all of VERSION, from a clean work tree.
+# A release: the module, its checksum, its function name map and the image, all of VERSION, from a
+# clean work tree.
 release:
 	@case "$(VERSION)" in *-dirty) echo "make release: the work tree has changes ($(VERSION)); commit them, or tag the commit, first" >&2; exit 1;; esac
 	@$(MAKE) --no-print-directory image VERSION=$(VERSION)
@@ -189,6 +196,7 @@ release:
 	@echo "release $(VERSION):"
 	@echo "  module    $(WASM)"
 	@echo "  checksum  $(WASM).sha256: $$(cut -d' ' -f1 $(WASM).sha256)"
+	@echo "  names     $(WASM).names: keep it with the module; tollgate backtrace --names $(WASM).names names the frames of Envoy's trap backtraces"
 	@echo "  image     $(IMAGE_DIR)/ (OCI layout): push it with IMAGE=REGISTRY/REPOSITORY:$(VERSION) make push"
 
 # Builds the module, starts e2e/envoy/compose.yaml, runs the shared scenario against Envoy and

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
 // modulePath is the module path of this repository, how Root recognises its go.mod.
@@ -32,10 +34,39 @@ func Product(tb testing.TB) []byte {
 	return Module(tb, "./filter")
 }
 
+// Names is the function name map of the module Module returns: for the filter and the floor
+// probe what `make build` writes beside the module (build/tollgate.wasm.names), the names of all
+// its functions, where the module keeps only its exported functions' (internal/wasmnames); for the
+// other modules, the names of their name section.
+func Names(tb testing.TB, pkg string, tags ...string) wasmnames.Map {
+	tb.Helper()
+	b := moduleBuild(pkg, tags)
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.names
+}
+
+// Unsplit is the module as it was built before its names were split out of it (the go build and
+// the optimizer of `make build`, without the last step): what Names was read from.
+func Unsplit(tb testing.TB, pkg string, tags ...string) []byte {
+	tb.Helper()
+	b := moduleBuild(pkg, tags)
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.unsplit
+}
+
 // ModuleBytes is Module for callers without a testing.TB, such as a TestMain or a sync.Once.
 // The result of each distinct build, error included, is kept for the life of the process: the
 // returned bytes are shared and must not be modified.
 func ModuleBytes(pkg string, tags ...string) ([]byte, error) {
+	b := moduleBuild(pkg, tags)
+	return b.wasm, b.err
+}
+
+func moduleBuild(pkg string, tags []string) *build {
 	key := pkg + " " + strings.Join(tags, ",")
 	modules.Lock()
 	b, ok := modules.builds[key]
@@ -44,14 +75,16 @@ func ModuleBytes(pkg string, tags ...string) ([]byte, error) {
 		modules.builds[key] = b
 	}
 	modules.Unlock()
-	b.once.Do(func() { b.wasm, b.err = buildModule(pkg, tags) })
-	return b.wasm, b.err
+	b.once.Do(func() { b.unsplit, b.wasm, b.names, b.err = buildModule(pkg, tags) })
+	return b
 }
 
 type build struct {
-	once sync.Once
-	wasm []byte
-	err  error
+	once    sync.Once
+	unsplit []byte
+	wasm    []byte
+	names   wasmnames.Map
+	err     error
 }
 
 var modules = struct {
@@ -59,7 +92,29 @@ var modules = struct {
 	builds map[string]*build
 }{builds: map[string]*build{}}
 
-func buildModule(pkg string, tags []string) ([]byte, error) {
+// buildModule builds a module, returning it before and after the split of its names, and the
+// names.
+func buildModule(pkg string, tags []string) (unsplit, wasm []byte, names wasmnames.Map, err error) {
+	unsplit, err = compileModule(pkg, tags)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if !optimized[pkg] {
+		names, err := wasmnames.FunctionNames(unsplit)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: %v", pkg, err)
+		}
+		return unsplit, unsplit, names, nil
+	}
+	wasm, names, err = wasmnames.Split(unsplit)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: splitting its names out: %v", pkg, err)
+	}
+	return unsplit, wasm, names, nil
+}
+
+// compileModule runs go build and, for the product's packages, the optimizer.
+func compileModule(pkg string, tags []string) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "tollgate-module-")
 	if err != nil {
 		return nil, err
@@ -86,8 +141,9 @@ func buildModule(pkg string, tags []string) ([]byte, error) {
 	return os.ReadFile(out)
 }
 
-// optimized are the packages built as the product is, optimizer included: the filter, and the
-// floor probe it is measured against. The host's own test modules test the host, and skip it.
+// optimized are the packages built as the product is, optimizer and the split of the names
+// included: the filter, and the floor probe it is measured against. The host's own test modules
+// test the host, and skip both.
 var optimized = map[string]bool{"./filter": true, "./bench/testdata/floor": true}
 
 // optimize runs the optimizer step of `make build` on a module, in place: wasm-opt with the
