@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 )
 
 // BenchmarkCrossings counts, per request type and per module, what crosses the host boundary for
@@ -27,9 +28,10 @@ func BenchmarkCrossings(b *testing.B) {
 	for _, m := range []struct {
 		name string
 		wasm func(testing.TB) []byte
+		pkg  string
 	}{
-		{"tollgate", func(tb testing.TB) []byte { return tollgateModule(tb, statsTag) }},
-		{"floor", func(tb testing.TB) []byte { return floorModule(tb, statsTag) }},
+		{"tollgate", func(tb testing.TB) []byte { return tollgateModule(tb, statsTag) }, "./filter"},
+		{"floor", func(tb testing.TB) []byte { return floorModule(tb, statsTag) }, "./bench/testdata/floor"},
 	} {
 		for _, rt := range requestTypes {
 			b.Run(m.name+"/"+rt.name, func(b *testing.B) {
@@ -37,6 +39,7 @@ func BenchmarkCrossings(b *testing.B) {
 				calls := &guestCalls{}
 				if os.Getenv("TOLLGATE_BENCH_CALLS") != "" {
 					calls.byFunc = map[string]int64{}
+					calls.names = testbuild.Names(b, m.pkg, statsTag)
 				}
 				r := newRig(b, m.wasm(b), rigOptions{config: rt.config, calls: calls, trace: func(e host.TraceEvent) {
 					switch {

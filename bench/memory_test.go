@@ -26,7 +26,7 @@ func BenchmarkModuleSize(b *testing.B) {
 			b.ReportMetric(float64(len(wasm)), "bytes")
 			b.ReportMetric(float64(gz.Len()), "gzip-bytes")
 			if m.name == "tollgate" {
-				sizes, err := pieceSizes(wasm)
+				sizes, err := pieceSizes(wasm, tollgateNames(b))
 				if err != nil {
 					b.Fatal(err)
 				}

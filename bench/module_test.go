@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
 	"github.com/tollgate-proxy/tollgate/internal/testbuild"
+	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
@@ -29,6 +30,11 @@ func build(tb testing.TB, pkg string, tags ...string) []byte {
 const statsTag = "tollgate_stats"
 
 func tollgateModule(tb testing.TB, tags ...string) []byte { return build(tb, "./filter", tags...) }
+
+// tollgateNames is the function name map of tollgateModule, which `make build` writes beside it.
+func tollgateNames(tb testing.TB, tags ...string) wasmnames.Map {
+	return testbuild.Names(tb, "./filter", tags...)
+}
 func floorModule(tb testing.TB, tags ...string) []byte {
 	return build(tb, "./bench/testdata/floor", tags...)
 }
@@ -190,13 +196,19 @@ func perRequest(before, after host.Stats, n int) crossings {
 type guestCalls struct {
 	total  int64
 	byFunc map[string]int64 // by function name, when non-nil
+	// names names the functions for byFunc: the module keeps only its entry points' names.
+	names wasmnames.Map
 }
 
 func (c *guestCalls) NewFunctionListener(def api.FunctionDefinition) experimental.FunctionListener {
 	if def.GoFunction() != nil {
 		return nil // a host function, not the module's
 	}
-	return guestCallListener{c, def.DebugName()}
+	name := def.DebugName()
+	if mapped, ok := c.names.Lookup(def.Index()); ok {
+		name = mapped
+	}
+	return guestCallListener{c, name}
 }
 
 type guestCallListener struct {

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
 // modulePieces are the parts of the module BenchmarkModuleSize reports, in the order the report
 // lists them: the code of the pieces of Go that make it up (function bodies, by package, from the
-// name section, which `make build` keeps), the data section (Go's read-only data: pclntab, types,
-// strings; no optimizer touches it), the name section and everything else.
+// function name map `make build` writes beside the module, build/tollgate.wasm.names), the data
+// section (Go's read-only data: pclntab, types, strings; no optimizer touches it), the name
+// section (the entry points' names, all the module keeps) and everything else.
 var modulePieces = []struct {
 	unit     string
 	prefixes []string // of function names, '/', '-', '(', ')' and '*' written as '_'
@@ -28,8 +31,9 @@ var modulePieces = []struct {
 	{"other-bytes", nil},
 }
 
-// pieceSizes measures a module's pieces (modulePieces) in bytes; they add up to its size.
-func pieceSizes(wasm []byte) (map[string]int, error) {
+// pieceSizes measures a module's pieces (modulePieces) in bytes, its functions named by names (the
+// module's name map); they add up to its size.
+func pieceSizes(wasm []byte, names wasmnames.Map) (map[string]int, error) {
 	sizes := map[string]int{}
 	if len(wasm) < 8 {
 		return nil, errors.New("not a module")
@@ -37,7 +41,6 @@ func pieceSizes(wasm []byte) (map[string]int, error) {
 	sizes["other-bytes"] = 8
 	var code []byte
 	imported := 0
-	names := map[int]string{}
 	for rest := wasm[8:]; len(rest) > 0; {
 		id := rest[0]
 		n, k := uleb(rest[1:])
@@ -59,7 +62,6 @@ func pieceSizes(wasm []byte) (map[string]int, error) {
 			nameLen, k := uleb(body)
 			if string(body[k:k+nameLen]) == "name" {
 				sizes["names-bytes"] += whole
-				readFunctionNames(body[k+nameLen:], names)
 			} else {
 				sizes["other-bytes"] += whole
 			}
@@ -74,7 +76,8 @@ func pieceSizes(wasm []byte) (map[string]int, error) {
 		if k == 0 || k+n > len(code) {
 			return nil, errors.New("truncated function body")
 		}
-		unit := pieceOf(names[imported+i])
+		name, _ := names.Lookup(uint32(imported + i))
+		unit := pieceOf(name)
 		sizes[unit] += k + n
 		sizes["other-bytes"] -= k + n
 		code = code[k+n:]
@@ -147,33 +150,12 @@ func skipLimits(b []byte) []byte {
 	return b
 }
 
-// readFunctionNames reads the function names subsection of a name section.
-func readFunctionNames(b []byte, names map[int]string) {
-	for len(b) > 0 {
-		id := b[0]
-		n, k := uleb(b[1:])
-		sub := b[1+k : 1+k+n]
-		b = b[1+k+n:]
-		if id != 1 {
-			continue
-		}
-		count, k := uleb(sub)
-		sub = sub[k:]
-		for range count {
-			index, k := uleb(sub)
-			sub = sub[k:]
-			n, k := uleb(sub)
-			names[index] = string(sub[k : k+n])
-			sub = sub[k+n:]
-		}
-	}
-}
-
 // The pieces add up to the module, and the code is found where it is: most of it in the runtime,
-// and some of it in each of Tollgate's packages.
+// and some of it in each of Tollgate's packages, by the names of the map; the name section left in
+// the module is the entry points' names, a few hundred bytes.
 func TestPieceSizesAddUp(t *testing.T) {
 	wasm := tollgateModule(t)
-	sizes, err := pieceSizes(wasm)
+	sizes, err := pieceSizes(wasm, tollgateNames(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +170,9 @@ func TestPieceSizesAddUp(t *testing.T) {
 		if sizes[p.unit] <= 0 {
 			t.Errorf("%s: %d bytes", p.unit, sizes[p.unit])
 		}
+	}
+	if sizes["names-bytes"] > 1024 {
+		t.Errorf("the name section has %d bytes: more than the entry points' names", sizes["names-bytes"])
 	}
 	if sizes["code-runtime-bytes"] < sizes["code-other-bytes"] {
 		t.Errorf("the runtime's code (%d bytes) is less than the rest of the standard library's (%d): names not read?",

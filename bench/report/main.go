@@ -280,8 +280,8 @@ func render(r results, env []string) string {
 	for _, m := range []string{"tollgate", "floor"} {
 		w("| %s | %s | %s |\n", m, r.get("ModuleSize/"+m, "bytes").format(0), r.get("ModuleSize/"+m, "gzip-bytes").format(0))
 	}
-	w("\nWhere the Tollgate module's bytes go (`BenchmarkModuleSize`: function bodies by package from the name\n")
-	w("section, and the other sections; the pieces add up to the module).\n\n")
+	w("\nWhere the Tollgate module's bytes go (`BenchmarkModuleSize`: function bodies by package from the function\n")
+	w("name map `make build` writes beside the module, and the other sections; the pieces add up to the module).\n\n")
 	w("| piece of the module | bytes |\n|---|---|\n")
 	for _, p := range []struct{ unit, label string }{
 		{"code-runtime-bytes", "code: the Go runtime"},
@@ -293,7 +293,7 @@ func render(r results, env []string) string {
 		{"code-time-godebug-bytes", "code: `time` and what its initialisation links (`internal/godebug`, `internal/bisect`, `syscall`)"},
 		{"code-other-bytes", "code: the rest of the standard library"},
 		{"data-bytes", "data section (the runtime's pclntab, types, strings)"},
-		{"names-bytes", "name section (function names for Envoy's backtraces)"},
+		{"names-bytes", "name section (the entry points' names, for Envoy's backtraces; the rest in `tollgate.wasm.names`)"},
 		{"other-bytes", "the rest (types, imports, exports, section headers)"},
 	} {
 		w("| %s | %s |\n", p.label, r.get("ModuleSize/tollgate", p.unit).format(0))
