@@ -4,13 +4,15 @@
 //	tollgate serve --config FILE --listen ADDR --upstream URL [--wasm FILE] [--workers N] [--upstream-timeout D] [--drain-timeout D]
 //	tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR [--compare FILE] [--show-keys]
 //	tollgate demo-upstream --listen ADDR
+//	tollgate backtrace [--names FILE] < envoy.log
 //	tollgate version
 //
 // check parses a plugin configuration with the same code the module runs, so a file it accepts
 // is a file the module accepts. serve runs build/tollgate.wasm in the embedded Envoy-faithful
 // host behind a real HTTP listener and proxies admitted requests to the upstream. simulate
 // replays an access log through the module on a virtual clock and reports what the configuration
-// would have done (docs/simulate.md).
+// would have done (docs/simulate.md). backtrace names the frames of a trap's backtrace in Envoy's
+// log that the module leaves unnamed, from the function name map make build writes beside it.
 package main
 
 import (
@@ -35,6 +37,9 @@ const usage = `usage:
                                       replay an access log through the module, write summary.json and report.html
   tollgate demo-upstream [--listen ADDR]
                                       a small upstream that answers every request with 200
+  tollgate backtrace [--names FILE]   copy an Envoy log from stdin to stdout, naming the
+                                      unknown(function index:N) frames of the module's trap
+                                      backtraces from FILE (build/tollgate.wasm.names)
   tollgate version                    print the version of this build
 `
 
@@ -56,6 +61,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return simulateCmd(args[1:], stdout, stderr)
 	case "demo-upstream":
 		return demoUpstream(args[1:], stdout, stderr)
+	case "backtrace":
+		return backtrace(args[1:], stdin, stdout, stderr)
 	case "version", "--version":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "tollgate version: takes no arguments, got %q\n", args[1:])
