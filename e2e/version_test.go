@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
+	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
 const versionTestConfig = `{"rules": [{"name": "per-api-key", "key": [{"header": "x-api-key"}],
@@ -48,8 +51,10 @@ func TestStartupLineOfAPlainBuildSaysDev(t *testing.T) {
 }
 
 // `make build` stamps the version into the module's start-up line and `tollgate version`, and
-// writes the module's checksum next to it in sha256sum's format. It runs make itself, with the
-// version and the output paths overridden, so what is checked is the Makefile's own recipe.
+// writes the module's checksum next to it in sha256sum's format, and its function name map: the
+// module names its entry points as the tests' builds do, the map every function as theirs. It runs
+// make itself, with the version and the output paths overridden, so what is checked is the
+// Makefile's own recipe.
 func TestMakeBuildStampsVersionAndWritesChecksum(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatalf("make is needed to test `make build`: %v", err)
@@ -83,6 +88,25 @@ func TestMakeBuildStampsVersionAndWritesChecksum(t *testing.T) {
 	digest := sha256.Sum256(module)
 	if want := hex.EncodeToString(digest[:]) + "  tollgate.wasm\n"; string(sum) != want {
 		t.Errorf("tollgate.wasm.sha256 holds %q, want %q", sum, want)
+	}
+
+	text, err := os.ReadFile(wasm + ".names")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := wasmnames.ParseMap(text)
+	if err != nil {
+		t.Fatalf("tollgate.wasm.names: %v", err)
+	}
+	if want := testbuild.Names(t, "./filter"); !reflect.DeepEqual(names, want) {
+		t.Errorf("tollgate.wasm.names has %d names, the tests' build %d, or other ones", len(names), len(want))
+	}
+	kept, err := wasmnames.FunctionNames(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := wasmnames.FunctionNames(testbuild.Product(t)); !reflect.DeepEqual(kept, want) || len(kept) > 20 {
+		t.Errorf("the module names %v, the tests' build %v: want the entry points alone", kept, want)
 	}
 
 	printed, err := exec.Command(bin, "version").Output()
