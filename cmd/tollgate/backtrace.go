@@ -20,6 +20,11 @@ import (
 // src/v8/v8.cc, V8::getFailMessage); backtrace names them from the map `make build` writes.
 var unknownFrame = regexp.MustCompile(`unknown\(function index:([0-9]+)\)`)
 
+// wazeroFrame is an unnamed frame of a trap's stack trace in the embedded host (tollgate serve,
+// simulate): wazero writes ".$N(" for a function the name section does not name (wazero,
+// internal/wasmdebug, FuncName); backtrace names it ".NAME(".
+var wazeroFrame = regexp.MustCompile(`\.\$([0-9]+)\(`)
+
 // maxLogLine bounds a line of the log: a line longer is an error, not all the memory there is.
 const maxLogLine = 1 << 20
 
@@ -46,9 +51,10 @@ func backtrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	in.Buffer(make([]byte, 0, 64<<10), maxLogLine)
 	in.Split(linesWithEndings)
 	resolved, missing := 0, map[string]bool{}
-	for in.Scan() {
-		out.Write(unknownFrame.ReplaceAllFunc(in.Bytes(), func(frame []byte) []byte {
-			digits := unknownFrame.FindSubmatch(frame)[1]
+	// name replaces an unnamed frame by what named(name, index) makes of it.
+	name := func(frames *regexp.Regexp, named func(name string, index []byte) []byte) func([]byte) []byte {
+		return func(frame []byte) []byte {
+			digits := frames.FindSubmatch(frame)[1]
 			index, err := strconv.ParseUint(string(digits), 10, 32)
 			name, ok := names.Lookup(uint32(index))
 			if err != nil || !ok {
@@ -56,8 +62,16 @@ func backtrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				return frame
 			}
 			resolved++
-			return fmt.Appendf(nil, "%s (function index %s)", name, digits)
-		}))
+			return named(name, digits)
+		}
+	}
+	envoyName := name(unknownFrame, func(name string, index []byte) []byte {
+		return fmt.Appendf(nil, "%s (function index %s)", name, index)
+	})
+	wazeroName := name(wazeroFrame, func(name string, _ []byte) []byte { return fmt.Appendf(nil, ".%s(", name) })
+	for in.Scan() {
+		line := unknownFrame.ReplaceAllFunc(in.Bytes(), envoyName)
+		out.Write(wazeroFrame.ReplaceAllFunc(line, wazeroName))
 	}
 	if err := out.Flush(); err != nil {
 		fmt.Fprintf(stderr, "tollgate backtrace: %v\n", err)

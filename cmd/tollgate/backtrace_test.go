@@ -62,6 +62,13 @@ Proxy-Wasm plugin in-VM backtrace:
 		t.Errorf("stderr %q: want the index the map does not name", stderr)
 	}
 
+	// The embedded host's traps: wazero's stack trace, frames unnamed in the module as ".$N(".
+	wazeroLog := fmt.Sprintf("wasm error: unreachable\nwasm stack trace:\n\t.$%d(i64,i64) i64\n\t.proxy_on_request_headers(i32,i32,i32) i32\n", hash)
+	wazeroWant := "wasm error: unreachable\nwasm stack trace:\n\t.github.com_tollgate_proxy_tollgate_internal_admission.sipHash24(i64,i64) i64\n\t.proxy_on_request_headers(i32,i32,i32) i32\n"
+	if code, stdout, stderr := runCLI(wazeroLog, "backtrace", "--names", names); code != 0 || stdout != wazeroWant {
+		t.Errorf("wazero's trace: exit %d, stderr %q; got\n%s\nwant\n%s", code, stderr, stdout, wazeroWant)
+	}
+
 	// The last line without a line ending keeps none.
 	code, stdout, _ = runCLI(strings.TrimSuffix(log, "\n"), "backtrace", "--names", names)
 	if code != 0 || stdout != strings.TrimSuffix(want, "\n") {

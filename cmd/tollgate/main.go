@@ -39,7 +39,8 @@ const usage = `usage:
                                       a small upstream that answers every request with 200
   tollgate backtrace [--names FILE]   copy an Envoy log from stdin to stdout, naming the
                                       unknown(function index:N) frames of the module's trap
-                                      backtraces from FILE (build/tollgate.wasm.names)
+                                      backtraces (and the .$N( frames of the embedded host's)
+                                      from FILE (build/tollgate.wasm.names)
   tollgate version                    print the version of this build
 `
 
