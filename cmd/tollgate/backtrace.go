@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
@@ -51,8 +54,8 @@ func backtrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	in.Buffer(make([]byte, 0, 64<<10), maxLogLine)
 	in.Split(linesWithEndings)
 	resolved, missing := 0, map[string]bool{}
-	// name replaces an unnamed frame by what named(name, index) makes of it.
-	name := func(frames *regexp.Regexp, named func(name string, index []byte) []byte) func([]byte) []byte {
+	// resolve replaces an unnamed frame by what named(name, index) makes of it.
+	resolve := func(frames *regexp.Regexp, named func(name string, index []byte) []byte) func([]byte) []byte {
 		return func(frame []byte) []byte {
 			digits := frames.FindSubmatch(frame)[1]
 			index, err := strconv.ParseUint(string(digits), 10, 32)
@@ -65,10 +68,10 @@ func backtrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return named(name, digits)
 		}
 	}
-	envoyName := name(unknownFrame, func(name string, index []byte) []byte {
+	envoyName := resolve(unknownFrame, func(name string, index []byte) []byte {
 		return fmt.Appendf(nil, "%s (function index %s)", name, index)
 	})
-	wazeroName := name(wazeroFrame, func(name string, _ []byte) []byte { return fmt.Appendf(nil, ".%s(", name) })
+	wazeroName := resolve(wazeroFrame, func(name string, _ []byte) []byte { return fmt.Appendf(nil, ".%s(", name) })
 	for in.Scan() {
 		line := unknownFrame.ReplaceAllFunc(in.Bytes(), envoyName)
 		out.Write(wazeroFrame.ReplaceAllFunc(line, wazeroName))
@@ -84,7 +87,7 @@ func backtrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate backtrace: reading the log: %v\n", err)
 		return 1
 	}
-	for index := range missing {
+	for _, index := range slices.SortedFunc(maps.Keys(missing), byNumber) {
 		fmt.Fprintf(stderr, "tollgate backtrace: %s names no function %s: is it the map of the module Envoy ran?\n", *namesPath, index)
 	}
 	if resolved == 0 && len(missing) == 0 {
@@ -122,4 +125,12 @@ func linesWithEndings(data []byte, atEOF bool) (advance int, token []byte, err e
 		return len(data), data, nil
 	}
 	return 0, nil, nil
+}
+
+// byNumber orders strings of decimal digits by their value.
+func byNumber(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
 }
