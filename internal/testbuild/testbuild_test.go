@@ -81,3 +81,16 @@ func TestCompilerFlagsComeFromTheMakefile(t *testing.T) {
 		t.Fatal("a variable the Makefile does not set was found")
 	}
 }
+
+// The host's test modules are built without the product's last steps: the module is the build's,
+// and Names reads its name section, whole.
+func TestHostModulesKeepTheirNames(t *testing.T) {
+	module := Module(t, "./internal/host/testdata/probe")
+	if unsplit := Unsplit(t, "./internal/host/testdata/probe"); &unsplit[0] != &module[0] {
+		t.Error("a host test module was split")
+	}
+	names := Names(t, "./internal/host/testdata/probe")
+	if len(names) < 100 {
+		t.Fatalf("the probe's name map has %d names, want the whole name section", len(names))
+	}
+}
