@@ -231,7 +231,9 @@ const (
 	KeyPath
 	// KeyMethod takes the request method.
 	KeyMethod
-	// KeyAuthority takes the request's host (:authority), lower-cased, port included.
+	// KeyAuthority takes the request's host (:authority) in its canonical spelling: lower-cased,
+	// without a trailing dot, the port without leading zeros and without the scheme's default
+	// port (or without any port, with StripPort).
 	KeyAuthority
 	// KeyQuery takes the first value of one query parameter, percent-decoded.
 	KeyQuery
@@ -262,6 +264,8 @@ type KeyPart struct {
 	// KeyClientIP: the leading bits of the address kept in the key; 0 takes the top-level
 	// client_ip setting (Config.ClientIP).
 	IPv4Prefix, IPv6Prefix int
+	// KeyAuthority: key on the host alone, whatever the port.
+	StripPort bool
 }
 
 // MissingKeyAction is what happens to a request a rule's key cannot be built for.

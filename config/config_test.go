@@ -801,7 +801,9 @@ func TestParse(t *testing.T) {
 		},
 		{name: "key part path with a value", input: withKeyPart(`{"path": "/api"}`), problems: []problem{{"rules[0].key[0].path", `got the string "/api", want an object: path takes no options yet, write "path": {}; to select requests by path, use the rule's "match": {"path": {"prefix": "/api/"}}`}}},
 		{name: "key part method with a field", input: withKeyPart(`{"method": {"upper": true}}`), problems: []problem{{"rules[0].key[0].method", `unknown field "upper": method takes no fields yet, write "method": {}`}}},
-		{name: "key part authority null", input: withKeyPart(`{"authority": null}`), problems: []problem{{"rules[0].key[0].authority", `got null, want an object: authority takes no options yet, write "authority": {}; to select requests by host, use the rule's "match"`}}},
+		{name: "key part authority null", input: withKeyPart(`{"authority": null}`), problems: []problem{{"rules[0].key[0].authority", `got null, want an object: authority is an object such as {} (the host and its port) or {"strip_port": true} (the host alone); to select requests by host, use the rule's "match"`}}},
+		{name: "key part authority strip_port not a bool", input: withKeyPart(`{"authority": {"strip_port": "yes"}}`), problems: []problem{{"rules[0].key[0].authority.strip_port", `got the string "yes", want true or false: strip_port is true (key on the host alone) or false (the default: the host and its port)`}}},
+		{name: "key part authority unknown field", input: withKeyPart(`{"authority": {"port": false}}`), problems: []problem{{"rules[0].key[0].authority", `unknown field "port"`}}},
 		{name: "key part with header and query", input: withKeyPart(`{"query": "tenant", "header": "x-api-key"}`), problems: []problem{{keyPartPath, `has both "query" and "header": a key part takes exactly one, so split them into two parts, e.g. [{"query": "tenant"}, {"header": "x-api-key"}]`}}},
 		{
 			name:  "key part with three fields",

@@ -33,13 +33,15 @@
 //	        {"client_ip": {}},            the client address (see the top-level "client_ip")
 //	        {"path": {}},                 the path without the query string
 //	        {"method": {}},               the method
-//	        {"authority": {}},            the host, lower-cased, port included
+//	        {"authority": {}},            the host and its canonical port (lower-cased, no trailing
+//	                                      dot, no leading zeros, no empty or default port);
+//	                                      {"strip_port": true}: the host alone
 //	        {"query": "tenant"},          a query parameter's first value: 1 to 256 bytes,
 //	                                      without & = # ? spaces or control characters
 //	        {"attribute": ["xds", "route_name"]}
 //	                                      an Envoy attribute path: 1 to 8 segments of 1 to 256
 //	                                      bytes, without NUL
-//	      ],                              client_ip, path, method and authority take no fields yet
+//	      ],                              path and method take no fields yet
 //	      "missing_key": {                optional, for requests the key cannot be built for
 //	        "action": "reject",           "reject" (default), "allow" (the rule does not apply)
 //	                                      or "fallback" (use "key" below instead)

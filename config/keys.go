@@ -79,8 +79,7 @@ func (v *validator) keyPartField(partPath, name string, value *jsonValue) KeyPar
 		v.noOptions(path, value, name, `; to select requests by method, use the rule's "match": {"methods": ["POST"]}`)
 		return KeyPart{Kind: KeyMethod}
 	case "authority":
-		v.noOptions(path, value, name, `; to select requests by host, use the rule's "match": {"hosts": ["api.example.com"]}`)
-		return KeyPart{Kind: KeyAuthority}
+		return KeyPart{Kind: KeyAuthority, StripPort: v.authorityPart(path, value)}
 	case "query":
 		return KeyPart{Kind: KeyQuery, Query: v.queryName(path, value)}
 	default: // "attribute"
@@ -159,6 +158,20 @@ func (v *validator) noOptions(path string, value *jsonValue, name, hint string) 
 		}
 		v.add(path, message)
 	}
+}
+
+// authorityPart reads the options of an authority key part: whether it drops the port.
+func (v *validator) authorityPart(path string, value *jsonValue) (stripPort bool) {
+	const rule = `authority is an object such as {} (the host and its port) or {"strip_port": true} (the host alone); ` +
+		`to select requests by host, use the rule's "match": {"hosts": ["api.example.com"]}`
+	if !v.wantKind(path, value, kindObject, rule) {
+		return false
+	}
+	v.checkFieldNames(path, value, authorityPartFields)
+	if n := value.member("strip_port"); n != nil {
+		stripPort = v.boolean(fieldPath(path, "strip_port"), n, `strip_port is true (key on the host alone) or false (the default: the host and its port)`)
+	}
+	return stripPort
 }
 
 // clientIPPart reads the options of a client_ip key part: the address prefixes it keeps.

@@ -61,15 +61,16 @@ var (
 	keyPartFields  = []string{"header", "client_ip", "path", "method", "authority", "query", "attribute"}
 	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window", "calendar", "max_in_flight", "lease"}
 
-	clientIPFields     = []string{"xff_num_trusted_hops", "ipv4_prefix", "ipv6_prefix"}
-	clientIPPartFields = []string{"ipv4_prefix", "ipv6_prefix"}
-	exemptFields       = []string{"paths", "client_cidrs", "headers"}
-	matchFields        = []string{"path", "methods", "hosts", "headers"}
-	pathMatchFields    = []string{"exact", "prefix"}
-	headerMatchFields  = []string{"name", "exact", "present"}
-	missingKeyFields   = []string{"action", "status", "key"}
-	costFields         = []string{"header", "max", "default"}
-	responseFields     = []string{"status", "body", "content_type", "headers", "grpc_status"}
+	clientIPFields      = []string{"xff_num_trusted_hops", "ipv4_prefix", "ipv6_prefix"}
+	clientIPPartFields  = []string{"ipv4_prefix", "ipv6_prefix"}
+	authorityPartFields = []string{"strip_port"}
+	exemptFields        = []string{"paths", "client_cidrs", "headers"}
+	matchFields         = []string{"path", "methods", "hosts", "headers"}
+	pathMatchFields     = []string{"exact", "prefix"}
+	headerMatchFields   = []string{"name", "exact", "present"}
+	missingKeyFields    = []string{"action", "status", "key"}
+	costFields          = []string{"header", "max", "default"}
+	responseFields      = []string{"status", "body", "content_type", "headers", "grpc_status"}
 )
 
 // Spellings of the enumerations, indexed by value.

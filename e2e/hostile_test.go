@@ -174,3 +174,34 @@ func TestXRateLimitResetMeansWholeAgain(t *testing.T) {
 			headers: map[string]string{"retry-after": "6", "x-ratelimit-reset": "26"}},
 	})
 }
+
+// The spellings of one host that Envoy routes to one virtual host share one bucket of an
+// authority key: an empty port, the default port with or without leading zeros, upper case, a
+// trailing dot; with strip_port, any port.
+func TestAuthoritySpellingsThroughTheModule(t *testing.T) {
+	t.Parallel()
+	g := newRig(t, host.Envoy139, `{"rules": [
+	  {"name": "per-host", "match": {"path": {"prefix": "/a/"}}, "key": [{"authority": {}}],
+	   "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"}]},
+	  {"name": "per-host-any-port", "match": {"path": {"prefix": "/b/"}}, "key": [{"authority": {"strip_port": true}}],
+	   "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"}]}]}`, 2)
+	at := func(path, authority string) host.Request {
+		r := httpReq("GET", path, peer)
+		r.Headers[2][1] = authority
+		return r
+	}
+	var steps []policyStep
+	for _, prefix := range []string{"/a/", "/b/"} {
+		steps = append(steps,
+			policyStep{name: prefix + " host", req: at(prefix, "api.example.com"), status: 200},
+			policyStep{name: prefix + " host:80", req: at(prefix, "api.example.com:80"), status: 200})
+		for _, spelling := range []string{"api.example.com:", "api.example.com:080", "api.example.com:0080", "API.example.com.:80", "api.example.com."} {
+			steps = append(steps, policyStep{name: prefix + " " + spelling, req: at(prefix, spelling), status: 429})
+		}
+	}
+	steps = append(steps,
+		policyStep{name: "another port is another bucket", req: at("/a/", "api.example.com:1"), status: 200},
+		policyStep{name: "unless the port is stripped", req: at("/b/", "api.example.com:1"), status: 429},
+		policyStep{name: "or :2", req: at("/b/", "api.example.com:2"), status: 429})
+	runPolicy(t, g, steps)
+}

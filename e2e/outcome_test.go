@@ -108,8 +108,8 @@ func TestRefundThroughTheModule(t *testing.T) {
 
 // Requests in flight hold their tokens until their response headers: with two tokens, a third
 // login while two are in flight gets 429 (no over-admission). A success gives its token back;
-// a stream reset before its response headers (the client went away) counts nothing for count;
-// for refund it keeps the charge.
+// a forwarded request whose stream ends before its response headers (the client went away)
+// keeps its charge, for count and refund alike.
 func TestInFlightRequestsHoldTheirTokens(t *testing.T) {
 	t.Parallel()
 	g := newRig(t, host.Envoy139, outcomeConfig, 2)
@@ -144,22 +144,23 @@ func TestInFlightRequestsHoldTheirTokens(t *testing.T) {
 	if !dd.Continue {
 		t.Fatalf("a success gave its token back, yet the next login got %+v", dd.Reply)
 	}
-	// b's client goes away: no response headers, nothing counted.
+	// b's client goes away after b was forwarded: no response headers, and the charge stands
+	// (the upstream may have done the work; hanging up must not escape a count rule).
 	if err := b.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	respond(d, 401)
+	respond(d, 200)
 	e, de := start(g.vms[0])
 	if !de.Continue {
-		t.Fatalf("one failure of two counted, yet the next login got %+v", de.Reply)
+		t.Fatalf("one charge stands of two, yet the next login got %+v", de.Reply)
 	}
 	respond(e, 403)
 	_, df := start(g.vms[1])
 	if df.Continue || df.Reply.Status != 429 {
-		t.Fatalf("two failures counted, yet the next login was let through")
+		t.Fatalf("a failure and a hang-up counted, yet the next login was let through")
 	}
 	if got := g.counter(scenario.RuleStat("failed-logins", scenario.Refunded)); got != 2 {
-		t.Errorf("refunded = %d, want 2 (a's success and b's reset)", got)
+		t.Errorf("refunded = %d, want 2 (a's and d's successes)", got)
 	}
 
 	// refund keeps the charge of a stream that ended without a response: three went away, and
@@ -265,5 +266,63 @@ func TestCountRuleWithAGlobalRejection(t *testing.T) {
 	}
 	if got := g.counter(scenario.RuleStat("logins", scenario.Refunded)); got != 0 {
 		t.Errorf("refunded = %d, want 0: the rejected requests' charges went back with the global rejection", got)
+	}
+}
+
+// Every way a forwarded login's stream can end, against a count rule of 401 and 403 with two
+// tokens: only a response with another status gives the charge back. The router's replies to an
+// upstream reset (503) and an upstream timeout (504), and a later filter's local reply, pass the
+// filter's encoder like the upstream's response (Envoy's sendLocalReply runs the encoder
+// filters before the one replying); a client that hangs up after the request went on keeps its
+// charge. Each ending is followed by a failed login and one more: the last one is 429 exactly
+// when the ending was counted. (A client gone while its request was still held, never
+// forwarded, gets the charge back: TestCountRuleWithAGlobalRejection and the interplay tests.)
+func TestCountEveryWayAForwardedStreamEnds(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		ending  string
+		end     func(s *host.Stream) error
+		counted bool
+	}{
+		{"client reset after forwarding", func(s *host.Stream) error { return s.Reset() }, true},
+		{"client reset after a 401's headers", func(s *host.Stream) error {
+			if _, err := s.ResponseHeaders(401, nil, false); err != nil {
+				return err
+			}
+			return s.Reset()
+		}, true},
+		{"upstream reset: the router's 503", respondWith(503), false},
+		{"upstream timeout: the router's 504", respondWith(504), false},
+		{"a later filter's local reply 403", respondWith(403), true},
+		{"success", respondWith(200), false},
+	} {
+		t.Run(c.ending, func(t *testing.T) {
+			t.Parallel()
+			g := newRig(t, host.Envoy139, outcomeConfig, 1)
+			vm := g.vms[0]
+			g.at(0)
+			s, d, err := vm.StartStream(httpReq("POST", "/login", peer))
+			if err != nil || !d.Continue {
+				t.Fatalf("the login was not forwarded: %v %+v", err, d.Reply)
+			}
+			if err := c.end(s); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			runOutcome(t, g, []outcomeE2EStep{
+				{"/login", "401", 401, true},
+				map[bool]outcomeE2EStep{true: {"/login", "200", 429, false}, false: {"/login", "200", 200, true}}[c.counted],
+			})
+		})
+	}
+}
+
+// respondWith ends a stream with a complete response of status.
+func respondWith(status int) func(s *host.Stream) error {
+	return func(s *host.Stream) error {
+		_, err := s.ResponseHeaders(status, nil, true)
+		return err
 	}
 }

@@ -41,8 +41,7 @@ type pluginContext struct {
 	// counters lists every counter, for flushing (counters.go).
 	counters []*counter
 	debug    bool
-	// shadowRules is true when any rule is a shadow rule: then the shadow header a client sent
-	// itself is removed from every request.
+	// shadowRules is true when any rule is a shadow rule, which may mark requests.
 	shadowRules bool
 	// logged holds the internal errors already logged: a failing store fails every request the
 	// same way, and one line per distinct error is enough. Bounded, so it cannot grow.
@@ -210,7 +209,7 @@ func (h *httpContext) OnHttpStreamDone() {
 	h.releaseHeld()
 	h.leaveLeases() // gives back the whole charge, a count or refund rule's hold with it
 	if !h.pending.Empty() {
-		h.settle(0) // no response headers came
+		h.pending.Clear() // forwarded, and no response headers came: the charge stands (outcome.go)
 	}
 	if len(h.leases) > 0 { // checked here: a call on every stream's end otherwise
 		h.releaseSlots()
@@ -272,6 +271,9 @@ func (h *httpContext) OnHttpRequestHeadersPanic() types.Action {
 func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) types.Action {
 	p := h.plugin
 	faultPoint("request")
+	if h.slotWait == nil { // not a request decided again while it waits for a slot
+		removeShadowHeader(p)
+	}
 	now, err := abi.MonotonicNanos()
 	if err != nil {
 		p.failed("cannot read the monotonic clock: " + err.Error())
@@ -374,13 +376,20 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	}
 }
 
-// markShadow sets the shadow header to the rules that would have limited the request, after
-// removing any the client sent: the upstream must be able to trust it.
-func (h *httpContext) markShadow(out *admission.Outcome) {
-	p := h.plugin
+// removeShadowHeader removes the shadow header a client sent itself, from every request before
+// anything else is done with it, whatever the configuration and whether the request is exempt:
+// an upstream must be able to trust the header, and a configuration without shadow rules today
+// may have one tomorrow. It costs every request one host call.
+func removeShadowHeader(p *pluginContext) {
 	if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
 		p.failed("cannot remove " + ShadowHeader + ": " + err.Error())
 	}
+}
+
+// markShadow sets the shadow header to the rules that would have limited the request (the one
+// the client may have sent is gone already).
+func (h *httpContext) markShadow(out *admission.Outcome) {
+	p := h.plugin
 	if len(out.ShadowLimited) == 0 {
 		return
 	}

@@ -9,9 +9,15 @@ import (
 // held with the stream (httpContext.pending) until its response headers, whose :status decides
 // whether it is given back (admission.Gate.Settle). Envoy passes every response through the
 // filter's encoder, the upstream's and the local replies of the filters after this one (the
-// router's 503 and 504) alike, so each counts by its status. A stream that ends without
-// response headers settles as status 0, which no rule lists: a count rule gives its charge
-// back, a refund rule keeps it.
+// router's 503 and 504) alike, so each counts by its status.
+//
+// A request forwarded to the upstream whose stream ends without response headers (the client
+// went away or reset the stream) keeps its charge, for count and refund rules alike: the
+// upstream may have done the work, and a count rule that gave the charge back could be escaped
+// by hanging up before every response (a password guesser would never be counted). A request
+// that never reached the upstream (its client went away while it was held, or a global limit
+// rejected it) settles as status 0, which no rule lists: a count rule gives its charge back,
+// a refund rule keeps it.
 
 // settle settles the charge the stream holds, for a response with status (0: none).
 func (h *httpContext) settle(status int) {

@@ -212,3 +212,28 @@ func FuzzPartitionKey(f *testing.F) {
 		}
 	})
 }
+
+// splitAuthority's spelling is canonical: splitting what it returns changes nothing, a port of
+// digits has no leading zero (but a zero port keeps one), and only the port and one trailing dot
+// are ever taken off the host.
+func FuzzSplitAuthority(f *testing.F) {
+	for _, s := range []string{"api.example.com", "api.example.com.:0080", "[2001:db8::1]:0443", "a:", ":", "[", "[::1]x", "a.:00", "..:1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, authority string) {
+		host, port := splitAuthority(authority)
+		again := host
+		if port != "" {
+			again += ":" + port
+		}
+		if h, p := splitAuthority(again); (h != host || p != port) && !strings.HasSuffix(host, ".") {
+			t.Fatalf("%q → %q %q, whose spelling %q splits into %q %q", authority, host, port, again, h, p)
+		}
+		if digits := strings.Trim(port, "0123456789") == ""; digits && len(port) > 1 && port[0] == '0' {
+			t.Fatalf("%q: port %q keeps a leading zero", authority, port)
+		}
+		if !strings.HasPrefix(authority, host) {
+			t.Fatalf("%q: host %q is not where it starts", authority, host)
+		}
+	})
+}

@@ -45,12 +45,64 @@ func TestHostsWithATrailingDot(t *testing.T) {
 		{"fully qualified", 0, req("192.0.2.1:1", ":authority", "api.example.com."), Limited, 0, time.Hour},
 		{"fully qualified, upper case, port", 0, req("192.0.2.1:1", ":authority", "API.example.com.:80"), Limited, 0, time.Hour},
 		{"two dots is another name", 0, req("192.0.2.1:1", ":authority", "api.example.com.."), Allow, -1, 0},
-		{"authority key", 0, req("192.0.2.1:1", ":authority", "www.example.com:80"), Allow, -1, 0},
-		{"authority key, fully qualified", 0, req("192.0.2.2:1", ":authority", "WWW.example.com.:80"), Limited, 1, time.Hour},
-		{"authority key, another port", 0, req("192.0.2.2:1", ":authority", "www.example.com.:8080"), Allow, -1, 0},
+		{"authority key", 0, req("192.0.2.1:1", ":authority", "www.example.com:8080"), Allow, -1, 0},
+		{"authority key, fully qualified", 0, req("192.0.2.2:1", ":authority", "WWW.example.com.:8080"), Limited, 1, time.Hour},
+		{"authority key, another port", 0, req("192.0.2.2:1", ":authority", "www.example.com.:8081"), Allow, -1, 0},
 		{"authority key, no port", 0, req("192.0.2.2:1", ":authority", "www.example.com."), Allow, -1, 0},
 		{"authority key, no port again", 0, req("192.0.2.2:1", ":authority", "www.example.com"), Limited, 1, time.Hour},
 	})
+}
+
+// Every spelling of one authority that Envoy routes to one place is one bucket of an authority
+// key: an empty port, the scheme's default port, leading zeros, upper case and one trailing dot
+// change nothing; another port is another bucket, unless the part strips the port.
+func TestAuthoritySpellingsShareOneBucket(t *testing.T) {
+	const limit = `"limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]`
+	g := mustGate(t, `{"rules": [
+	  {"name": "port", "match": {"path": {"prefix": "/port/"}}, "key": [{"authority": {}}], `+limit+`},
+	  {"name": "host", "match": {"path": {"prefix": "/host/"}}, "key": [{"authority": {"strip_port": true}}], `+limit+`}]}`)
+	type spelling struct {
+		authority, scheme string
+		port, host        bool // a new bucket of the rule keyed with the port, and of the one without
+	}
+	spellings := []spelling{
+		{"api.example.com", "http", true, true},
+		{"api.example.com:", "http", false, false},
+		{"api.example.com:80", "http", false, false},
+		{"api.example.com:080", "http", false, false},
+		{"api.example.com:0080", "", false, false},
+		{"API.example.com.:80", "HTTP", false, false},
+		{"api.example.com.", "https", false, false},
+		{"api.example.com:443", "https", false, false},
+		{"api.example.com:443", "http", true, false},
+		{"api.example.com:0443", "http", false, false},
+		{"api.example.com:80", "https", true, false},
+		{"api.example.com:1", "http", true, false},
+		{"api.example.com:01", "http", false, false},
+		{"api.example.com:0", "http", true, false},
+		{"api.example.com:00", "http", false, false},
+		{"api.example.com..", "http", true, true},
+		{"[2001:db8::1]:0443", "https", true, true},
+		{"[2001:DB8::1]", "https", false, false},
+		{"[2001:db8::1]:8443", "https", true, false},
+	}
+	store := newMemStore()
+	for i, s := range spellings {
+		for _, rule := range []struct {
+			prefix string
+			fresh  bool
+		}{{"/port/", s.port}, {"/host/", s.host}} {
+			r := req("192.0.2.1:1", ":authority", s.authority, ":path", rule.prefix+"x")
+			if s.scheme != "" {
+				r.headers[":scheme"] = s.scheme
+			}
+			out := g.Admit(r, store, 1000*sec+int64(i))
+			if got := out.Verdict == Allow; got != rule.fresh {
+				t.Errorf("%s %q (scheme %q): admitted %v, want %v (admitted means a bucket of its own)",
+					rule.prefix, s.authority, s.scheme, got, rule.fresh)
+			}
+		}
+	}
 }
 
 // A key longer than max_key_bytes is limited as a key (by its digest), never treated as missing;

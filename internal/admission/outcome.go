@@ -47,7 +47,7 @@ func compileSettlement(r *config.Rule) *settlement {
 }
 
 // givesBack reports whether a response with status returns the charge; status 0 stands for a
-// stream that ended without response headers, which matches no status.
+// request that never reached the upstream, which matches no status.
 func (s *settlement) givesBack(status int) bool {
 	in := status > 0 && status < 640 && s.statuses[status>>6]&(1<<(status&63)) != 0
 	return in == s.refund
@@ -122,8 +122,9 @@ func appendPending(dst []pendingCharge, group []applied, shadow bool) []pendingC
 
 // Settle ends what p holds, for a response with status at now (monotonic nanoseconds): every
 // rule whose settlement says so gets its charge back, and the others keep it. status 0 means the
-// stream ended without response headers: a count rule then gives its charge back (nothing it
-// counts happened) and a refund rule keeps it. It returns the indexes of the rules that gave
+// request never reached the upstream (it was given back or rejected while held): a count rule
+// then gives its charge back (nothing it counts happened) and a refund rule keeps it. A request
+// that was forwarded and got no response is not settled at all: its charge stands (Clear). It returns the indexes of the rules that gave
 // their charge back, in a buffer of the Gate's valid until the next call, and leaves p empty.
 func (g *Gate) Settle(store Store, p *Pending, status int, now int64) []int {
 	g.wallRead = false // a calendar window's refund reads the wall clock of now, once

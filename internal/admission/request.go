@@ -220,12 +220,11 @@ func (v *requestView) appendPartitionKey(buf []byte, parts []config.KeyPart) (ke
 			continue
 		}
 		if parts[i].Kind == config.KeyAuthority {
-			authority, found := nonEmpty(v.req.Header(":authority"))
-			if !found {
+			var prefix int
+			var found bool
+			if buf, prefix, found = v.appendAuthority(buf, parts[i].StripPort); !found {
 				return buf, &parts[i]
 			}
-			var prefix int
-			buf, prefix = appendAuthority(buf, authority)
 			framing += prefix
 			continue
 		}
@@ -414,35 +413,93 @@ func hostName(authority string) string {
 	return strings.TrimSuffix(stripPort(authority), ".")
 }
 
-// appendAuthority appends an authority key part, length-prefixed: lower-cased, port kept, the
-// trailing dot of the host removed ("API.example.com.:80" → "api.example.com:80"). prefix is
-// the length of the length prefix.
-func appendAuthority(dst []byte, authority string) (out []byte, prefix int) {
-	name, port := authority, ""
-	if !strings.HasPrefix(authority, "[") {
-		if i := strings.LastIndexByte(authority, ':'); i >= 0 && strings.IndexByte(authority, ':') == i {
-			name, port = authority[:i], authority[i:]
-		}
-	} else if i := strings.IndexByte(authority, ']'); i > 0 {
-		name, port = authority[:i+1], authority[i+1:]
+// appendAuthority appends an authority key part, length-prefixed, in its canonical spelling, so
+// that every spelling Envoy routes to one place is one bucket: the host lower-cased (ASCII) and
+// without the trailing dot of a fully qualified name; the port without leading zeros, and
+// dropped when it is empty or the default port of the request's scheme ("API.example.com.:080"
+// → "api.example.com" for http). With stripPort the port is dropped whatever it is. prefix is
+// the length of the length prefix. found is false when the request has no authority.
+func (v *requestView) appendAuthority(dst []byte, stripPort bool) (out []byte, prefix int, found bool) {
+	authority, found := nonEmpty(v.req.Header(":authority"))
+	if !found {
+		return dst, 0, false
 	}
-	if len(name) > 1 {
-		name = strings.TrimSuffix(name, ".")
+	name, port := splitAuthority(authority)
+	if stripPort || v.isDefaultPort(port) {
+		port = ""
 	}
 	before := len(dst)
-	dst = strconv.AppendInt(dst, int64(len(name)+len(port)), 10)
+	n := len(name)
+	if port != "" {
+		n += 1 + len(port)
+	}
+	dst = strconv.AppendInt(dst, int64(n), 10)
 	dst = append(dst, ':')
 	prefix = len(dst) - before
-	for _, text := range [2]string{name, port} {
-		for i := 0; i < len(text); i++ {
-			c := text[i]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			dst = append(dst, c)
+	dst = appendLowerASCII(dst, name)
+	if port != "" {
+		dst = append(dst, ':')
+		dst = append(dst, port...)
+	}
+	return dst, prefix, true
+}
+
+// splitAuthority splits an authority into its host, without one trailing dot, and its port,
+// without leading zeros ("" when there is none or it is empty; "0" for zeros alone). A port
+// that is not all digits is kept as it is: Envoy refuses such an authority before any filter.
+func splitAuthority(authority string) (host, port string) {
+	host = authority
+	if !strings.HasPrefix(authority, "[") {
+		if i := strings.LastIndexByte(authority, ':'); i >= 0 && strings.IndexByte(authority, ':') == i {
+			host, port = authority[:i], authority[i+1:]
+		}
+	} else if i := strings.IndexByte(authority, ']'); i > 0 && strings.HasPrefix(authority[i+1:], ":") {
+		host, port = authority[:i+1], authority[i+2:]
+	}
+	if len(host) > 1 {
+		host = strings.TrimSuffix(host, ".")
+	}
+	return host, trimLeadingZeros(port)
+}
+
+// trimLeadingZeros removes the leading zeros of a run of digits, keeping one of a zero port.
+func trimLeadingZeros(port string) string {
+	for i := 0; i < len(port); i++ {
+		if port[i] < '0' || port[i] > '9' {
+			return port
 		}
 	}
-	return dst, prefix
+	for len(port) > 1 && port[0] == '0' {
+		port = port[1:]
+	}
+	return port
+}
+
+// isDefaultPort reports whether a canonical port is the default port of the request's scheme:
+// 80 for http, 443 for https, either when the request names no scheme (Envoy sets :scheme on
+// every request it hands to filters; another host may not). :scheme is read only for those two
+// ports, so the common authority without a port costs no extra host call.
+func (v *requestView) isDefaultPort(port string) bool {
+	if port != "80" && port != "443" {
+		return port == ""
+	}
+	scheme, found := v.req.Header(":scheme")
+	if !found {
+		return true
+	}
+	return strings.EqualFold(scheme, "http") && port == "80" || strings.EqualFold(scheme, "https") && port == "443"
+}
+
+// appendLowerASCII appends s with its ASCII letters lower-cased.
+func appendLowerASCII(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 // stripPort removes a port from a host ("example.com:8080", "[::1]:443").

@@ -98,12 +98,11 @@ func (g *Gate) tierValue(view *requestView, part *config.KeyPart) (string, bool)
 		}
 		g.tierBuf = view.appendClientGroup(g.tierBuf[:0], addr, part)
 	case config.KeyAuthority:
-		authority, found := nonEmpty(view.req.Header(":authority"))
-		if !found {
+		var prefix int
+		var found bool
+		if g.tierBuf, prefix, found = view.appendAuthority(g.tierBuf[:0], part.StripPort); !found {
 			return "", false
 		}
-		var prefix int
-		g.tierBuf, prefix = appendAuthority(g.tierBuf[:0], authority)
 		return unsafe.String(unsafe.SliceData(g.tierBuf[prefix:]), len(g.tierBuf)-prefix), true
 	default:
 		return view.keyPart(*part)
