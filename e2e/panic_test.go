@@ -9,7 +9,7 @@ import (
 )
 
 // Panics through the real module: the filter built with -tags tollgate_faults panics where a
-// request's x-tollgate-fault header says (filter/faults_on.go). Every exported callback recovers
+// request's x-tollgate-fault header says (internal/plugin/faults_on.go). Every exported callback recovers
 // (internal/abi/callbacks_wasip1.go), so the VM never traps and serves the next request; a panic
 // while deciding a request follows failure_mode and is counted and logged once.
 

@@ -128,7 +128,7 @@ func slotOwner(value []byte) uint64 {
 	return binary.LittleEndian.Uint64(value[8:])
 }
 
-// faultModule is the filter built with -tags tollgate_faults (filter/faults_on.go): requests
+// faultModule is the filter built with -tags tollgate_faults (internal/plugin/faults_on.go): requests
 // carrying x-tollgate-fault panic at the named point.
 func faultModule(t testing.TB) []byte {
 	t.Helper()

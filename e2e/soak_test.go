@@ -19,7 +19,7 @@ import (
 // This sends at least a million requests through the product module in the host's Envoy
 // 1.33–1.38 profile, over thousands of keys, enough for a great many collections, and
 // reports whether the VMs survive, how often poll_oneoff was called, and the linear memory before
-// and after. The same load through the fault build (filter/faults_on.go) reads the runtime's
+// and after. The same load through the fault build (internal/plugin/faults_on.go) reads the runtime's
 // collection count, which the product module does not expose.
 
 const soakRequests = 1_000_000

@@ -1,4 +1,4 @@
-package main
+package plugin
 
 import (
 	"github.com/tollgate-proxy/tollgate/internal/abi"
@@ -15,38 +15,10 @@ import (
 // every later end releases them; a slot whose end never comes (the VM died) is freed by its
 // lease.
 
-// setUpConcurrency defines tollgate.rule.<rule>.in_flight_limited, the rejections by a
-// concurrency limit, for the rules that have one.
-func (p *pluginContext) setUpConcurrency(define func(string, *counter) bool) bool {
-	p.hasConcurrency = p.gate.HasConcurrency()
-	if !p.hasConcurrency {
-		return true
-	}
-	p.inFlightLimited = make([]*counter, len(p.cfg.Rules))
-	for i := range p.cfg.Rules {
-		r := &p.cfg.Rules[i]
-		if r.HasConcurrency() {
-			c := &counter{}
-			if !define("tollgate.rule."+r.Name+".in_flight_limited", c) {
-				return false
-			}
-			p.inFlightLimited[i] = c
-		}
-	}
-	return true
-}
-
 // holdSlots keeps the slots the decision took with the stream. The context's slice is reused
 // from stream to stream: holding allocates nothing once it has grown.
 func (h *httpContext) holdSlots(out *admission.Outcome) {
 	h.leases = out.AppendLeases(h.leases[:0])
-}
-
-// countInFlightLimited counts a rejection by a concurrency limit.
-func (p *pluginContext) countInFlightLimited(rule int) {
-	if c := p.inFlightLimited[rule]; c != nil {
-		c.add(1)
-	}
 }
 
 // releaseSlots gives the stream's slots back: at its end, or earlier when the request is

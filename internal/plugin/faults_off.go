@@ -1,6 +1,6 @@
 //go:build !tollgate_faults
 
-package main
+package plugin
 
 // faultPoint marks a place where the test build (-tags tollgate_faults, faults_on.go) can force a
 // panic. In the product build it does nothing and compiles away.

@@ -1,6 +1,6 @@
 //go:build tollgate_faults
 
-package main
+package plugin
 
 // This file is compiled only with -tags tollgate_faults, by the end-to-end tests that force the
 // module's panic paths (e2e/panic_test.go). It is never part of build/tollgate.wasm.

@@ -1,4 +1,4 @@
-package main
+package plugin
 
 import (
 	"github.com/tollgate-proxy/tollgate/internal/abi"
@@ -41,20 +41,6 @@ func responseStatus() int {
 		return 0
 	}
 	return status
-}
-
-// defineOutcomeCounters defines the refunded counter of every rule with count or refund.
-func (p *pluginContext) defineOutcomeCounters(define func(string, *counter) bool) bool {
-	for i := range p.cfg.Rules {
-		r := &p.cfg.Rules[i]
-		if r.Count == nil && r.Refund == nil {
-			continue
-		}
-		if !define("tollgate.rule."+r.Name+".refunded", &p.rules[i].refunded) {
-			return false
-		}
-	}
-	return true
 }
 
 // holdCharge keeps what an admitted request was charged by the rules that settle at the

@@ -1,4 +1,4 @@
-package main
+package plugin
 
 import (
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
@@ -45,9 +45,6 @@ func slotWaitFor(cfg *config.Config, r *config.Rule) duration.Duration {
 
 // slotWaiting is what the plugin keeps for the requests waiting for a free slot.
 type slotWaiting struct {
-	// waits is how long each rule's requests may wait for a free slot, in nanoseconds; nil
-	// when no rule waits.
-	waits []int64
 	// full lists the owners of the concurrency limits (limit and key) found full on the held
 	// set's wake round fullRound: their other waiters are not decided again in that round.
 	full      []uint64
@@ -79,19 +76,6 @@ func (p *pluginContext) foundFull(owner uint64) bool {
 	return false
 }
 
-// setUpSlotWaits notes the rules whose requests wait for a free slot; the plugin then ticks
-// fast (mayHold).
-func (p *pluginContext) setUpSlotWaits() {
-	for i := range p.cfg.Rules {
-		if wait := slotWaitFor(p.cfg, &p.cfg.Rules[i]); wait > 0 {
-			if p.slots.waits == nil {
-				p.slots.waits = make([]int64, len(p.cfg.Rules))
-			}
-			p.slots.waits[i], p.mayHold = int64(wait), true
-		}
-	}
-}
-
 // slotWait is a request waiting for a free slot.
 type slotWait struct {
 	rule     int    // the rule whose slot it waits for
@@ -107,19 +91,18 @@ type slotWait struct {
 // counted nothing. False when the request is rejected now.
 func (h *httpContext) waitsForSlot(out *admission.Outcome, now int64) bool {
 	p := h.plugin
-	waits := p.slots.waits
-	if waits == nil || waits[out.Rule] == 0 {
+	wait := p.rules[out.Rule].slotWait
+	if wait == 0 {
 		return false
 	}
 	if w := h.slotWait; w != nil { // decided again on a tick
-		if now >= w.deadline || out.Rule != w.rule && now-w.since >= waits[out.Rule] {
+		if now >= w.deadline || out.Rule != w.rule && now-w.since >= wait {
 			return false
 		}
 		w.again, w.owner = true, out.InFlightOwner
 		p.noteFull(w.owner)
 		return true
 	}
-	wait := waits[out.Rule]
 	if !p.hold(h, now, &slotWait{rule: out.Rule, since: now, deadline: now + wait, owner: out.InFlightOwner}) {
 		return false // the VM holds maxHeld requests already: rejected at once
 	}

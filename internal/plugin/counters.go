@@ -1,4 +1,4 @@
-package main
+package plugin
 
 import (
 	"strconv"
@@ -46,7 +46,7 @@ func (p *pluginContext) flushCounters() {
 	if failed > 0 {
 		abi.Log(abi.LogLevelError, "tollgate: cannot hand "+strconv.Itoa(failed)+" counter(s) to the host: "+last.Error())
 	}
-	if p.delayRules != nil {
+	if p.mayHold {
 		p.flushDelayGauges()
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package plugin
 
 import (
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"

@@ -1,4 +1,4 @@
-package main
+package plugin
 
 import (
 	"strconv"
@@ -52,7 +52,7 @@ type leaseWaiter struct {
 func (lw *leaseWaiter) waiting() bool { return lw.h.global == lw.w && !lw.w.decided }
 
 // setUpLease defines a lease rule's counters.
-func setUpLease(g *globalRule, name string, define func(string, *counter) bool) bool {
+func setUpLease(g *globalRule, name string, define defineFunc) bool {
 	g.inFlight = map[string]*leaseCall{}
 	prefix := "tollgate.rule." + name + ".global_"
 	m := &g.lease
@@ -135,7 +135,7 @@ func (p *pluginContext) sendLease(g *globalRule, call *leaseCall) bool {
 
 // onLeaseAnswer decides the requests that waited for a lease request, together.
 func (p *pluginContext) onLeaseAnswer(call *leaseCall, status uint32, message string, response []byte) {
-	g := p.globalRules[call.rule]
+	g := p.rules[call.rule].global
 	if g.inFlight[call.key] == call {
 		delete(g.inFlight, call.key)
 	}

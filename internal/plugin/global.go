@@ -1,4 +1,4 @@
-package main
+package plugin
 
 import (
 	"strconv"
@@ -35,32 +35,27 @@ type globalRule struct {
 	inFlight map[string]*leaseCall
 }
 
-// setUpGlobal defines the counters of the rules with a global limit.
-func (p *pluginContext) setUpGlobal(define func(string, *counter) bool) bool {
-	p.globalRules = make([]*globalRule, len(p.cfg.Rules))
-	for i := range p.cfg.Rules {
-		r := &p.cfg.Rules[i]
-		if r.Global == nil {
-			continue
-		}
-		g := &globalRule{config: r.Global, timeoutMs: uint32(r.Global.Timeout / duration.Millisecond)}
-		for _, e := range r.Global.Entries {
-			g.entries = append(g.entries, rls.Entry{Key: e.Key, Value: e.Value})
-		}
-		g.entries = append(g.entries, rls.Entry{Key: r.Global.RuleEntry, Value: r.Name}, rls.Entry{Key: r.Global.KeyEntry})
-		prefix := "tollgate.rule." + r.Name + ".global_"
-		if !define(prefix+"ok", &g.metrics.ok) || !define(prefix+"over_limit", &g.metrics.overLimit) ||
-			!define(prefix+"error", &g.metrics.failed) || !define(prefix+"timeout", &g.metrics.timeout) ||
-			!define(prefix+"cancelled", &g.metrics.cancelled) {
-			return false
-		}
-		if r.Global.Lease != nil && !setUpLease(g, r.Name, define) {
-			return false
-		}
-		p.globalRules[i] = g
-		p.hasGlobal = true
+// compileGlobal prepares the calls of a rule with a global limit and defines its counters; nil
+// for a rule without one.
+func compileGlobal(r *config.Rule, define defineFunc) (*globalRule, bool) {
+	if r.Global == nil {
+		return nil, true
 	}
-	return true
+	g := &globalRule{config: r.Global, timeoutMs: uint32(r.Global.Timeout / duration.Millisecond)}
+	for _, e := range r.Global.Entries {
+		g.entries = append(g.entries, rls.Entry{Key: e.Key, Value: e.Value})
+	}
+	g.entries = append(g.entries, rls.Entry{Key: r.Global.RuleEntry, Value: r.Name}, rls.Entry{Key: r.Global.KeyEntry})
+	prefix := "tollgate.rule." + r.Name + ".global_"
+	if !define(prefix+"ok", &g.metrics.ok) || !define(prefix+"over_limit", &g.metrics.overLimit) ||
+		!define(prefix+"error", &g.metrics.failed) || !define(prefix+"timeout", &g.metrics.timeout) ||
+		!define(prefix+"cancelled", &g.metrics.cancelled) {
+		return nil, false
+	}
+	if r.Global.Lease != nil && !setUpLease(g, r.Name, define) {
+		return nil, false
+	}
+	return g, true
 }
 
 // globalWait is a request held for the rate limit service.
@@ -99,7 +94,7 @@ func (h *httpContext) askGlobal(checks []admission.GlobalCheck, charge admission
 	h.global = w
 	deny := -1 // a rule whose call could not start and whose failure mode is deny
 	for _, c := range checks {
-		g := p.globalRules[c.Rule]
+		g := p.rules[c.Rule].global
 		if g.inFlight != nil {
 			switch h.checkLease(g, c, now, 0) {
 			case leaseServed, leaseWaiting:
@@ -161,7 +156,7 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 			}
 		}
 	}()
-	g := p.globalRules[rule]
+	g := p.rules[rule].global
 	now, err := abi.MonotonicNanos()
 	if err != nil {
 		now = w.sent
@@ -326,7 +321,7 @@ func globalRateLimitHeaders(style config.HeaderStyle, rule string, resp rls.Resp
 // counted in the rule's global_error or global_timeout).
 func (p *pluginContext) globalFailed(rule int, msg string) {
 	msg = "tollgate: rule " + p.ruleName(rule) + ": " + msg + " (global failure_mode " +
-		p.cfg.Rules[rule].Global.FailureMode.String() + ")"
+		p.rules[rule].global.config.FailureMode.String() + ")"
 	if msg != p.lastGlobalFailure {
 		p.lastGlobalFailure = msg
 		abi.Log(abi.LogLevelWarn, msg)

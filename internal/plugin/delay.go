@@ -1,10 +1,11 @@
-package main
+package plugin
 
 import (
 	"strconv"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
+	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/admission"
 	"github.com/tollgate-proxy/tollgate/internal/duration"
@@ -28,31 +29,23 @@ type delayMetrics struct {
 	reported         uint64 // what this VM last found or set in the gauge
 }
 
-// setUpDelay defines the counters of the rules that delay; it sets mayHold when one does.
-func (p *pluginContext) setUpDelay(define func(string, *counter) bool) bool {
-	for i := range p.cfg.Rules {
-		r := &p.cfg.Rules[i]
-		if !r.Delays(p.cfg) {
-			continue
-		}
-		if p.delayRules == nil {
-			p.delayRules = make([]*delayMetrics, len(p.cfg.Rules))
-		}
-		m := &delayMetrics{}
-		prefix := "tollgate.rule." + r.Name + "."
-		if !define(prefix+"delayed", &m.delayed) || !define(prefix+"delay_ms", &m.delayMs) {
-			return false
-		}
-		gauge, err := abi.DefineGauge(prefix + "max_delay_ms")
-		if err != nil {
-			abi.Log(abi.LogLevelCritical, "tollgate: cannot define metric "+prefix+"max_delay_ms: "+err.Error())
-			return false
-		}
-		m.maxDelayMs = gauge
-		p.delayRules[i] = m
-		p.mayHold = true
+// compileDelay defines the counters of a rule that delays; nil for a rule that does not.
+func compileDelay(cfg *config.Config, r *config.Rule, define defineFunc) (*delayMetrics, bool) {
+	if !r.Delays(cfg) {
+		return nil, true
 	}
-	return true
+	m := &delayMetrics{}
+	prefix := "tollgate.rule." + r.Name + "."
+	if !define(prefix+"delayed", &m.delayed) || !define(prefix+"delay_ms", &m.delayMs) {
+		return nil, false
+	}
+	gauge, err := abi.DefineGauge(prefix + "max_delay_ms")
+	if err != nil {
+		abi.Log(abi.LogLevelCritical, "tollgate: cannot define metric "+prefix+"max_delay_ms: "+err.Error())
+		return nil, false
+	}
+	m.maxDelayMs = gauge
+	return m, true
 }
 
 // delayWait is a request held until its reserved tokens are due.
@@ -106,7 +99,7 @@ func (h *httpContext) delay(out *admission.Outcome, now int64) types.Action {
 
 // countDelay counts a request of a delaying rule held for d in all.
 func (p *pluginContext) countDelay(rule int, d duration.Duration) {
-	m := p.delayRules[rule]
+	m := p.rules[rule].delay
 	ms := uint64((d + duration.Millisecond - 1) / duration.Millisecond)
 	m.delayed.add(1)
 	m.delayMs.add(ms)
@@ -146,7 +139,8 @@ func (w *delayWait) gone(h *httpContext, now int64) {
 // any worker held a request (a race between two raises can leave the lower one, until the
 // other VM's next flush).
 func (p *pluginContext) flushDelayGauges() {
-	for _, m := range p.delayRules {
+	for i := range p.rules {
+		m := p.rules[i].delay
 		if m == nil || m.longest <= m.reported {
 			continue
 		}

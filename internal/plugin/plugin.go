@@ -1,0 +1,526 @@
+package plugin
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/admission"
+	"github.com/tollgate-proxy/tollgate/internal/version"
+)
+
+// NewVMContext returns the VM context of a Tollgate module: the filter registers it with the ABI
+// layer (abi.SetVMContext) when the module is initialized.
+func NewVMContext() types.VMContext { return &vmContext{} }
+
+type vmContext struct{ types.DefaultVMContext }
+
+func (*vmContext) NewPluginContext(contextID uint32) types.PluginContext {
+	return &pluginContext{}
+}
+
+// ShadowHeader is added to requests that a shadow rule would have limited, for the upstream;
+// its value lists those rules.
+const ShadowHeader = "x-tollgate-shadow-limited"
+
+type pluginContext struct {
+	types.DefaultPluginContext
+	cfg *config.Config
+	// gate decides the requests of this VM (one plugin context per VM).
+	gate *admission.Gate
+	// rules are the configuration's rules, compiled (rules.go), in its order: a rule index in
+	// an admission.Outcome is an index here.
+	rules []rule
+	// Plugin-wide counters.
+	exempt, internalErrors, tableFull, escapedSlashes counter
+	// counters lists every counter, for flushing (counters.go).
+	counters []*counter
+	debug    bool
+	// shadowRules is true when any rule is a shadow rule, which may mark requests.
+	shadowRules bool
+	// logged holds the internal errors already logged: a failing store fails every request the
+	// same way, and one line per distinct error is enough. Bounded, so it cannot grow.
+	logged map[string]bool
+	// req reads the request being decided; reused, so that deciding allocates nothing.
+	req request
+	// free holds finished stream contexts for reuse: a stream then costs no allocation.
+	free []*httpContext
+	// reply holds the buffers a rejection is built in, reused (one stream at a time runs).
+	reply replyBuffers
+
+	// Global limits (global.go): hasGlobal is set when a rule has one.
+	hasGlobal         bool
+	lastGlobalFailure string
+
+	// Held requests (held.go): mayHold is set when a rule may hold requests, and the plugin
+	// then ticks fast.
+	held    heldSet
+	mayHold bool
+
+	// settles: some rule has count or refund (outcome.go).
+	settles bool
+	// hasConcurrency: some rule has a concurrency limit (concurrency.go).
+	hasConcurrency bool
+	// slots are the waits for a free slot of a concurrency limit (slotwait.go).
+	slots slotWaiting
+}
+
+// replyBuffers are reused to build local replies without allocating.
+type replyBuffers struct {
+	headers [][2]string
+	body    []byte
+	number  []byte
+}
+
+func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPluginStartStatus {
+	if pluginConfigurationSize > config.MaxSize {
+		// Refused before it is copied into the VM's memory.
+		abi.Log(abi.LogLevelCritical, "tollgate: invalid configuration: "+config.ErrTooLarge.Problems[0].String())
+		return types.OnPluginStartStatusFailed
+	}
+	data, err := abi.GetPluginConfiguration()
+	if err != nil && pluginConfigurationSize > 0 {
+		abi.Log(abi.LogLevelCritical, "tollgate: cannot read the plugin configuration: "+err.Error())
+		return types.OnPluginStartStatusFailed
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		if problems, ok := err.(*config.Error); ok {
+			for _, problem := range problems.Problems {
+				abi.Log(abi.LogLevelCritical, "tollgate: invalid configuration: "+problem.String())
+			}
+		} else {
+			abi.Log(abi.LogLevelCritical, "tollgate: invalid configuration: "+err.Error())
+		}
+		return types.OnPluginStartStatusFailed
+	}
+	namespace, found := keyNamespace()
+	if !found {
+		return types.OnPluginStartStatusFailed
+	}
+	policy, err := admission.Compile(cfg, namespace)
+	if err != nil {
+		abi.Log(abi.LogLevelCritical, "tollgate: invalid configuration: "+err.Error())
+		return types.OnPluginStartStatusFailed
+	}
+	// The hash secret every worker VM shares; math/rand/v2's generator is seeded by the runtime
+	// from WASI random_get (crypto/rand would link crypto packages that cost megabytes of
+	// memory in every VM).
+	if err := policy.LoadSecret(sharedData, rand.Uint64); err != nil {
+		abi.Log(abi.LogLevelCritical, "tollgate: cannot read or store the key table's secret in shared data: "+err.Error())
+		return types.OnPluginStartStatusFailed
+	}
+	p.cfg, p.gate = cfg, admission.NewGate(policy)
+	p.gate.SetWallClock(abi.WallNanos) // read only by calendar windows
+	p.settles = policy.SettlesAtResponse()
+	p.hasConcurrency = policy.HasConcurrency()
+	define := p.defineCounter
+	if !define("tollgate.exempt", &p.exempt) || !define("tollgate.internal_errors", &p.internalErrors) ||
+		!define("tollgate.key_table_full", &p.tableFull) || !define("tollgate.escaped_slashes_rejected", &p.escapedSlashes) ||
+		!p.compileRules(cfg, define) {
+		return types.OnPluginStartStatusFailed
+	}
+	level, _ := abi.GetLogLevel()
+	p.debug = level <= abi.LogLevelDebug
+	if err := abi.SetTickPeriod(p.tickPeriodMilliseconds()); err != nil {
+		abi.Log(abi.LogLevelCritical, "tollgate: cannot set the tick period, on which counters are flushed: "+err.Error())
+		return types.OnPluginStartStatusFailed
+	}
+	abi.Log(abi.LogLevelInfo, "tollgate "+version.Version+": started with "+strconv.Itoa(len(cfg.Rules))+" rule(s), failure_mode "+cfg.FailureMode.String())
+	return types.OnPluginStartStatusOK
+}
+
+// defaultKeyNamespace namespaces the shared-data keys on a host that names the plugin neither by
+// plugin_name nor by plugin_root_id.
+const defaultKeyNamespace = "tollgate"
+
+// keyNamespace is the name that keeps the shared-data keys of two plugins sharing one vm_id (as
+// all WasmPlugins of an Istio proxy do) apart: Envoy's plugin_name (config.name, Istio's
+// namespace.name). A host without that property (a proxy-wasm host other than Envoy) gets
+// plugin_root_id, else a fixed name, with one warning. Any other failure to read it refuses
+// the start: the keys would land in another namespace, and every limit could double.
+func keyNamespace() (string, bool) {
+	name, err := abi.GetProperty("plugin_name")
+	if err == nil {
+		return string(name), true
+	}
+	if !errors.Is(err, types.ErrorStatusNotFound) {
+		abi.Log(abi.LogLevelCritical, "tollgate: cannot read the plugin_name property, which namespaces the shared-data keys: "+err.Error())
+		return "", false
+	}
+	namespace, source := defaultKeyNamespace, "the fixed name "+strconv.Quote(defaultKeyNamespace)
+	if root, err := abi.GetProperty("plugin_root_id"); err == nil && len(root) > 0 {
+		namespace, source = string(root), "plugin_root_id "+strconv.Quote(string(root))
+	}
+	abi.Log(abi.LogLevelWarn, "tollgate: the host has no plugin_name property; the shared-data keys are namespaced by "+
+		source+" (two plugins with the same namespace and vm_id would share their buckets)")
+	return namespace, true
+}
+
+func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
+	faultPoint("context")
+	if n := len(p.free); n > 0 {
+		h := p.free[n-1]
+		p.free = p.free[:n-1]
+		h.id = contextID
+		return h
+	}
+	return &httpContext{plugin: p, id: contextID}
+}
+
+// OnHttpStreamDone runs when Envoy deletes the stream's context: the context goes back to its
+// plugin's free list.
+func (h *httpContext) OnHttpStreamDone() {
+	h.releaseHeld()
+	h.leaveLeases() // gives back the whole charge, a count or refund rule's hold with it
+	if !h.pending.Empty() {
+		h.pending.Clear() // forwarded, and no response headers came: the charge stands (outcome.go)
+	}
+	if len(h.leases) > 0 { // checked here: a call on every stream's end otherwise
+		h.releaseSlots()
+	}
+	h.responseHeaders, h.global = nil, nil
+	h.plugin.free = append(h.plugin.free, h)
+}
+
+// ruleName is the name of the rule with the given index in the configuration.
+func (p *pluginContext) ruleName(rule int) string { return p.rules[rule].name }
+
+// failed logs an internal error once per distinct message and counts every occurrence.
+func (p *pluginContext) failed(msg string) {
+	p.internalErrors.add(1)
+	if p.logged[msg] {
+		return
+	}
+	if p.logged == nil || len(p.logged) >= maxLoggedFailures {
+		p.logged = map[string]bool{}
+	}
+	p.logged[msg] = true
+	abi.Log(abi.LogLevelError, "tollgate: "+msg+" (failure_mode "+p.cfg.FailureMode.String()+")")
+}
+
+// maxLoggedFailures bounds the distinct errors remembered as logged.
+const maxLoggedFailures = 32
+
+// OnHttpStreamLost answers a stream whose context could not be created (a panic in
+// NewHttpContext): like any internal error, by the failure mode.
+func (p *pluginContext) OnHttpStreamLost() types.Action {
+	p.failed("recovered panic while creating a stream context")
+	return (&httpContext{plugin: p}).failOpenOrDeny()
+}
+
+type httpContext struct {
+	types.DefaultHttpContext
+	plugin *pluginContext
+	// responseHeaders are added to the response of an admitted request.
+	responseHeaders [][2]string
+
+	id     uint32
+	global *globalWait // a request held for the rate limit service (global.go)
+	held   bool        // in the plugin's held set (held.go)
+	// pending is the charge kept until the response (outcome.go).
+	pending admission.Pending
+	// leases are the concurrency slots the request holds until its stream ends (concurrency.go).
+	leases []admission.Lease
+	// slotWait is set while a request waiting for a free slot is decided again (slotwait.go).
+	slotWait *slotWait
+}
+
+// OnHttpRequestHeadersPanic answers a request whose decision panicked (a bug): it must not trap
+// the VM, and the request gets the failure mode. The ABI layer recovers and calls it.
+func (h *httpContext) OnHttpRequestHeadersPanic() types.Action {
+	h.plugin.failed("recovered panic while deciding a request")
+	return h.failOpenOrDeny()
+}
+
+func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) types.Action {
+	p := h.plugin
+	faultPoint("request")
+	if h.slotWait == nil { // not a request decided again while it waits for a slot
+		removeShadowHeader(p)
+	}
+	now, err := abi.MonotonicNanos()
+	if err != nil {
+		p.failed("cannot read the monotonic clock: " + err.Error())
+		return h.failOpenOrDeny()
+	}
+	p.req.err = nil
+	var out *admission.Outcome
+	if w := h.slotWait; w == nil {
+		out = p.gate.Admit(&p.req, sharedData, now)
+	} else { // decided again while it waits for a free slot (slotwait.go)
+		out = p.gate.AdmitBy(&p.req, sharedData, now, w.deadline)
+	}
+	if p.hasConcurrency {
+		h.holdSlots(out)
+	}
+	if out.InFlightLimited && h.waitsForSlot(out, now) {
+		return types.ActionPause // counted when it is finally decided
+	}
+	if p.req.err != nil && out.Verdict != admission.Limited && out.Verdict != admission.BadCost {
+		// An attribute could not be read (not merely absent): the decision may rest on a
+		// missing key that is not missing, so the failure mode decides.
+		p.failed("cannot read a request attribute: " + p.req.err.Error())
+		return h.failOpenOrDeny()
+	}
+	if out.Corrupt > 0 {
+		p.failed("a value under Tollgate's shared-data keys was not written by Tollgate and was replaced " +
+			"(another plugin with the same name and vm_id?)")
+	}
+	if p.debug {
+		h.logDecision(out)
+	}
+	for _, i := range out.MissingKeys {
+		p.rules[i].missingKey.add(1)
+	}
+	if out.TableFull > 0 {
+		p.tableFull.add(uint64(out.TableFull))
+	}
+	for _, i := range out.InvalidCost {
+		p.rules[i].invalidCost.add(1)
+	}
+	if out.ShadowErr != nil {
+		p.failed("shadow rule: " + out.ShadowErr.Error())
+	}
+	switch out.Verdict {
+	case admission.Allow:
+		if out.Delay > 0 {
+			return h.delay(out, now)
+		}
+		if p.settles {
+			h.holdCharge(out)
+		}
+		if p.hasGlobal {
+			if action, held := h.checkGlobal(out, now); held {
+				return action
+			}
+		}
+		for _, i := range out.Admitted {
+			p.rules[i].admitted.add(1)
+		}
+		if p.shadowRules {
+			h.markShadow(out)
+		}
+		if len(out.Limits) > 0 { // rate-limit headers are configured
+			h.responseHeaders = rateLimitHeaders(p.cfg, out)
+		}
+		return types.ActionContinue
+	case admission.Exempt:
+		p.exempt.add(1)
+		return types.ActionContinue
+	case admission.Limited:
+		p.rules[out.Rule].limited.add(1)
+		if out.InFlightLimited {
+			p.rules[out.Rule].inFlightLimited.add(1)
+		}
+		h.rejectLimited(out)
+		return types.ActionPause
+	case admission.MissingKey:
+		p.rules[out.Rule].missingKey.add(1)
+		var challenge [][2]string
+		if out.Status == 401 {
+			// RFC 9110 §15.5.2: a 401 carries a challenge. The scheme names what is missing.
+			challenge = append(challenge, [2]string{"www-authenticate", `Tollgate realm="` + p.ruleName(out.Rule) + `"`})
+		}
+		h.reply(uint32(out.Status), detailsMissingKey, grpcUnauthenticated,
+			"the request has no "+out.MissingPart+" (rate limit rule "+p.ruleName(out.Rule)+")\n", challenge...)
+		return types.ActionPause
+	case admission.EscapedSlash:
+		p.escapedSlashes.add(1)
+		h.reply(400, detailsEscapedSlash, grpcInvalidArgument,
+			"the path spells a slash as %2F or %5C, which this gateway refuses (escaped_slashes \"reject\")\n")
+		return types.ActionPause
+	case admission.BadCost:
+		p.rules[out.Rule].invalidCost.add(1)
+		h.reply(400, detailsInvalidCost, grpcInvalidArgument,
+			"header "+p.rules[out.Rule].costHeader+" must be a whole number (rate limit rule "+p.ruleName(out.Rule)+")\n")
+		return types.ActionPause
+	default:
+		p.failed(out.Err.Error())
+		return h.failOpenOrDeny()
+	}
+}
+
+// removeShadowHeader removes the shadow header a client sent itself, from every request before
+// anything else is done with it, whatever the configuration and whether the request is exempt:
+// an upstream must be able to trust the header, and a configuration without shadow rules today
+// may have one tomorrow. It costs every request one host call.
+func removeShadowHeader(p *pluginContext) {
+	if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
+		p.failed("cannot remove " + ShadowHeader + ": " + err.Error())
+	}
+}
+
+// markShadow sets the shadow header to the rules that would have limited the request (the one
+// the client may have sent is gone already).
+func (h *httpContext) markShadow(out *admission.Outcome) {
+	p := h.plugin
+	if len(out.ShadowLimited) == 0 {
+		return
+	}
+	names := make([]string, len(out.ShadowLimited))
+	for j, i := range out.ShadowLimited {
+		p.rules[i].shadowLimited.add(1)
+		names[j] = p.ruleName(i)
+	}
+	if err := abi.AddHttpRequestHeader(ShadowHeader, strings.Join(names, ",")); err != nil {
+		p.failed("cannot mark a shadow-limited request: " + err.Error())
+	}
+}
+
+// rejectLimited sends the configured rejection: status, body, content type and headers, with an
+// exact Retry-After and the rate-limit headers if configured.
+//
+// It is built in the plugin's reused buffers: Envoy copies the reply during the call, so a
+// rejection allocates nothing beyond what the rate-limit headers need.
+func (h *httpContext) rejectLimited(out *admission.Outcome) {
+	p := h.plugin
+	resp := &p.cfg.Response
+	buf := &p.reply
+	buf.number = strconv.AppendInt(buf.number[:0], out.RetryAfterSeconds(), 10)
+	// Only read while the buffers are in use, below.
+	retryAfter := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
+	headers := append(buf.headers[:0], [2]string{"retry-after", retryAfter}, [2]string{"content-type", resp.ContentType})
+	headers = append(headers, resp.Headers...)
+	headers = append(headers, rateLimitHeaders(p.cfg, out)...)
+	buf.body = appendReplacing(buf.body[:0], resp.Body, "{retry_after}", retryAfter)
+	grpc := isGrpcRequest()
+	if err := abi.SendLocalReply(uint32(resp.Status), detailsRateLimited, headers, grpcBody(grpc, buf.body),
+		replyGrpcStatus(grpc, int32(resp.RejectionGrpcStatus()))); err != nil {
+		p.failed("cannot send a local reply: " + err.Error())
+	}
+	clear(headers) // drop the references to this request's strings
+	buf.headers = headers[:0]
+}
+
+// appendReplacing appends s to dst with every old replaced by new.
+func appendReplacing(dst []byte, s, old, new string) []byte {
+	for {
+		i := strings.Index(s, old)
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:i]...)
+		dst = append(dst, new...)
+		s = s[i+len(old):]
+	}
+}
+
+// failOpenOrDeny applies the failure mode: allow lets the request through; deny answers 503.
+func (h *httpContext) failOpenOrDeny() types.Action {
+	if h.plugin.cfg == nil || h.plugin.cfg.FailureMode == config.FailureDeny {
+		h.reply(503, detailsFailureDenied, grpcNone, "the rate limiter failed\n")
+		return types.ActionPause
+	}
+	return types.ActionContinue
+}
+
+func (h *httpContext) OnHttpResponseHeaders(numHeaders int, endOfStream bool) types.Action {
+	faultPoint("response")
+	if !h.pending.Empty() {
+		h.settle(responseStatus())
+	}
+	for _, header := range h.responseHeaders {
+		// Replaced, not added: an upstream's own rate-limit headers would contradict ours.
+		if err := abi.ReplaceHttpResponseHeader(header[0], header[1]); err != nil {
+			h.plugin.failed("cannot add " + header[0] + ": " + err.Error())
+		}
+	}
+	return types.ActionContinue
+}
+
+// logDecision logs one line per decision at debug level, identifying keys by hash only.
+func (h *httpContext) logDecision(out *admission.Outcome) {
+	msg := "tollgate: decision " + verdictNames[out.Verdict]
+	if out.Rule >= 0 {
+		msg += " rule " + h.plugin.ruleName(out.Rule)
+	}
+	if out.Verdict == admission.Limited {
+		msg += " retry_after " + out.RetryAfter.String()
+	}
+	for _, l := range out.Limits {
+		msg += " [" + h.plugin.ruleName(l.Rule) + "." + strconv.Itoa(l.Limit) + " key#" +
+			strconv.FormatUint(l.PartitionHash, 16) + " remaining " + strconv.FormatInt(l.Remaining, 10) + "]"
+	}
+	abi.Log(abi.LogLevelDebug, msg)
+}
+
+var verdictNames = map[admission.Verdict]string{
+	admission.Allow: "allow", admission.Limited: "limited", admission.MissingKey: "missing_key",
+	admission.Exempt: "exempt", admission.BadCost: "invalid_cost", admission.Failed: "failed",
+	admission.EscapedSlash: "escaped_slash",
+}
+
+// request reads request attributes through the ABI. Its strings live in the ABI's scratch arena
+// and are valid until proxy_on_request_headers returns: the decision reads them, and copies what it
+// keeps (the partition key is built anew from them). An attribute that is absent is not found;
+// any other error is kept in err, for the failure mode.
+type request struct{ err error }
+
+func (r *request) found(err error) bool {
+	if err != nil && !errors.Is(err, types.ErrorStatusNotFound) && r.err == nil {
+		r.err = err
+	}
+	return err == nil
+}
+
+func (r *request) Header(name string) (string, bool) {
+	v, err := abi.GetHttpRequestHeader(name)
+	return v, r.found(err)
+}
+
+func (r *request) HeaderValues(name string) (string, bool) {
+	v, err := abi.GetProperty("request", "headers", name)
+	return arenaString(v), r.found(err)
+}
+
+func (r *request) SourceAddress() (string, bool) {
+	v, err := abi.GetProperty("source", "address")
+	return arenaString(v), r.found(err)
+}
+
+func (r *request) Property(path []string) (string, bool) {
+	v, err := abi.GetProperty(path...)
+	return arenaString(v), r.found(err)
+}
+
+// arenaString views bytes in the ABI's scratch arena as a string, without copying.
+func arenaString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// store is Envoy shared data through the ABI, with the SDK's not-found and CAS-mismatch errors
+// mapped to admission's. It is used through sharedData, a pointer: a zero-size value in an
+// interface would add a wrapper call to every Get and Set.
+type store struct{}
+
+var sharedData = &store{}
+
+func (*store) Get(key string) ([]byte, uint32, error) {
+	value, cas, err := abi.GetSharedData(key)
+	if err != nil {
+		err = storeError(err)
+	}
+	return value, cas, err
+}
+
+func (*store) Set(key string, value []byte, cas uint32) error {
+	if err := abi.SetSharedData(key, value, cas); err != nil {
+		return storeError(err)
+	}
+	return nil
+}
+
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, types.ErrorStatusNotFound):
+		return admission.ErrNotFound
+	case errors.Is(err, types.ErrorStatusCasMismatch):
+		return admission.ErrCasMismatch
+	}
+	return err
+}
