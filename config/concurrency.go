@@ -8,36 +8,36 @@ import (
 
 // Bounds and default of a concurrency limit.
 const (
-	maxInFlight = 1_000_000
-	minLease    = duration.Second
-	maxLease    = 24 * duration.Hour
-	// DefaultLease is the lease of a concurrency limit that gives none: longer than Envoy's
-	// default route timeout (15 s), so an ordinary request is always counted until it ends,
-	// and short enough that a slot whose end was never seen is free again within 2 minutes.
-	DefaultLease = duration.Minute
+	maxInFlight    = 1_000_000
+	minSlotTimeout = duration.Second
+	maxSlotTimeout = 24 * duration.Hour
+	// DefaultSlotTimeout is the slot_timeout of a concurrency limit that gives none: longer than
+	// Envoy's default route timeout (15 s), so an ordinary request is always counted until it
+	// ends, and short enough that a slot whose end was never seen is free again within 2 minutes.
+	DefaultSlotTimeout = duration.Minute
 )
 
 const (
-	exampleConcurrencyLimit = `{"algorithm": "concurrency", "max_in_flight": 4, "lease": "30s"}`
+	exampleConcurrencyLimit = `{"algorithm": "concurrency", "max_in_flight": 4, "slot_timeout": "30s"}`
 	maxInFlightRule         = "max_in_flight is how many requests of a key may be in flight at once, " +
 		"a whole number from 1 to 1000000"
-	leaseRule = `lease is how long a request holds its slot at least when its end is never seen ` +
+	slotTimeoutRule = `slot_timeout is how long a request holds its slot at least when its end is never seen ` +
 		`(a worker that died), a duration from "1s" to "24h" inclusive (default "1m"), e.g. "30s" or "5m"`
 )
 
 // concurrency reads the fields of a concurrency limit.
 func (v *validator) concurrency(path string, value *jsonValue, limit *Limit) {
-	limit.Lease = DefaultLease
+	limit.SlotTimeout = DefaultSlotTimeout
 	if n := v.required(value, path, "max_in_flight", "4"); n != nil {
 		limit.MaxInFlight, _ = v.wholeNumber(fieldPath(path, "max_in_flight"), n, 1, maxInFlight, maxInFlightRule)
 	}
-	if lease := value.member("lease"); lease != nil {
-		leasePath := fieldPath(path, "lease")
-		if d, ok := v.duration(leasePath, lease, leaseRule); ok {
-			if d < minLease {
-				v.add(leasePath, quoteClipped(lease.text)+" is shorter than 1s: "+leaseRule)
+	if timeout := value.member("slot_timeout"); timeout != nil {
+		timeoutPath := fieldPath(path, "slot_timeout")
+		if d, ok := v.duration(timeoutPath, timeout, slotTimeoutRule); ok {
+			if d < minSlotTimeout {
+				v.add(timeoutPath, quoteClipped(timeout.text)+" is shorter than 1s: "+slotTimeoutRule)
 			} else {
-				limit.Lease = d
+				limit.SlotTimeout = d
 			}
 		}
 	}
@@ -53,7 +53,7 @@ func (v *validator) concurrency(path string, value *jsonValue, limit *Limit) {
 // refuseConcurrencyFields reports the fields of a concurrency limit on a limit of another
 // algorithm.
 func (v *validator) refuseConcurrencyFields(path string, value *jsonValue, algorithm Algorithm) {
-	for _, name := range []string{"max_in_flight", "lease"} {
+	for _, name := range []string{"max_in_flight", "slot_timeout"} {
 		if value.member(name) != nil {
 			v.add(fieldPath(path, name), name+` belongs to the "concurrency" algorithm, but this limit is a `+
 				strconv.Quote(algorithm.String())+`: set "algorithm": "concurrency" (e.g. `+exampleConcurrencyLimit+
@@ -84,4 +84,27 @@ func (r *Rule) HasConcurrency() bool {
 		}
 	}
 	return false
+}
+
+// renamedLimitFields maps the former names of a limit's fields to their names now, so that a
+// configuration written for the old name is told what to write instead.
+var renamedLimitFields = map[string]string{
+	// A concurrency slot's timeout was called lease, which is also a global limit's token lease.
+	"lease": "slot_timeout",
+}
+
+// withoutRenamedFields reports each field of a limit under a former name, with its new name, and
+// returns the limit without them for the check of unknown fields.
+func (v *validator) withoutRenamedFields(path string, value *jsonValue) *jsonValue {
+	others := *value
+	others.members = nil
+	for _, member := range value.members {
+		if now, renamed := renamedLimitFields[member.name]; renamed {
+			v.add(fieldPath(path, member.name), member.name+" is now called "+now+": write "+strconv.Quote(now)+
+				" instead (e.g. "+exampleConcurrencyLimit+")")
+			continue
+		}
+		others.members = append(others.members, member)
+	}
+	return &others
 }

@@ -340,7 +340,7 @@ type Limit struct {
 	// months of the wall clock.
 	Calendar    Calendar
 	MaxInFlight int64
-	Lease       duration.Duration
+	SlotTimeout duration.Duration
 }
 
 // Cost is how many units a request takes from each limit of its rule.

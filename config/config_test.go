@@ -349,7 +349,7 @@ func TestParse(t *testing.T) {
 			name:  "unknown limit field",
 			input: withLimit(`{"capcity": 3, "refill_tokens": 1, "refill_interval": "1s"}`),
 			problems: []problem{
-				{"rules[0].limits[0]", `unknown field "capcity": known fields are algorithm, capacity, refill_tokens, refill_interval, window, calendar, max_in_flight, lease (did you mean "capacity"?)`},
+				{"rules[0].limits[0]", `unknown field "capcity": known fields are algorithm, capacity, refill_tokens, refill_interval, window, calendar, max_in_flight, slot_timeout (did you mean "capacity"?)`},
 				{capacityPath, `required field is missing: add "capacity": 10`},
 			},
 		},
@@ -357,7 +357,7 @@ func TestParse(t *testing.T) {
 			name:  "camelCase limit fields",
 			input: withLimit(`{"capacity": 3, "refillTokens": 1, "refill_interval": "1s"}`),
 			problems: []problem{
-				{"rules[0].limits[0]", `unknown field "refillTokens": known fields are algorithm, capacity, refill_tokens, refill_interval, window, calendar, max_in_flight, lease (did you mean "refill_tokens"?)`},
+				{"rules[0].limits[0]", `unknown field "refillTokens": known fields are algorithm, capacity, refill_tokens, refill_interval, window, calendar, max_in_flight, slot_timeout (did you mean "refill_tokens"?)`},
 				{refillTokensPath, "required field is missing"},
 			},
 		},
@@ -1069,7 +1069,7 @@ func TestErrorMessageReadsWell(t *testing.T) {
 	if err == nil {
 		t.Fatal("Parse: want an error")
 	}
-	want := `rules[0].limits[0]: unknown field "capcity": known fields are algorithm, capacity, refill_tokens, refill_interval, window, calendar, max_in_flight, lease (did you mean "capacity"?); ` +
+	want := `rules[0].limits[0]: unknown field "capcity": known fields are algorithm, capacity, refill_tokens, refill_interval, window, calendar, max_in_flight, slot_timeout (did you mean "capacity"?); ` +
 		`rules[0].limits[0].capacity: required field is missing: add "capacity": 10; ` +
 		`rules[1].name: "per-api-key" is already used by rules[0]: rule names must be unique; ` +
 		`rules[1].key[0]: has both "header" and "client_ip": a key part takes exactly one, so split them into two parts, e.g. [{"header": "x-api-key"}, {"client_ip": {}}]; ` +

@@ -70,8 +70,8 @@
 //	          "algorithm": "concurrency", a concurrency limit takes these two fields instead:
 //	          "max_in_flight": 4,         required: requests of a key between admission and the
 //	                                      end of their stream, 1 to 1000000
-//	          "lease": "30s"              optional (default "1m"): a slot whose end is never seen
-//	                                      is free after 1 to 2 leases; "1s" to "24h"
+//	          "slot_timeout": "30s"       optional (default "1m"): a slot whose end is never seen
+//	                                      is free after 1 to 2 timeouts; "1s" to "24h"
 //	        }
 //	      ],
 //	      "limits_by": {                  instead of "limits" (a rule has exactly one): the limits

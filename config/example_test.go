@@ -55,7 +55,7 @@ func ExampleParse_problems() {
 	}
 	// Output:
 	// rules[0].name: "per api key" contains ' ', which is not allowed: a rule name is 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-' (it becomes part of a shared-memory key), e.g. "per-api-key"
-	// rules[0].limits[0]: unknown field "capcity": known fields are algorithm, capacity, refill_tokens, refill_interval, window, calendar, max_in_flight, lease (did you mean "capacity"?)
+	// rules[0].limits[0]: unknown field "capcity": known fields are algorithm, capacity, refill_tokens, refill_interval, window, calendar, max_in_flight, slot_timeout (did you mean "capacity"?)
 	// rules[0].limits[0].capacity: required field is missing: add "capacity": 10
 	// rules[0].limits[0].refill_interval: got the number 5, want a string: quote the duration and give it a unit, e.g. "1s" or "500ms"
 }

@@ -285,12 +285,12 @@ func revalidateLimit(limit config.Limit) error {
 		if limit.MaxInFlight < 1 || limit.MaxInFlight > 1_000_000 {
 			return errors.New("max_in_flight " + strconv.FormatInt(limit.MaxInFlight, 10))
 		}
-		if limit.Lease < time.Second || limit.Lease > 24*time.Hour {
-			return errors.New("lease " + limit.Lease.String())
+		if limit.SlotTimeout < time.Second || limit.SlotTimeout > 24*time.Hour {
+			return errors.New("lease " + limit.SlotTimeout.String())
 		}
 		return nil
 	}
-	if limit.MaxInFlight != 0 || limit.Lease != 0 {
+	if limit.MaxInFlight != 0 || limit.SlotTimeout != 0 {
 		return errors.New("concurrency fields on a " + limit.Algorithm.String())
 	}
 	if limit.Capacity < 1 || limit.Capacity > 1_000_000_000 {
@@ -582,7 +582,7 @@ func encodeLimits(limits []config.Limit) []map[string]any {
 	for _, limit := range limits {
 		encodedLimit := map[string]any{"algorithm": limit.Algorithm.String(), "capacity": limit.Capacity}
 		if limit.Algorithm == config.Concurrency {
-			encodedLimit = map[string]any{"algorithm": "concurrency", "max_in_flight": limit.MaxInFlight, "lease": limit.Lease.String()}
+			encodedLimit = map[string]any{"algorithm": "concurrency", "max_in_flight": limit.MaxInFlight, "slot_timeout": limit.SlotTimeout.String()}
 		} else if limit.Algorithm == config.TokenBucket {
 			encodedLimit["refill_tokens"] = limit.RefillTokens
 			encodedLimit["refill_interval"] = limit.RefillInterval.String()

@@ -67,7 +67,7 @@ func TestOnLimit(t *testing.T) {
 // A concurrency limit delays: its requests wait for a free slot, alone or with a token bucket.
 func TestOnLimitDelayWithConcurrency(t *testing.T) {
 	for _, limits := range []string{
-		`[{"algorithm": "concurrency", "max_in_flight": 2, "lease": "30s"}]`,
+		`[{"algorithm": "concurrency", "max_in_flight": 2, "slot_timeout": "30s"}]`,
 		`[{"capacity": 10, "refill_tokens": 10, "refill_interval": "1s"}, {"algorithm": "concurrency", "max_in_flight": 2}]`,
 	} {
 		cfg, err := config.Parse([]byte(`{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": ` + limits +

@@ -59,7 +59,7 @@ var (
 	whenFullNames  = []string{"reject", "overflow", "allow"}
 	ruleFields     = []string{"name", "match", "key", "missing_key", "limits", "limits_by", "cost", "shadow", "global", "count", "refund", "on_limit"}
 	keyPartFields  = []string{"header", "client_ip", "path", "method", "authority", "query", "attribute"}
-	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window", "calendar", "max_in_flight", "lease"}
+	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window", "calendar", "max_in_flight", "slot_timeout"}
 
 	clientIPFields      = []string{"xff_num_trusted_hops", "ipv4_prefix", "ipv6_prefix"}
 	clientIPPartFields  = []string{"ipv4_prefix", "ipv6_prefix"}

@@ -17,7 +17,7 @@ import (
 // request's end frees nothing; a slot whose end never comes is free after its lease.
 
 const inFlightConfig = `{"rules": [{"name": "uploads", "key": [{"header": "x-api-key"}],
-  "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "10s"}]}]}`
+  "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "slot_timeout": "10s"}]}]}`
 
 func inFlightRequest(key string) host.Request {
 	return host.Request{
@@ -134,7 +134,7 @@ func TestInFlightWithARateLimit(t *testing.T) {
 	t.Parallel()
 	config := `{"rules": [{"name": "r", "key": [{"header": "x-api-key"}], "limits": [
 	  {"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"},
-	  {"algorithm": "concurrency", "max_in_flight": 1, "lease": "1m"}]}]}`
+	  {"algorithm": "concurrency", "max_in_flight": 1, "slot_timeout": "1m"}]}]}`
 	for _, p := range profiles {
 		t.Run(p.String(), func(t *testing.T) {
 			g := newRig(t, p, config, 2)
@@ -165,7 +165,7 @@ func TestInFlightWithARateLimit(t *testing.T) {
 func TestInFlightSlotOfAGlobalRejection(t *testing.T) {
 	t.Parallel()
 	config := `{"rules": [{"name": "g", "key": [{"header": "x-api-key"}],
-	  "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "1m"}],
+	  "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "slot_timeout": "1m"}],
 	  "global": {"cluster": "rls", "domain": "tollgate", "timeout": "60s"}}]}`
 	rls := startScriptedRLS(t)
 	g := newGlobalRig(t, host.Envoy139, config, map[string]string{"rls": rls.addr})

@@ -20,7 +20,7 @@ const interplayConfig = `{"rules": [
    "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "200ms"}],
    "on_limit": {"action": "delay", "max_delay": "1s"}, "refund": {"statuses": ["503"]}},
   {"name": "slots", "key": [{"authority": {}}],
-   "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "10s"}]}]}`
+   "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "slot_timeout": "10s"}]}]}`
 
 // interplayStep happens at an instant: a held request's client goes away (reset), the VM ticks,
 // a request opens (want: "go" admitted at once, "held", or a status answered at once), a request
@@ -181,7 +181,7 @@ func TestInterplayReconfigureWhileHeld(t *testing.T) {
 		  {"name": "paced", "key": [{"authority": {}}],
 		   "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "200ms"}]},
 		  {"name": "slots", "key": [{"authority": {}}],
-		   "limits": [{"algorithm": "concurrency", "max_in_flight": 3, "lease": "10s"}]}]}`, []interplayStep{
+		   "limits": [{"algorithm": "concurrency", "max_in_flight": 3, "slot_timeout": "10s"}]}]}`, []interplayStep{
 			{at: 100 * ms, open: "429"}, // #3: a slot, but the token is #2's until 200ms
 			{at: 199 * ms},
 			{at: 200 * ms, resumed: []int{2}},
@@ -220,7 +220,7 @@ func TestInterplayDelayedLeaseWaiterGoesAway(t *testing.T) {
 	   "on_limit": {"action": "delay", "max_delay": "1s"},
 	   "global": {"cluster": "rls", "domain": "d", "timeout": "60s", "lease": {"max_tokens": 4, "ttl": "10s"}}},
 	  {"name": "slots", "key": [{"authority": {}}],
-	   "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "10s"}]}]}`, rls)
+	   "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "slot_timeout": "10s"}]}]}`, rls)
 	vm := g.vms[0]
 	ms := time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -54,7 +54,7 @@ func TestInFlightWaitsForASlot(t *testing.T) {
 	t.Parallel()
 	// tenants counts its missing keys: once per request, not once per decision while waiting.
 	config := `{"rules": [{"name": "uploads", "key": [{"header": "x-api-key"}],
-	  "limits": [{"algorithm": "concurrency", "max_in_flight": 1, "lease": "10s"}],
+	  "limits": [{"algorithm": "concurrency", "max_in_flight": 1, "slot_timeout": "10s"}],
 	  "on_limit": {"action": "delay", "max_delay": "2s"}},
 	  {"name": "tenants", "key": [{"header": "x-tenant"}], "missing_key": {"action": "allow"},
 	   "limits": [{"capacity": 100, "refill_tokens": 100, "refill_interval": "1s"}]}]}`
@@ -128,7 +128,7 @@ func TestInFlightWaitThenTokenDelay(t *testing.T) {
 	t.Parallel()
 	config := `{"rules": [{"name": "paced", "key": [{"header": "x-api-key"}],
 	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"},
-	             {"algorithm": "concurrency", "max_in_flight": 1, "lease": "10s"}],
+	             {"algorithm": "concurrency", "max_in_flight": 1, "slot_timeout": "10s"}],
 	  "on_limit": {"action": "delay", "max_delay": "2s"}}]}`
 	ms := time.Millisecond
 	for _, p := range profiles {
@@ -182,7 +182,7 @@ func TestInFlightWaitBoundsTheTokenDelay(t *testing.T) {
 	t.Parallel()
 	config := `{"rules": [{"name": "paced", "key": [{"header": "x-api-key"}],
 	  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"},
-	             {"algorithm": "concurrency", "max_in_flight": 2, "lease": "10s"}],
+	             {"algorithm": "concurrency", "max_in_flight": 2, "slot_timeout": "10s"}],
 	  "on_limit": {"action": "delay", "max_delay": "2s"}}]}`
 	ms := time.Millisecond
 	for _, p := range profiles {
@@ -243,7 +243,7 @@ func TestInFlightWaitBoundsTheTokenDelay(t *testing.T) {
 func TestInFlightWaitersOfAFullKeyCostOneDecisionPerTick(t *testing.T) {
 	t.Parallel()
 	config := `{"rules": [{"name": "uploads", "key": [{"header": "x-api-key"}],
-	  "limits": [{"algorithm": "concurrency", "max_in_flight": 1, "lease": "10s"}],
+	  "limits": [{"algorithm": "concurrency", "max_in_flight": 1, "slot_timeout": "10s"}],
 	  "on_limit": {"action": "delay", "max_delay": "1s"}}]}`
 	ms := time.Millisecond
 	g := newRig(t, host.Envoy139, config, 1)

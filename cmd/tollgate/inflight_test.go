@@ -19,7 +19,7 @@ import (
 func TestServeConcurrencyLimit(t *testing.T) {
 	t.Parallel()
 	config := writeFile(t, "inflight.json", `{"rules": [{"name": "uploads", "key": [{"header": "x-api-key"}],
-	  "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "30s"}]}]}`)
+	  "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "slot_timeout": "30s"}]}]}`)
 	upstream := newBlockingUpstream(t)
 	stop := make(chan os.Signal, 1)
 	addr, _, exit := startServe(t, []string{"--config", config, "--upstream", upstream.URL, "--wasm", builtModule(t), "--workers", "2"}, stop)

@@ -111,8 +111,8 @@ type Outcome struct {
 	// hash (its limit and key), to tell requests waiting for the same slots apart.
 	InFlightLimited bool
 	InFlightOwner   uint64
-	// leases are the concurrency slots the request took (AppendLeases).
-	leases []Lease
+	// inFlight are the concurrency slots the request took (AppendInFlight).
+	inFlight []InFlight
 
 	// enforced are the enforced limits as decided (Allow only), at decidedAt: what Charge
 	// copies, read only when it is asked for.
@@ -386,7 +386,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	out := &g.out
 	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
 		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
-		Global: out.Global[:0], shadowCharged: out.shadowCharged[:0], leases: out.leases[:0]}
+		Global: out.Global[:0], shadowCharged: out.shadowCharged[:0], inFlight: out.inFlight[:0]}
 	g.wallRead = false
 	if g.fast != nil {
 		if g.admitFast(req, store, now) {
@@ -483,7 +483,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	}
 	g.admitted(enforced)
 	if g.hasConcurrency {
-		out.leases = appendLeases(out.leases, enforced)
+		out.inFlight = appendInFlight(out.inFlight, enforced)
 	}
 	if g.hasGlobal {
 		out.Global = appendGlobalChecks(out.Global, enforced)
@@ -513,7 +513,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 				out.shadowCharged = append(out.shadowCharged, group)
 			}
 			if g.hasConcurrency {
-				out.leases = appendLeases(out.leases, group)
+				out.inFlight = appendInFlight(out.inFlight, group)
 			}
 		}
 	}

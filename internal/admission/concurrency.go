@@ -11,7 +11,7 @@ import (
 // A concurrency limit admits at most max requests of a key between their admission and the end
 // of their stream. A counter of requests in flight alone cannot tell which of them will never
 // be released (a worker VM that died, a stream end that never arrived), so acquisitions are
-// counted per lease period instead: the periods are the multiples of lease on the monotonic
+// counted per timeout period instead: the periods are the multiples of slot_timeout on the monotonic
 // clock (the same for every worker VM), and the cells hold
 //
 //	cell 0  the start of the current period (ns)
@@ -24,29 +24,29 @@ import (
 // the period its acquisition was made in (the stream keeps the cells it wrote, whose cell 0
 // names it), if that period is still current or previous; otherwise it was already dropped.
 //
-// So a request is counted from its admission until its release, or for at least lease and less
-// than 2 × lease if its release never comes: a slot whose end is never seen is free again
-// within 2 × lease, and a request that lasts longer than lease may be forgotten while still in
+// So a request is counted from its admission until its release, or for at least slot_timeout and less
+// than 2 × timeout if its release never comes: a slot whose end is never seen is free again
+// within 2 × timeout, and a request that lasts longer than slot_timeout may be forgotten while still in
 // flight, letting one more request in. docs/design.md gives the argument.
 //
 // A request takes one slot whatever its cost; a request that costs 0 takes none (as it takes
-// nothing from any limit). The fingerprint covers the lease only: a changed max_in_flight
+// nothing from any limit). The fingerprint covers the timeout only: a changed max_in_flight
 // keeps the counts, and the releases of the requests in flight still find them.
 type concurrency struct {
-	max   int64
-	lease int64 // ns, >= 1s
+	max     int64
+	timeout int64 // ns, >= 1s
 }
 
 func newConcurrency(l config.Limit) concurrency {
-	return concurrency{max: l.MaxInFlight, lease: max(int64(l.Lease), 1)}
+	return concurrency{max: l.MaxInFlight, timeout: max(int64(l.SlotTimeout), 1)}
 }
 
 // isConcurrency reports whether a limit is a concurrency limit, whose slots a stream's end
 // releases.
 func (l *limit) isConcurrency() bool { return l.tag == uint8(config.Concurrency) }
 
-// period is the start of the lease period holding now.
-func (c concurrency) period(now int64) int64 { return floorDiv(now, c.lease) * c.lease }
+// period is the start of the timeout period holding now.
+func (c concurrency) period(now int64) int64 { return floorDiv(now, c.timeout) * c.timeout }
 
 // roll brings the cells to the period of now. Cells of a later period (another VM read the
 // clock a little later) stay as they are; cells more than a period ahead can only come from a
@@ -54,11 +54,11 @@ func (c concurrency) period(now int64) int64 { return floorDiv(now, c.lease) * c
 func (c concurrency) roll(s cells, now int64) cells {
 	p := c.period(now)
 	switch {
-	case p == s[0] || p < s[0] && s[0]-p <= c.lease:
+	case p == s[0] || p < s[0] && s[0]-p <= c.timeout:
 		return s
 	case p < s[0]:
 		return cells{p, satAdd(max(s[1], 0), max(s[2], 0)), 0}
-	case p-c.lease == s[0]:
+	case p-c.timeout == s[0]:
 		return cells{p, 0, max(s[1], 0)}
 	default:
 		return cells{p, 0, 0}
@@ -103,24 +103,24 @@ func (c concurrency) undo(s, written cells, now, _ int64) cells {
 	switch written[0] {
 	case s[0]:
 		s[1] = max(s[1]-1, 0)
-	case s[0] - c.lease:
+	case s[0] - c.timeout:
 		s[2] = max(s[2]-1, 0)
 	}
 	return s
 }
 
 func (c concurrency) valid(s cells) bool {
-	return s[0]%c.lease == 0 && s[1] >= 0 && s[2] >= 0
+	return s[0]%c.timeout == 0 && s[1] >= 0 && s[2] >= 0
 }
 
 // concurrencyTag starts the fingerprint; the other algorithms' tags are limiter's.
 const concurrencyTag = 'C'
 
-// fingerprint is FNV-1a of the tag and the lease.
+// fingerprint is FNV-1a of the tag and the timeout.
 func (c concurrency) fingerprint() uint32 {
 	h := uint32(2166136261)
 	h = (h ^ concurrencyTag) * 16777619
-	for v, i := uint64(c.lease), 0; i < 8; i++ {
+	for v, i := uint64(c.timeout), 0; i < 8; i++ {
 		h = (h ^ uint32(v&0xff)) * 16777619
 		v >>= 8
 	}
@@ -136,15 +136,15 @@ func (c concurrency) idleAt(s cells) int64 {
 	case s[2] > 0:
 		ends = 1
 	}
-	if s[0] > math.MaxInt64-ends*c.lease {
+	if s[0] > math.MaxInt64-ends*c.timeout {
 		return math.MaxInt64
 	}
-	return s[0] + ends*c.lease
+	return s[0] + ends*c.timeout
 }
 
-// convert carries the requests in flight over to a changed lease: counted as acquired in the new
-// period that holds the start of their old one, so they are dropped by the new lease's rule
-// (their releases, made under the old lease, are not applied any more: they hold their slots
+// convert carries the requests in flight over to a changed slot_timeout: counted as acquired in the new
+// period that holds the start of their old one, so they are dropped by the new timeout's rule
+// (their releases, made under the old timeout, are not applied any more: they hold their slots
 // until then, which errs towards admitting less). A state that is never written again is
 // converted anew each time, to the same counts.
 func (c concurrency) convert(s cells, now int64) (cells, bool) {
@@ -155,45 +155,45 @@ func (c concurrency) convert(s cells, now int64) (cells, bool) {
 // Retry-After of its rejections.
 func (c concurrency) policy() (int64, int64) { return c.max, 1 }
 
-// Lease is a slot of a concurrency limit an admitted request holds until its stream ends: what
-// Gate.Release needs to give it back.
-type Lease struct {
+// InFlight is a slot of a concurrency limit an admitted request holds until its stream ends:
+// what Gate.Release needs to give it back.
+type InFlight struct {
 	limit   *limit
 	slot    uint64
 	owner   uint64
 	written cells
 }
 
-// appendLeases appends the concurrency slots a group that was charged took.
-func appendLeases(dst []Lease, group []applied) []Lease {
+// appendInFlight appends the concurrency slots a group that was charged took.
+func appendInFlight(dst []InFlight, group []applied) []InFlight {
 	for i := range group {
 		a := &group[i]
 		if a.skip || a.cost == 0 || !a.limit.isConcurrency() {
 			continue
 		}
-		dst = append(dst, Lease{limit: a.limit, slot: a.slot, owner: a.writeOwner, written: a.next})
+		dst = append(dst, InFlight{limit: a.limit, slot: a.slot, owner: a.writeOwner, written: a.next})
 	}
 	return dst
 }
 
-// AppendLeases appends to dst the slots of concurrency limits the request took (Allow only), of
+// AppendInFlight appends to dst the slots of concurrency limits the request took (Allow only), of
 // enforced and shadow rules alike: the caller keeps them with the stream and gives them to
 // Release when it ends. Nothing is appended when no rule has a concurrency limit.
-func (o *Outcome) AppendLeases(dst []Lease) []Lease {
+func (o *Outcome) AppendInFlight(dst []InFlight) []InFlight {
 	if o.Verdict != Allow {
 		return dst
 	}
-	return append(dst, o.leases...)
+	return append(dst, o.inFlight...)
 }
 
 // Release gives back the slots of concurrency limits a request held, at the end of its stream
 // (now in monotonic nanoseconds). It is best effort, as every refund: a slot that holds another
 // key's state by now is left alone, and if shared data fails the slot stays taken until its
-// lease runs out.
-func (g *Gate) Release(store Store, leases []Lease, now int64) {
+// slot_timeout runs out.
+func (g *Gate) Release(store Store, held []InFlight, now int64) {
 	group := g.releasing[:0]
-	for i := range leases {
-		l := &leases[i]
+	for i := range held {
+		l := &held[i]
 		group = append(group, applied{limit: l.limit, slot: l.slot, writeOwner: l.owner, cost: 1, next: l.written})
 	}
 	g.refund(store, group, now, true)

@@ -7,7 +7,7 @@ import (
 )
 
 const concurrencyDoc = `{"rules": [{"name": "uploads", "key": [{"header": "x-api-key"}],
-  "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "10s"}]}]}`
+  "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "slot_timeout": "10s"}]}]}`
 
 // TestConcurrencySteps: two worker VMs (two Gates on one store) share the slots of a key; a
 // stream's end frees its slot at once; slots whose end is never seen are freed when their
@@ -16,7 +16,7 @@ func TestConcurrencySteps(t *testing.T) {
 	gates := []*Gate{mustGate(t, concurrencyDoc), mustGate(t, concurrencyDoc)}
 	store := newMemStore()
 	base := 1000 * sec // a multiple of the lease: periods start at base, base+10s, ...
-	held := map[string][]Lease{}
+	held := map[string][]InFlight{}
 	type step struct {
 		at      int64 // ns after base
 		vm      int
@@ -63,7 +63,7 @@ func TestConcurrencySteps(t *testing.T) {
 		}
 		switch out.Verdict {
 		case Allow:
-			leases := out.AppendLeases(nil)
+			leases := out.AppendInFlight(nil)
 			if len(leases) != 1 {
 				t.Fatalf("step %d: %d leases, want 1", i, len(leases))
 			}
@@ -75,7 +75,7 @@ func TestConcurrencySteps(t *testing.T) {
 			if !out.InFlightLimited || out.RetryAfter != time.Second || out.RetryAfterSeconds() != 1 {
 				t.Fatalf("step %d: in flight limited %v, retry after %v, want true and 1s", i, out.InFlightLimited, out.RetryAfter)
 			}
-			if len(out.AppendLeases(nil)) != 0 {
+			if len(out.AppendInFlight(nil)) != 0 {
 				t.Fatalf("step %d: a rejected request holds a lease", i)
 			}
 		}
@@ -87,14 +87,14 @@ func TestConcurrencySteps(t *testing.T) {
 func TestConcurrencyWithARateLimit(t *testing.T) {
 	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [
 	  {"capacity": 2, "refill_tokens": 1, "refill_interval": "1h"},
-	  {"algorithm": "concurrency", "max_in_flight": 1, "lease": "1m"}]}]}`)
+	  {"algorithm": "concurrency", "max_in_flight": 1, "slot_timeout": "1m"}]}]}`)
 	store := newMemStore()
 	now := 3600 * sec
 	first := g.Admit(header("k", "x"), store, now)
 	if first.Verdict != Allow {
 		t.Fatalf("first: %v", first.Verdict)
 	}
-	lease := first.AppendLeases(nil)
+	lease := first.AppendInFlight(nil)
 	// The slot is taken: rejected by the concurrency limit, and the bucket keeps its token.
 	if out := g.Admit(header("k", "x"), store, now); out.Verdict != Limited || !out.InFlightLimited {
 		t.Fatalf("second: %v in flight %v, want limited by the concurrency limit", out.Verdict, out.InFlightLimited)
@@ -104,7 +104,7 @@ func TestConcurrencyWithARateLimit(t *testing.T) {
 	if second.Verdict != Allow {
 		t.Fatalf("after the release: %v, want allow (the bucket kept its second token)", second.Verdict)
 	}
-	g.Release(store, second.AppendLeases(nil), now)
+	g.Release(store, second.AppendInFlight(nil), now)
 	// The bucket is empty: rejected by it, and the free slot stays free.
 	out := g.Admit(header("k", "x"), store, now)
 	if out.Verdict != Limited || out.InFlightLimited || out.RetryAfter != time.Hour {
@@ -130,7 +130,7 @@ func TestConcurrencyLeasesOfShadowRulesAndGiveBack(t *testing.T) {
 	if out.Verdict != Allow || len(out.ShadowLimited) != 0 {
 		t.Fatalf("first: %v shadow limited %v", out.Verdict, out.ShadowLimited)
 	}
-	first := out.AppendLeases(nil)
+	first := out.AppendInFlight(nil)
 	if len(first) != 2 {
 		t.Fatalf("%d leases, want 2 (enforced and shadow)", len(first))
 	}
@@ -158,14 +158,14 @@ func TestConcurrencyLeasesOfShadowRulesAndGiveBack(t *testing.T) {
 // is admitted exactly when fewer than max_in_flight are in flight.
 func TestConcurrencyMatchesModel(t *testing.T) {
 	const maxInFlight, lease = 3, 10 * sec
-	doc := `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"algorithm": "concurrency", "max_in_flight": 3, "lease": "10s"}]}]}`
+	doc := `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"algorithm": "concurrency", "max_in_flight": 3, "slot_timeout": "10s"}]}]}`
 	for seed := uint64(1); seed <= 200; seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
 		gates := []*Gate{mustGate(t, doc), mustGate(t, doc), mustGate(t, doc)}
 		store := newMemStore()
 		type acquisition struct {
 			at    int64
-			lease []Lease
+			lease []InFlight
 		}
 		var open []acquisition // admitted, not released
 		now := 50*sec + r.Int64N(lease)
@@ -196,7 +196,7 @@ func TestConcurrencyMatchesModel(t *testing.T) {
 					if rem := out.Limits[0].Remaining; rem != int64(maxInFlight-inFlight-1) {
 						t.Fatalf("seed %d step %d: remaining %d, want %d", seed, step, rem, maxInFlight-inFlight-1)
 					}
-					open = append(open, acquisition{at: now, lease: out.AppendLeases(nil)})
+					open = append(open, acquisition{at: now, lease: out.AppendInFlight(nil)})
 				}
 			}
 		}
@@ -207,10 +207,10 @@ func TestConcurrencyMatchesModel(t *testing.T) {
 // another key), and before it something is, so a slot with requests in flight is never idle
 // before their lease runs out.
 func TestConcurrencyIdleAt(t *testing.T) {
-	c := concurrency{max: 5, lease: 10 * sec}
+	c := concurrency{max: 5, timeout: 10 * sec}
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 10000; i++ {
-		start := r.Int64N(1000) * c.lease
+		start := r.Int64N(1000) * c.timeout
 		s := cells{start, r.Int64N(3), r.Int64N(3)}
 		idle := c.idleAt(s)
 		if c.inFlight(c.roll(s, idle)) != 0 {
@@ -230,13 +230,13 @@ func TestConcurrencyIdleAt(t *testing.T) {
 func TestConcurrencyChangedLimit(t *testing.T) {
 	store := newMemStore()
 	now := 100 * sec
-	old := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "10s"}]}]}`)
+	old := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"algorithm": "concurrency", "max_in_flight": 2, "slot_timeout": "10s"}]}]}`)
 	a, b := old.Admit(header("k", "x"), store, now), old.Admit(header("k", "x"), store, now)
 	if a.Verdict != Allow || b.Verdict != Allow {
 		t.Fatal("the first two requests were not admitted")
 	}
-	first := a.AppendLeases(nil)
-	bigger := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"algorithm": "concurrency", "max_in_flight": 3, "lease": "10s"}]}]}`)
+	first := a.AppendInFlight(nil)
+	bigger := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"algorithm": "concurrency", "max_in_flight": 3, "slot_timeout": "10s"}]}]}`)
 	if out := bigger.Admit(header("k", "x"), store, now); out.Verdict != Allow || out.Limits[0].Remaining != 0 {
 		t.Fatalf("max 3 with 2 in flight: %v remaining %d, want allow and 0", out.Verdict, out.Limits[0].Remaining)
 	}
@@ -244,7 +244,7 @@ func TestConcurrencyChangedLimit(t *testing.T) {
 	if out := bigger.Admit(header("k", "x"), store, now); out.Verdict != Allow {
 		t.Fatalf("after the release: %v, want allow", out.Verdict)
 	}
-	longer := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"algorithm": "concurrency", "max_in_flight": 3, "lease": "1m"}]}]}`)
+	longer := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"algorithm": "concurrency", "max_in_flight": 3, "slot_timeout": "1m"}]}]}`)
 	if out := longer.Admit(header("k", "x"), store, now); out.Verdict != Limited {
 		t.Fatalf("a new lease with 3 in flight: %v, want limited", out.Verdict)
 	}
@@ -269,15 +269,15 @@ func TestConcurrencyByTier(t *testing.T) {
 	for _, lease := range []string{"10s", "20s"} {
 		g := mustGate(t, `{"rules": [{"name": "plans", "key": [{"header": "x-user"}], "limits_by": {
 		  "part": {"header": "x-plan"}, "default": "free", "tiers": {
-		    "free": [{"algorithm": "concurrency", "max_in_flight": 1, "lease": "10s"}],
-		    "pro": [{"algorithm": "concurrency", "max_in_flight": 2, "lease": "`+lease+`"}]}}}]}`)
+		    "free": [{"algorithm": "concurrency", "max_in_flight": 1, "slot_timeout": "10s"}],
+		    "pro": [{"algorithm": "concurrency", "max_in_flight": 2, "slot_timeout": "`+lease+`"}]}}}]}`)
 		store := newMemStore()
 		now := 100 * sec
 		free := g.Admit(twoHeaders("x-user", "u", "x-plan", "free"), store, now)
 		if free.Verdict != Allow {
 			t.Fatalf("lease %s: free: %v", lease, free.Verdict)
 		}
-		held := free.AppendLeases(nil)
+		held := free.AppendInFlight(nil)
 		if len(held) != 1 {
 			t.Fatalf("lease %s: %d leases, want 1", lease, len(held))
 		}
@@ -286,7 +286,7 @@ func TestConcurrencyByTier(t *testing.T) {
 		if pro.Verdict != Allow {
 			t.Fatalf("lease %s: pro: %v", lease, pro.Verdict)
 		}
-		proLeases := pro.AppendLeases(nil) // the Outcome is the Gate's until its next Admit
+		proLeases := pro.AppendInFlight(nil) // the Outcome is the Gate's until its next Admit
 		if out := g.Admit(twoHeaders("x-user", "u", "x-plan", "pro"), store, now); out.Verdict != Limited {
 			t.Fatalf("lease %s: a third in flight on pro: %v, want limited", lease, out.Verdict)
 		}
@@ -309,7 +309,7 @@ func TestConcurrencyIsNotSettledAtTheResponse(t *testing.T) {
 	out := g.Admit(header("k", "x"), store, now)
 	var pending Pending
 	out.Hold(&pending)
-	leases := out.AppendLeases(nil)
+	leases := out.AppendInFlight(nil)
 	g.Settle(store, &pending, 503, now) // refunded: the token comes back, the slot stays taken
 	if out := g.Admit(header("k", "x"), store, now); out.Verdict != Limited || !out.InFlightLimited {
 		t.Fatalf("after the response: %v, want the slot still held", out.Verdict)

@@ -18,13 +18,13 @@ import (
 // holdSlots keeps the slots the decision took with the stream. The context's slice is reused
 // from stream to stream: holding allocates nothing once it has grown.
 func (h *httpContext) holdSlots(out *admission.Outcome) {
-	h.leases = out.AppendLeases(h.leases[:0])
+	h.inFlight = out.AppendInFlight(h.inFlight[:0])
 }
 
 // releaseSlots gives the stream's slots back: at its end, or earlier when the request is
 // rejected after all (a global limit).
 func (h *httpContext) releaseSlots() {
-	if len(h.leases) == 0 {
+	if len(h.inFlight) == 0 {
 		return
 	}
 	p := h.plugin
@@ -33,8 +33,8 @@ func (h *httpContext) releaseSlots() {
 		// The slots stay taken until their lease runs out.
 		p.failed("cannot read the monotonic clock to release a request's slots: " + err.Error())
 	} else {
-		p.gate.Release(sharedData, h.leases, now)
+		p.gate.Release(sharedData, h.inFlight, now)
 	}
-	clear(h.leases)
-	h.leases = h.leases[:0]
+	clear(h.inFlight)
+	h.inFlight = h.inFlight[:0]
 }

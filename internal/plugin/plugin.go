@@ -182,7 +182,7 @@ func (h *httpContext) OnHttpStreamDone() {
 	if !h.pending.Empty() {
 		h.pending.Clear() // forwarded, and no response headers came: the charge stands (outcome.go)
 	}
-	if len(h.leases) > 0 { // checked here: a call on every stream's end otherwise
+	if len(h.inFlight) > 0 { // checked here: a call on every stream's end otherwise
 		h.releaseSlots()
 	}
 	h.responseHeaders, h.global = nil, nil
@@ -226,8 +226,8 @@ type httpContext struct {
 	held   bool        // in the plugin's held set (held.go)
 	// pending is the charge kept until the response (outcome.go).
 	pending admission.Pending
-	// leases are the concurrency slots the request holds until its stream ends (concurrency.go).
-	leases []admission.Lease
+	// inFlight are the concurrency slots the request holds until its stream ends (concurrency.go).
+	inFlight []admission.InFlight
 	// slotWait is set while a request waiting for a free slot is decided again (slotwait.go).
 	slotWait *slotWait
 }

@@ -138,7 +138,7 @@ func (w *slotWait) wake(h *httpContext, now int64) (wakeResult, int64) {
 	case p.held.rehold.h != nil:
 		return stillHeld, 0 // admitted, and held for its tokens (delay counted the wait)
 	}
-	if len(h.leases) > 0 { // admitted: going on, or asking the rate limit service
+	if len(h.inFlight) > 0 { // admitted: going on, or asking the rate limit service
 		p.countDelay(w.rule, duration.Duration(now-w.since))
 	}
 	if action == types.ActionContinue {
