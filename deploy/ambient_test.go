@@ -154,6 +154,27 @@ func checkAmbient(objs *ambientObjects) []string {
 	return problems
 }
 
+// checkAmbientDocument checks the objects of one document on their own, without the others
+// they refer to: what decodeAmbientManifest checks, a waypoint's class, label and listener, and
+// an x-forwarded-for policy's action and values.
+func checkAmbientDocument(name string, data []byte, crds map[string]*crdValidator) error {
+	objs := &ambientObjects{}
+	if err := decodeAmbientManifest(name, data, objs, crds); err != nil {
+		return err
+	}
+	var problems []string
+	for _, problem := range checkAmbientGateways(&ambientObjects{gateways: objs.gateways}) {
+		problems = append(problems, name+": "+problem)
+	}
+	for _, p := range objs.policies {
+		problems = append(problems, checkForwardedForPolicy(name+": AuthorizationPolicy "+p.meta.Name, p, nil)...)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "\n"))
+	}
+	return nil
+}
+
 // checkAmbientGateways checks the waypoint as istioctl makes it, and that every route attaches.
 func checkAmbientGateways(objs *ambientObjects) []string {
 	var problems []string

@@ -198,7 +198,7 @@ func checkYAMLDocument(at string, text []byte) error {
 		if err != nil {
 			return err
 		}
-		return decodeAmbientManifest(at, text, &ambientObjects{}, crds)
+		return checkAmbientDocument(at, text, crds)
 	case head.Domain != "" || head.Descriptors != nil:
 		_, err := readRateLimitFile(at, text)
 		return err
