@@ -37,9 +37,11 @@ type docBlock struct {
 	// tools):
 	//
 	//	(none)                  JSON: a whole Tollgate configuration config.Parse accepts.
-	//	                        YAML: a whole Envoy bootstrap, Istio WasmPlugin or
-	//	                        envoyproxy/ratelimit descriptor configuration, told apart by
-	//	                        their fields, checked as the shipped ones are.
+	//	                        YAML: a whole Envoy bootstrap, Kubernetes object (an Istio
+	//	                        WasmPlugin, AuthorizationPolicy or EnvoyFilter, a Gateway API
+	//	                        Gateway or HTTPRoute) or envoyproxy/ratelimit descriptor
+	//	                        configuration, told apart by their fields, checked as the
+	//	                        shipped ones are.
 	//	invalid: TEXT           JSON: a configuration config.Parse refuses with an error
 	//	                        containing TEXT.
 	//	fragment: rule          JSON: one rule, checked inside {"rules": [...]}.
@@ -188,9 +190,15 @@ func checkYAMLDocument(at string, text []byte) error {
 		return fmt.Errorf("%s: not YAML: %w", at, err)
 	}
 	switch {
-	case head.Kind != "":
+	case head.Kind == "WasmPlugin":
 		_, err := checkWasmPlugin(at, text)
 		return err
+	case head.Kind != "":
+		crds, err := loadCRDValidators()
+		if err != nil {
+			return err
+		}
+		return checkAmbientDocument(at, text, crds)
 	case head.Domain != "" || head.Descriptors != nil:
 		_, err := readRateLimitFile(at, text)
 		return err

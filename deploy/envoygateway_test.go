@@ -48,31 +48,13 @@ type envoyGatewayObjects struct {
 // server's strict decoder), into Envoy Gateway's v1alpha1 and the Gateway API's v1 types; then
 // validates it against the kind's CRD, schema and CEL rules (crd_test.go).
 func decodeEnvoyGatewayManifest(name string, data []byte, into *envoyGatewayObjects, crds map[string]*crdValidator) error {
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for doc := 1; ; doc++ {
-		chunk, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s: document %d: %w", name, doc, err)
-		}
-		jsonData, err := yaml.YAMLToJSONStrict(chunk)
-		if err != nil {
-			return fmt.Errorf("%s: document %d: not YAML: %w", name, doc, err)
-		}
-		if string(jsonData) == "null" {
-			continue
-		}
-		var head struct {
-			APIVersion string `json:"apiVersion"`
-			Kind       string `json:"kind"`
-		}
-		if err := json.Unmarshal(jsonData, &head); err != nil {
-			return fmt.Errorf("%s: document %d: %w", name, doc, err)
-		}
+	docs, err := manifestDocuments(name, data)
+	if err != nil {
+		return err
+	}
+	for _, doc := range docs {
 		var obj any
-		switch head.APIVersion + " " + head.Kind {
+		switch doc.kind {
 		case "gateway.networking.k8s.io/v1 GatewayClass":
 			o := &gwapiv1.GatewayClass{}
 			into.gatewayClasses, obj = append(into.gatewayClasses, o), o
@@ -86,27 +68,88 @@ func decodeEnvoyGatewayManifest(name string, data []byte, into *envoyGatewayObje
 			o := &egv1a1.EnvoyExtensionPolicy{}
 			into.policies, obj = append(into.policies, o), o
 		default:
-			return fmt.Errorf("%s: document %d: apiVersion %q kind %q: want a Gateway API v1 GatewayClass, Gateway or HTTPRoute, or a gateway.envoyproxy.io/v1alpha1 EnvoyExtensionPolicy", name, doc, head.APIVersion, head.Kind)
+			return fmt.Errorf("%s: document %d: %s: want a Gateway API v1 GatewayClass, Gateway or HTTPRoute, or a gateway.envoyproxy.io/v1alpha1 EnvoyExtensionPolicy", name, doc.number, doc.describe())
 		}
-		strict, err := kjson.UnmarshalStrict(jsonData, obj, kjson.DisallowUnknownFields)
-		if err != nil {
-			return fmt.Errorf("%s: %s: %w", name, head.Kind, err)
-		}
-		if len(strict) > 0 {
-			return fmt.Errorf("%s: %s: %w", name, head.Kind, errors.Join(strict...))
-		}
-		crd := crds[head.APIVersion+" "+head.Kind]
-		if crd == nil {
-			return fmt.Errorf("%s: %s: no CRD to validate it against", name, head.Kind)
-		}
-		invalid, err := crd.validate(jsonData)
-		if err != nil {
-			return fmt.Errorf("%s: %s: %w", name, head.Kind, err)
-		}
-		if len(invalid) > 0 {
-			return fmt.Errorf("%s: %s: the CRD refuses it: %w", name, head.Kind, invalid.ToAggregate())
+		if err := decodeStrict(name, doc, obj, crds); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// manifestDocument is one document of a Kubernetes manifest, as JSON.
+type manifestDocument struct {
+	number int    // 1-based, in the file
+	kind   string // "APIVERSION KIND", the key of crdFiles
+	json   []byte
+}
+
+func (d manifestDocument) describe() string {
+	apiVersion, kind, _ := strings.Cut(d.kind, " ")
+	return fmt.Sprintf("apiVersion %q kind %q", apiVersion, kind)
+}
+
+// manifestDocuments splits a manifest into its documents, each YAML with a duplicated key
+// refused, then turned into JSON; empty documents are skipped.
+func manifestDocuments(name string, data []byte) ([]manifestDocument, error) {
+	var docs []manifestDocument
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for number := 1; ; number++ {
+		chunk, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", name, number, err)
+		}
+		jsonData, err := yaml.YAMLToJSONStrict(chunk)
+		if err != nil {
+			return nil, fmt.Errorf("%s: document %d: not YAML: %w", name, number, err)
+		}
+		if string(jsonData) == "null" {
+			continue
+		}
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := json.Unmarshal(jsonData, &head); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", name, number, err)
+		}
+		docs = append(docs, manifestDocument{number: number, kind: head.APIVersion + " " + head.Kind, json: jsonData})
+	}
+}
+
+// decodeStrict decodes a document into its Go type the way the API server does (JSON decoded
+// case-sensitively with unknown and duplicated fields refused: sigs.k8s.io/json, the API
+// server's strict decoder), then validates it against its kind's CRD (crd_test.go).
+func decodeStrict(name string, doc manifestDocument, obj any, crds map[string]*crdValidator) error {
+	_, kind, _ := strings.Cut(doc.kind, " ")
+	strict, err := kjson.UnmarshalStrict(doc.json, obj, kjson.DisallowUnknownFields)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", name, kind, err)
+	}
+	if len(strict) > 0 {
+		return fmt.Errorf("%s: %s: %w", name, kind, errors.Join(strict...))
+	}
+	return validateCRD(name, doc, crds)
+}
+
+// validateCRD returns what the API server would refuse in a document, by its kind's CRD.
+func validateCRD(name string, doc manifestDocument, crds map[string]*crdValidator) error {
+	_, kind, _ := strings.Cut(doc.kind, " ")
+	crd := crds[doc.kind]
+	if crd == nil {
+		return fmt.Errorf("%s: %s: no CRD to validate it against", name, kind)
+	}
+	invalid, err := crd.validate(doc.json)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", name, kind, err)
+	}
+	if len(invalid) > 0 {
+		return fmt.Errorf("%s: %s: the CRD refuses it: %w", name, kind, invalid.ToAggregate())
+	}
+	return nil
 }
 
 // envoyGatewaySHA256 is the form Envoy wants a module's checksum in (see sha256Hex); Envoy

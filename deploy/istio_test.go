@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	extensionsv1alpha1 "istio.io/api/extensions/v1alpha1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 	"sigs.k8s.io/yaml"
@@ -20,15 +22,94 @@ import (
 // istioManifests are the Istio manifests the repository ships.
 var istioManifests = []string{"deploy/istio/wasmplugin.yaml"}
 
+const wasmPluginKind = "extensions.istio.io/v1alpha1 WasmPlugin"
+
 // wasmPlugin is a WasmPlugin manifest as the tests see it.
 type wasmPlugin struct {
 	spec *extensionsv1alpha1.WasmPlugin
+	istioObject
+}
+
+// istioMeta is the metadata of an Istio object that the checks read; any other metadata field is
+// refused, as a misspelling would be.
+type istioMeta struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// istioObject is an Istio object decoded by decodeIstioObject.
+type istioObject struct {
+	meta istioMeta
 	// set lists the spec fields the manifest writes, by their JSON names.
 	set map[string]bool
 }
 
+// decodeIstioObject decodes an Istio object, given as JSON, of the kind ("APIVERSION KIND"):
+// the envelope with unknown fields refused, and the spec into Istio's API type with protojson
+// (unknown fields and unknown enum values refused).
+func decodeIstioObject(name, kind string, jsonData []byte, spec proto.Message) (istioObject, error) {
+	var manifest struct {
+		APIVersion string          `json:"apiVersion"`
+		Kind       string          `json:"kind"`
+		Metadata   istioMeta       `json:"metadata"`
+		Spec       json.RawMessage `json:"spec"`
+	}
+	decoder := json.NewDecoder(bytes.NewReader(jsonData))
+	decoder.DisallowUnknownFields()
+	if err := decoder.Decode(&manifest); err != nil {
+		return istioObject{}, fmt.Errorf("%s: %w", name, err)
+	}
+	apiVersion, kindName, _ := strings.Cut(kind, " ")
+	if manifest.APIVersion != apiVersion || manifest.Kind != kindName {
+		return istioObject{}, fmt.Errorf("%s: apiVersion/kind: %s/%s, want %s %s", name, manifest.APIVersion, manifest.Kind, apiVersion, kindName)
+	}
+	if manifest.Metadata.Name == "" {
+		return istioObject{}, fmt.Errorf("%s: metadata.name: empty", name)
+	}
+	if err := protojson.Unmarshal(manifest.Spec, spec); err != nil {
+		return istioObject{}, fmt.Errorf("%s: spec is not an Istio %s: %w", name, kindName, err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(manifest.Spec, &fields); err != nil {
+		return istioObject{}, fmt.Errorf("%s: spec: %w", name, err)
+	}
+	obj := istioObject{meta: manifest.Metadata, set: map[string]bool{}}
+	for field := range fields {
+		obj.set[field] = true
+	}
+	return obj, nil
+}
+
+// istioTargetKinds are the kinds Istio lets a policy's targetRefs name, by group (Istio's
+// pkg/config/validation/validation.go, allowedTargetRefs; "" is the core group).
+var istioTargetKinds = map[string][]string{
+	"":                          {"Service"},
+	"networking.istio.io":       {"ServiceEntry"},
+	"gateway.networking.k8s.io": {"Gateway", "GatewayClass"},
+}
+
+// checkTargetRefs checks what Istio's validation checks of a WasmPlugin's targetRefs: a kind it
+// can attach to, no namespace (never across namespaces), and no selector besides.
+func checkTargetRefs(name string, spec *extensionsv1alpha1.WasmPlugin) []string {
+	var problems []string
+	if spec.GetSelector() != nil {
+		problems = append(problems, name+": spec.selector: set with targetRefs: Istio takes one or the other")
+	}
+	for i, ref := range spec.GetTargetRefs() {
+		if !slices.Contains(istioTargetKinds[ref.GetGroup()], ref.GetKind()) {
+			problems = append(problems, fmt.Sprintf("%s: spec.targetRefs[%d]: %s (group %q): Istio attaches a WasmPlugin to a Gateway or GatewayClass (group gateway.networking.k8s.io), a Service or a ServiceEntry", name, i, ref.GetKind(), ref.GetGroup()))
+		}
+		if ref.GetNamespace() != "" {
+			problems = append(problems, fmt.Sprintf("%s: spec.targetRefs[%d].namespace: %q: Istio never attaches across namespaces; put the WasmPlugin in the target's namespace", name, i, ref.GetNamespace()))
+		}
+	}
+	return problems
+}
+
 // checkWasmPlugin reads a WasmPlugin manifest against Istio's API (extensions.istio.io/v1alpha1,
-// unknown fields and unknown enum values rejected), checks what docs/istio.md asks of a Tollgate
+// unknown fields and unknown enum values rejected) and Istio's CRD (schema and CEL rules), checks what docs/istio.md asks of a Tollgate
 // WasmPlugin, and checks its pluginConfig the way the module will see it: Istio turns the
 // Struct into JSON (every number a double) and the module parses that with config.Parse. It
 // returns every problem, each naming the file and the field.
@@ -37,44 +118,26 @@ func checkWasmPlugin(name string, yamlData []byte) (*wasmPlugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: not YAML: %w", name, err)
 	}
-	var manifest struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
-		} `json:"metadata"`
-		Spec json.RawMessage `json:"spec"`
-	}
-	decoder := json.NewDecoder(bytes.NewReader(jsonData))
-	decoder.DisallowUnknownFields()
-	if err := decoder.Decode(&manifest); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
+	plugin := &wasmPlugin{spec: &extensionsv1alpha1.WasmPlugin{}}
 	var problems []string
 	add := func(field, format string, args ...any) {
 		problems = append(problems, fmt.Sprintf("%s: %s: %s", name, field, fmt.Sprintf(format, args...)))
 	}
-	if manifest.APIVersion != "extensions.istio.io/v1alpha1" || manifest.Kind != "WasmPlugin" {
-		add("apiVersion/kind", "%s/%s, want extensions.istio.io/v1alpha1 WasmPlugin", manifest.APIVersion, manifest.Kind)
+	obj, err := decodeIstioObject(name, wasmPluginKind, jsonData, plugin.spec)
+	if err != nil {
+		return nil, err
 	}
-	if manifest.Metadata.Name == "" {
-		add("metadata.name", "empty")
-	}
-	plugin := &wasmPlugin{spec: &extensionsv1alpha1.WasmPlugin{}, set: map[string]bool{}}
-	if err := protojson.Unmarshal(manifest.Spec, plugin.spec); err != nil {
-		return nil, fmt.Errorf("%s: spec is not an Istio WasmPlugin: %w", name, err)
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(manifest.Spec, &fields); err != nil {
-		return nil, fmt.Errorf("%s: spec: %w", name, err)
-	}
-	for field := range fields {
-		plugin.set[field] = true
+	plugin.istioObject = obj
+	if crds, err := loadCRDValidators(); err != nil {
+		return nil, err
+	} else if err := validateCRD(name, manifestDocument{kind: wasmPluginKind, json: jsonData}, crds); err != nil {
+		problems = append(problems, err.Error())
 	}
 	spec := plugin.spec
-	if len(spec.GetSelector().GetMatchLabels()) == 0 && len(spec.GetTargetRefs()) == 0 {
-		add("spec.selector", "missing: say which workloads run Tollgate (matchLabels), or every workload of the namespace will")
+	if len(spec.GetTargetRefs()) > 0 {
+		problems = append(problems, checkTargetRefs(name, spec)...)
+	} else if len(spec.GetSelector().GetMatchLabels()) == 0 {
+		add("spec.selector", "missing: say which workloads run Tollgate (matchLabels), or which waypoint or Gateway (targetRefs), or every workload of the namespace will")
 	}
 	if !strings.HasPrefix(spec.GetUrl(), "oci://") {
 		add("spec.url", "%q: want the image `make image` builds, as oci://REGISTRY/REPOSITORY:TAG", spec.GetUrl())
@@ -95,7 +158,9 @@ func checkWasmPlugin(name string, yamlData []byte) (*wasmPlugin, error) {
 	for _, m := range spec.GetMatch() {
 		serverOnly = serverOnly && m.GetMode() == typev1beta1.WorkloadMode_SERVER
 	}
-	if !serverOnly {
+	// With targetRefs the target decides which listeners run the plugin; checkAmbient checks a
+	// match against the targeted Gateway's class.
+	if !serverOnly && len(spec.GetTargetRefs()) == 0 {
 		add("spec.match", "want mode SERVER only: otherwise the sidecar also limits the workload's outbound requests")
 	}
 	if spec.GetPluginConfig() == nil {

@@ -36,6 +36,9 @@ func shippedConfigs() map[string]string {
 	for _, f := range envoyGatewayManifests {
 		proven[f] = "TestShippedEnvoyGatewayManifestsAreValid"
 	}
+	for _, f := range ambientManifests {
+		proven[f] = "TestShippedAmbientManifestsAreValid"
+	}
 	for _, f := range tollgateConfigs {
 		proven[f] = "TestShippedTollgateConfigsAreValid"
 	}
