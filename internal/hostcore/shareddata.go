@@ -16,7 +16,7 @@ import (
 type SharedData struct {
 	mu      sync.Mutex
 	lastCAS uint32
-	byVMID  map[string]map[string]sharedValue
+	byVMID  map[string]map[string]*sharedValue
 	// fault, when set, is consulted before every operation (fault injection in tests).
 	fault func(op, key string) wire.Status
 	stats SharedDataStats
@@ -42,7 +42,7 @@ type sharedValue struct {
 
 // NewSharedData returns an empty store.
 func NewSharedData() *SharedData {
-	return &SharedData{byVMID: map[string]map[string]sharedValue{}}
+	return &SharedData{byVMID: map[string]map[string]*sharedValue{}}
 }
 
 // Get returns a copy of the value and its CAS; wire.StatusNotFound when absent.
@@ -76,7 +76,7 @@ func (s *SharedData) Set(vmID, key string, value []byte, cas uint32) wire.Status
 	defer s.mu.Unlock()
 	ns := s.byVMID[vmID]
 	if ns == nil {
-		ns = map[string]sharedValue{}
+		ns = map[string]*sharedValue{}
 		s.byVMID[vmID] = ns
 	}
 	old, exists := ns[key]
@@ -90,11 +90,13 @@ func (s *SharedData) Set(vmID, key string, value []byte, cas uint32) wire.Status
 		s.lastCAS = 1
 	}
 	if exists {
-		// Nobody else holds the old value (Get copies it out), so its memory is reused.
-		ns[key] = sharedValue{value: append(old.value[:0], value...), cas: s.lastCAS}
+		// Updated in place: assigning to the map would also store the caller's key string, whose
+		// memory the caller may reuse. Nobody else holds the old value (Get copies it out), so
+		// its memory is reused too.
+		old.value, old.cas = append(old.value[:0], value...), s.lastCAS
 		return wire.StatusOK
 	}
-	ns[strings.Clone(key)] = sharedValue{value: append([]byte(nil), value...), cas: s.lastCAS}
+	ns[strings.Clone(key)] = &sharedValue{value: append([]byte(nil), value...), cas: s.lastCAS}
 	return wire.StatusOK
 }
 

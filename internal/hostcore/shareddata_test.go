@@ -2,6 +2,7 @@ package hostcore
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
@@ -65,13 +66,18 @@ func TestSharedDataCASSkipsZero(t *testing.T) {
 	}
 }
 
-// What the store holds is its own: neither the caller's buffers nor a value it read change it.
+// What the store holds is its own: neither the caller's buffers, even a key string whose memory
+// the caller reuses (as admission's Gate does), nor a value it read change it.
 func TestSharedDataCopies(t *testing.T) {
 	s := NewSharedData()
 	key, value := []byte("key"), []byte("value")
-	s.Set("vm", string(key), value, 0)
+	s.Set("vm", unsafe.String(&key[0], len(key)), value, 0)
+	s.Set("vm", unsafe.String(&key[0], len(key)), value, 0) // an update
 	copy(key, "xxx")
 	copy(value, "xxxxx")
+	if e := s.Entries("vm"); len(e) != 1 || string(e["key"]) != "value" {
+		t.Fatalf("entries %q, want the key and value as stored", e)
+	}
 	got, _, _ := s.Get("vm", "key")
 	got[0] = 'X'
 	again, _, st := s.Get("vm", "key")
