@@ -29,11 +29,12 @@ func DispatchGrpcCall(stream uint32, cluster, service, method string, metadata [
 
 // CancelGrpcCall cancels a pending call; its callback will not run.
 func CancelGrpcCall(token uint32) error {
+	host := nativeHost()
 	if _, ok := native.calls[token]; !ok {
 		return statusErr(wire.StatusNotFound)
 	}
 	delete(native.calls, token)
-	return statusErr(nativeHost().GrpcCancel(token))
+	return statusErr(host.GrpcCancel(token))
 }
 
 // PendingGrpcCalls is the number of calls waiting for their answer.
