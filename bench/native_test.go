@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"strings"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,6 +9,8 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/admission"
+	"github.com/tollgate-proxy/tollgate/internal/hostcore"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
@@ -20,8 +22,8 @@ const nativeKeys = 10_000
 // looked up in a map by a string key, each reading the clock once (Allow reads time.Now itself;
 // Tollgate's decision takes the time as an argument). 100 per second with a burst of 100, cycling
 // over 10,000 keys, serial. Admission is the whole decision of the module (rules, key, state
-// decoding, CAS write-back) on an in-memory store, natively: its allocs/op are the admission
-// package's own.
+// decoding, CAS write-back) on Envoy's shared data in memory (hostcore.SharedData), natively:
+// its allocs/op are the admission package's own.
 func BenchmarkDecision(b *testing.B) {
 	ks := keys("key", nativeKeys)
 	b.Run("limiter", func(b *testing.B) {
@@ -75,17 +77,19 @@ func BenchmarkDecision(b *testing.B) {
 			b.Fatal(err)
 		}
 		gate := admission.NewGate(policy)
-		store := &mapStore{values: map[string]storedValue{}}
+		store := &sharedStore{data: hostcore.NewSharedData()}
 		req := &nativeRequest{headers: map[string]string{":method": "GET", ":path": "/api/items"}}
 		start := time.Now()
 		for _, k := range ks {
 			req.headers["x-api-key"] = k
+			store.reset()
 			gate.Admit(req, store, int64(time.Since(start)))
 		}
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
 			req.headers["x-api-key"] = ks[i%nativeKeys]
+			store.reset()
 			if out := gate.Admit(req, store, int64(time.Since(start))); out.Verdict != admission.Allow {
 				b.Fatalf("verdict %d: %v", out.Verdict, out.Err)
 			}
@@ -105,39 +109,36 @@ func (r *nativeRequest) HeaderValues(name string) (string, bool) { return r.Head
 func (r *nativeRequest) SourceAddress() (string, bool)           { return "192.0.2.10:40000", true }
 func (r *nativeRequest) Property([]string) (string, bool)        { return "", false }
 
-// mapStore is Envoy's shared data in a map, with its CAS rules, single-threaded.
-type mapStore struct {
-	values  map[string]storedValue
-	lastCAS uint32
+// sharedStore is Envoy's shared data (hostcore.SharedData, the store both hosts use) behind
+// admission's Store interface. It reads into a buffer of its own, emptied before each decision
+// (reset), as the module reads into its arena: the store, not the decision, should not
+// allocate.
+type sharedStore struct {
+	data *hostcore.SharedData
+	buf  []byte
 }
 
-type storedValue struct {
-	value []byte
-	cas   uint32
-}
+func (s *sharedStore) reset() { s.buf = s.buf[:0] }
 
-func (s *mapStore) Get(key string) ([]byte, uint32, error) {
-	v, ok := s.values[key]
-	if !ok {
+func (s *sharedStore) Get(key string) ([]byte, uint32, error) {
+	start := len(s.buf)
+	buf, cas, st := s.data.AppendValue(s.buf, "tollgate", key)
+	switch st {
+	case wire.StatusOK:
+		s.buf = buf
+		return buf[start:len(buf):len(buf)], cas, nil
+	case wire.StatusNotFound:
 		return nil, 0, admission.ErrNotFound
 	}
-	return v.value, v.cas, nil
+	return nil, 0, errors.New("shared data failed")
 }
 
-func (s *mapStore) Set(key string, value []byte, cas uint32) error {
-	old, ok := s.values[key]
-	if ok && cas != 0 && cas != old.cas {
+func (s *sharedStore) Set(key string, value []byte, cas uint32) error {
+	switch s.data.Set("tollgate", key, value, cas) {
+	case wire.StatusOK:
+		return nil
+	case wire.StatusCasMismatch:
 		return admission.ErrCasMismatch
 	}
-	s.lastCAS++
-	if ok {
-		// Reuse the stored slice: the store, not the decision, should not allocate here.
-		old.value = append(old.value[:0], value...)
-		s.values[key] = storedValue{value: old.value, cas: s.lastCAS}
-		return nil
-	}
-	// The key is the Gate's buffer, valid for this call only (admission.Store): a new entry
-	// keeps a copy.
-	s.values[strings.Clone(key)] = storedValue{value: append([]byte(nil), value...), cas: s.lastCAS}
-	return nil
+	return errors.New("shared data failed")
 }

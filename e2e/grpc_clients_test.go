@@ -15,7 +15,7 @@ import (
 )
 
 // What clients see of Tollgate's local replies, through the real module in a host that shapes
-// local replies as Envoy does (internal/host localreply.go): gRPC clients get a trailers-only
+// local replies as Envoy does (internal/hostcore localreply.go): gRPC clients get a trailers-only
 // 200 with a grpc-status chosen per reason, every reply carries a response code details token,
 // and a HEAD request gets no body.
 

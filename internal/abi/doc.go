@@ -13,8 +13,11 @@
 //   - callbacks_wasip1.go: the //go:wasmexport callbacks Envoy calls, dispatching to the
 //     registered contexts. Every callback recovers from panics: a panic that escaped would trap
 //     the VM and fail every stream on that Envoy worker.
-//   - native.go: the twin for ordinary Go builds, forwarding to the SDK's proxywasm package so
-//     that its proxytest emulator can drive a plugin natively in unit tests.
+//   - native.go, native_vm.go, grpc_native.go: the twin for ordinary Go builds, for unit tests.
+//     NativeVM is the module's side (the callbacks, with the same dispatch and panic recovery as
+//     the wasip1 ones), and every host call goes to a NativeHost playing Envoy: package abitest,
+//     built on internal/hostcore, the Envoy semantics internal/host shares. Every exported
+//     function exists in both builds with the same signature.
 //   - enums.go: the ABI's enums, and the mapping of host statuses (package wire) to the
 //     SDK's error values.
 //   - grpc.go, grpc_wasip1.go, grpc_native.go: unary gRPC callouts (proxy_grpc_call and the

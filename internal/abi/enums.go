@@ -9,7 +9,7 @@ import (
 // statusErr maps a host function's status to the SDK's error values, so callers can compare
 // with errors.Is.
 //
-//lint:ignore U1000 only the wasip1 hostcalls (hostcalls_wasip1.go) call it
+// Both builds use it: the wasip1 hostcalls, and the native twin's (native.go).
 func statusErr(s wire.Status) error {
 	switch s {
 	case wire.StatusOK:

@@ -2,139 +2,132 @@
 
 package abi
 
-import (
-	"math"
-	"time"
+import "github.com/tollgate-proxy/tollgate/internal/wire"
 
-	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm"
-	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
-)
-
-// The native twin: the same functions as the wasip1 build, forwarding to the SDK's proxywasm
-// package, whose proxytest emulator then drives the plugin in ordinary Go tests. It exists for
-// unit tests only; Envoy always runs the wasip1 build, which the e2e suite drives through the
-// Envoy-faithful host.
-
-// SetVMContext registers the plugin's VM context with the SDK's emulated host.
-func SetVMContext(ctx types.VMContext) { proxywasm.SetVMContext(ctx) }
+// The host calls of the native twin: the same functions as the wasip1 build, answered by the
+// running NativeVM's host (native_vm.go). Their results are the caller's own: there is no arena
+// natively.
 
 // Log writes msg at level.
-func Log(level LogLevel, msg string) {
-	switch level {
-	case LogLevelTrace:
-		proxywasm.LogTrace(msg)
-	case LogLevelDebug:
-		proxywasm.LogDebug(msg)
-	case LogLevelInfo:
-		proxywasm.LogInfo(msg)
-	case LogLevelWarn:
-		proxywasm.LogWarn(msg)
-	case LogLevelError:
-		proxywasm.LogError(msg)
-	default:
-		proxywasm.LogCritical(msg)
-	}
+func Log(level LogLevel, msg string) { nativeHost().Log(level, msg) }
+
+// GetPluginConfiguration returns the plugin configuration; only during proxy_on_configure.
+func GetPluginConfiguration() ([]byte, error) {
+	data, st := nativeHost().PluginConfiguration()
+	return data, statusErr(st)
 }
 
-// GetPluginConfiguration returns the plugin configuration.
-func GetPluginConfiguration() ([]byte, error) { return proxywasm.GetPluginConfiguration() }
-
-// GetProperty reads an attribute.
-func GetProperty(path ...string) ([]byte, error) { return proxywasm.GetProperty(path) }
+// GetProperty reads an Envoy attribute such as ("source", "address").
+func GetProperty(path ...string) ([]byte, error) {
+	data, st := nativeHost().Property(path)
+	return data, statusErr(st)
+}
 
 // GetHttpRequestHeader returns the first value of a request header.
 func GetHttpRequestHeader(name string) (string, error) {
-	return proxywasm.GetHttpRequestHeader(name)
+	v, st := nativeHost().HeaderValue(MapRequestHeaders, name)
+	return v, statusErr(st)
 }
 
 // GetHttpResponseStatus returns the response's :status as a number.
 func GetHttpResponseStatus() (int, error) {
-	v, err := proxywasm.GetHttpResponseHeader(":status")
-	if err != nil {
-		return 0, err
+	v, st := nativeHost().HeaderValue(MapResponseHeaders, ":status")
+	if st != wire.StatusOK {
+		return 0, statusErr(st)
 	}
 	return parseStatus([]byte(v))
 }
 
 // AddHttpRequestHeader appends a request header.
 func AddHttpRequestHeader(name, value string) error {
-	return proxywasm.AddHttpRequestHeader(name, value)
+	return statusErr(nativeHost().AddHeader(MapRequestHeaders, name, value))
 }
 
-// GetLogLevel returns the host's log level; the SDK's emulator has none, so info.
-func GetLogLevel() (LogLevel, error) { return LogLevelInfo, nil }
+// GetLogLevel returns the host's log level for the plugin.
+func GetLogLevel() (LogLevel, error) { return nativeHost().LogLevel(), nil }
 
-// RemoveHttpRequestHeader removes a request header.
-func RemoveHttpRequestHeader(name string) error { return proxywasm.RemoveHttpRequestHeader(name) }
+// RemoveHttpRequestHeader removes every value of a request header.
+func RemoveHttpRequestHeader(name string) error {
+	return statusErr(nativeHost().RemoveHeader(MapRequestHeaders, name))
+}
 
-// ReplaceHttpResponseHeader sets a response header.
+// ReplaceHttpResponseHeader sets a response header, replacing any values it had.
 func ReplaceHttpResponseHeader(name, value string) error {
-	return proxywasm.ReplaceHttpResponseHeader(name, value)
+	return statusErr(nativeHost().ReplaceHeader(MapResponseHeaders, name, value))
 }
 
 // AddHttpResponseHeader appends a response header.
 func AddHttpResponseHeader(name, value string) error {
-	return proxywasm.AddHttpResponseHeader(name, value)
+	return statusErr(nativeHost().AddHeader(MapResponseHeaders, name, value))
 }
 
-// SendHttpResponse sends a local reply.
+// SendHttpResponse asks for a local reply.
 func SendHttpResponse(status uint32, headers [][2]string, body []byte, grpcStatus int32) error {
-	return proxywasm.SendHttpResponse(status, headers, body, grpcStatus)
+	return SendLocalReply(status, "", headers, body, grpcStatus)
 }
 
-// SendLocalReply sends a local reply; the SDK's emulator has no response code details, so
-// details are dropped here.
+// SendLocalReply is SendHttpResponse with response code details.
 func SendLocalReply(status uint32, details string, headers [][2]string, body []byte, grpcStatus int32) error {
-	return proxywasm.SendHttpResponse(status, headers, body, grpcStatus)
+	return statusErr(nativeHost().SendLocalReply(status, details, headers, body, grpcStatus))
 }
 
 // GetSharedData returns the value and CAS of a shared-data key.
-func GetSharedData(key string) ([]byte, uint32, error) { return proxywasm.GetSharedData(key) }
+func GetSharedData(key string) ([]byte, uint32, error) {
+	value, cas, st := nativeHost().SharedData(key)
+	if st != wire.StatusOK {
+		return nil, 0, statusErr(st)
+	}
+	return value, cas, nil
+}
 
-// SetSharedData stores value under key if its CAS still equals cas.
+// SetSharedData stores value under key if the key's CAS still equals cas (0: unconditional).
 func SetSharedData(key string, value []byte, cas uint32) error {
-	return proxywasm.SetSharedData(key, value, cas)
+	return statusErr(nativeHost().SetSharedData(key, value, cas))
 }
 
-// DefineCounter defines a counter metric. The emulator's counters are kept by name.
+// DefineMetric defines (or looks up) a metric and returns its id.
+func DefineMetric(kind MetricType, name string) (uint32, error) {
+	id, st := nativeHost().DefineMetric(kind, name)
+	return id, statusErr(st)
+}
+
+// DefineCounter defines (or looks up) a counter metric.
 func DefineCounter(name string) (Counter, error) {
-	return Counter(proxywasm.DefineCounterMetric(name)), nil
+	id, err := DefineMetric(MetricCounter, name)
+	return Counter(id), err
 }
 
-// Increment adds delta to the counter.
+// Increment adds delta (> 0) to the counter.
 func (c Counter) Increment(delta uint64) error {
-	proxywasm.MetricCounter(c).Increment(delta)
-	return nil
+	return statusErr(nativeHost().IncrementMetric(uint32(c), int64(delta)))
 }
 
-// SetTickPeriod asks the emulator for OnTick calls (proxytest fires them on Tick).
+// SetTickPeriod asks the host to call the plugin context's OnTick every period milliseconds
+// (0 stops it).
 func SetTickPeriod(milliseconds uint32) error {
-	return proxywasm.SetTickPeriodMilliSeconds(milliseconds)
+	return statusErr(nativeHost().SetTickPeriod(milliseconds))
 }
 
-var processStart = time.Now()
+// MonotonicNanos reads the host's monotonic clock.
+func MonotonicNanos() (int64, error) { return nativeHost().Monotonic(), nil }
 
-// WallNanos reads the wall clock, in nanoseconds of Unix time.
-func WallNanos() (int64, error) { return time.Now().UnixNano(), nil }
+// WallNanos reads the host's wall clock, in nanoseconds of Unix time.
+func WallNanos() (int64, error) { return nativeHost().Wall(), nil }
 
-// MonotonicNanos reads a monotonic clock; natively the process's own, offset so that it starts
-// well away from zero like Envoy's.
-func MonotonicNanos() (int64, error) {
-	return int64(time.Since(processStart)) + math.MaxInt32, nil
-}
-
-// Gauge is a gauge metric of the emulator.
+// Gauge is a gauge metric's id.
 type Gauge uint32
 
-// DefineGauge defines a gauge metric.
-func DefineGauge(name string) (Gauge, error) { return Gauge(proxywasm.DefineGaugeMetric(name)), nil }
-
-// Set sets the gauge (the emulator only adds: the difference is added).
-func (g Gauge) Set(value uint64) error {
-	m := proxywasm.MetricGauge(g)
-	m.Add(int64(value) - m.Value())
-	return nil
+// DefineGauge defines (or looks up) a gauge metric.
+func DefineGauge(name string) (Gauge, error) {
+	id, err := DefineMetric(MetricGauge, name)
+	return Gauge(id), err
 }
 
+// Set sets the gauge.
+func (g Gauge) Set(value uint64) error { return statusErr(nativeHost().RecordMetric(uint32(g), value)) }
+
 // Value reads the gauge.
-func (g Gauge) Value() (uint64, error) { return uint64(proxywasm.MetricGauge(g).Value()), nil }
+func (g Gauge) Value() (uint64, error) {
+	v, st := nativeHost().Metric(uint32(g))
+	return v, statusErr(st)
+}

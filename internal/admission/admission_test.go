@@ -2,50 +2,90 @@ package admission
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/hostcore"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
-// memStore is shared data with Envoy's CAS rules, plus hooks to inject faults.
-type memStore struct {
-	values  map[string][]byte
-	cas     map[string]uint32
-	lastCAS uint32
-	// beforeSet runs before every Set; a non-nil error is returned instead.
-	beforeSet func(key string) error
-	getErr    error
-}
+// memStore is one vm_id of Envoy's shared data (hostcore.SharedData, the store both hosts use),
+// behind the Store interface. Faults are injected through the store's own hook (onSet,
+// failGets), which runs outside its lock: a hook may decide for another worker on the same
+// store.
+type memStore struct{ data *hostcore.SharedData }
 
-func newMemStore() *memStore { return &memStore{values: map[string][]byte{}, cas: map[string]uint32{}} }
+const testVMID = "tollgate"
+
+func newMemStore() *memStore { return &memStore{data: hostcore.NewSharedData()} }
 
 func (m *memStore) Get(key string) ([]byte, uint32, error) {
-	if m.getErr != nil {
-		return nil, 0, m.getErr
-	}
-	v, ok := m.values[key]
-	if !ok {
-		return nil, 0, ErrNotFound
-	}
-	return append([]byte(nil), v...), m.cas[key], nil
+	v, cas, st := m.data.Get(testVMID, key)
+	return v, cas, storeError(st)
 }
 
 func (m *memStore) Set(key string, value []byte, cas uint32) error {
-	if m.beforeSet != nil {
-		if err := m.beforeSet(key); err != nil {
-			return err
-		}
-	}
-	if old, ok := m.cas[key]; ok && cas != 0 && cas != old {
+	return storeError(m.data.Set(testVMID, key, value, cas))
+}
+
+// storeError is the Store error of a host status, as the filter maps them.
+func storeError(st wire.Status) error {
+	switch st {
+	case wire.StatusOK:
+		return nil
+	case wire.StatusNotFound:
+		return ErrNotFound
+	case wire.StatusCasMismatch:
 		return ErrCasMismatch
 	}
-	m.lastCAS++
-	key = strings.Clone(key) // the Gate reuses the key's buffer
-	m.values[key] = append([]byte(nil), value...)
-	m.cas[key] = m.lastCAS
-	return nil
+	return errors.New("shared data failed with status " + strconv.Itoa(int(st)))
+}
+
+// value is what is stored under key, nil if nothing.
+func (m *memStore) value(key string) []byte {
+	v, _, _ := m.data.Get(testVMID, key)
+	return v
+}
+
+// put stores value under key whatever is there (CAS 0 overwrites).
+func (m *memStore) put(key string, value []byte) { m.data.Set(testVMID, key, value, 0) }
+
+// keys counts the stored keys; entries copies them all.
+func (m *memStore) keys() int                  { return m.data.Keys(testVMID) }
+func (m *memStore) entries() map[string][]byte { return m.data.Entries(testVMID) }
+
+// onSet runs f before every Set (nil: no more): ErrCasMismatch makes the Set lose its race, any
+// other error fails it.
+func (m *memStore) onSet(f func(key string) error) {
+	if f == nil {
+		m.data.SetFault(nil)
+		return
+	}
+	m.data.SetFault(func(op, key string) wire.Status {
+		if op != "set" {
+			return wire.StatusOK
+		}
+		switch err := f(key); {
+		case err == nil:
+			return wire.StatusOK
+		case errors.Is(err, ErrCasMismatch):
+			return wire.StatusCasMismatch
+		}
+		return wire.StatusInternalFailure
+	})
+}
+
+// failGets makes every Get fail, as shared data that is broken.
+func (m *memStore) failGets() {
+	m.data.SetFault(func(op, key string) wire.Status {
+		if op == "get" {
+			return wire.StatusInternalFailure
+		}
+		return wire.StatusOK
+	})
 }
 
 type fakeRequest struct {
@@ -170,8 +210,8 @@ func TestMissingKeyChargesNothing(t *testing.T) {
 	  {"name": "user", "key": [{"header": "x-user"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
 	store := newMemStore()
 	out := g.Admit(fakeRequest{source: "192.0.2.1:5000"}, store, sec)
-	if out.Verdict != MissingKey || out.MissingPart != "header x-user" || out.Status != 401 || len(store.values) != 0 {
-		t.Fatalf("got %+v with %d stored values", out, len(store.values))
+	if out.Verdict != MissingKey || out.MissingPart != "header x-user" || out.Status != 401 || store.keys() != 0 {
+		t.Fatalf("got %+v with %d stored values", out, store.keys())
 	}
 }
 
@@ -181,7 +221,7 @@ func storedSlot(g *Gate, store *memStore, l *limit, partKey string) (slot, bool)
 	owner := g.owner(l, []byte(partKey))
 	slots := candidateSlots(owner, g.table.MaxKeys, g.choices)
 	for _, index := range slots[:g.choices] {
-		if s, ok := decodeSlot(store.values[g.slotKey(index)]); ok && s.owner == owner && s.kind == kindLive {
+		if s, ok := decodeSlot(store.value(g.slotKey(index))); ok && s.owner == owner && s.kind == kindLive {
 			return s, true
 		}
 	}
@@ -199,7 +239,7 @@ func TestCorruptValuesAreANewBucket(t *testing.T) {
 		"short": []byte("garbage"), "wrong magic": make([]byte, SlotSize), "another layout version": otherVersion[:],
 	} {
 		store := newMemStore()
-		store.values[key], store.cas[key] = value, 7
+		store.put(key, value)
 		out := g.Admit(header("k", "x"), store, 2*sec)
 		if out.Verdict != Allow || out.Limits[0].Remaining != 1 {
 			t.Errorf("%s: got %+v, want a full bucket minus one", name, out)
@@ -227,8 +267,8 @@ func TestChangedLimitCarriesTokensOver(t *testing.T) {
 	} {
 		after := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [`+c.doc+`]}]}`)
 		copied := newMemStore()
-		for k, v := range store.values {
-			copied.values[k], copied.cas[k] = v, store.cas[k]
+		for k, v := range store.entries() {
+			copied.put(k, v)
 		}
 		out := after.Admit(header("k", "x"), copied, sec)
 		if out.Verdict != Allow || out.Limits[0].Remaining != c.want {
@@ -241,7 +281,7 @@ func TestStoreFailures(t *testing.T) {
 	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
 
 	store := newMemStore()
-	store.getErr = errors.New("internal failure")
+	store.failGets()
 	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Failed || out.Err == nil {
 		t.Fatalf("get failure: %+v", out)
 	}
@@ -249,7 +289,7 @@ func TestStoreFailures(t *testing.T) {
 	// Another worker wins every race: the loop gives up after MaxAttempts.
 	store = newMemStore()
 	sets := 0
-	store.beforeSet = func(string) error { sets++; return ErrCasMismatch }
+	store.onSet(func(string) error { sets++; return ErrCasMismatch })
 	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Failed || sets != MaxAttempts {
 		t.Fatalf("contention: %+v after %d sets", out, sets)
 	}
@@ -260,18 +300,18 @@ func TestConcurrentCreationIsACASMismatch(t *testing.T) {
 	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
 	store := newMemStore()
 	raced := false
-	store.beforeSet = func(key string) error {
+	store.onSet(func(key string) error {
 		if !raced {
 			raced = true
 			// The other worker admits its request first, writing the key.
-			store.beforeSet = nil
+			store.onSet(nil)
 			if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Allow {
 				t.Fatalf("the racing worker: %+v", out)
 			}
-			store.beforeSet = func(string) error { return nil }
+			store.onSet(func(string) error { return nil })
 		}
 		return nil
-	}
+	})
 	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Limited {
 		t.Fatalf("the second request for a capacity-1 bucket was %+v, want Limited", out)
 	}
@@ -346,13 +386,13 @@ func TestLostRaceUndoesEarlierWrites(t *testing.T) {
 	g.Admit(header("k", "x"), store, sec) // both buckets exist: 4 and 6 left
 	second := g.slotKey(g.owner(&g.rules[0].limits[1], []byte("1:x")) % uint64(g.table.MaxKeys))
 	lost := false
-	store.beforeSet = func(key string) error {
+	store.onSet(func(key string) error {
 		if key == second && !lost {
 			lost = true
 			return ErrCasMismatch
 		}
 		return nil
-	}
+	})
 	out := g.Admit(header("k", "x"), store, sec)
 	if out.Verdict != Allow || !lost {
 		t.Fatalf("%+v (lost race: %v)", out, lost)

@@ -240,7 +240,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 				}
 			}
 		}
-		if !reflect.DeepEqual(stores[0].values, stores[1].values) {
+		if !reflect.DeepEqual(stores[0].entries(), stores[1].entries()) {
 			t.Fatalf("%s\nround %d: shared data differs", doc, round)
 		}
 	}

@@ -188,7 +188,7 @@ func TestLeaseRemembersOverLimit(t *testing.T) {
 // Envoy has no delete: however many keys lease, the table keeps to its slots.
 func TestLeaseTableIsBounded(t *testing.T) {
 	a, _, store := leaseGates(t, 16)
-	before := len(store.values)
+	before := store.keys()
 	kept, dropped := 0, int64(0)
 	for i := 0; i < 1000; i++ {
 		key := "k" + strconv.Itoa(i)
@@ -202,7 +202,7 @@ func TestLeaseTableIsBounded(t *testing.T) {
 			kept++
 		}
 	}
-	if n := len(store.values) - before; n > 16 {
+	if n := store.keys() - before; n > 16 {
 		t.Fatalf("%d lease slots for a table of 16", n)
 	}
 	// A key with no free candidate drops its grant (reported as expired) and is not served.
@@ -284,18 +284,18 @@ func TestLeaseSpendRacesAreExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	raced := false
-	store.beforeSet = func(key string) error {
+	store.onSet(func(key string) error {
 		if raced {
 			return nil
 		}
 		raced = true
 		// b spends 2 between a's read and a's write.
-		store.beforeSet = nil
+		store.onSet(nil)
 		if take, err := b.TakeLease(store, 0, "key", 2, sec+ms); err != nil || take.Verdict != LeaseServed {
 			t.Fatalf("b: %+v %v", take, err)
 		}
 		return nil
-	}
+	})
 	// a wants 2 as well: its first write loses the CAS, it reads 1 left and must ask.
 	take, err := a.TakeLease(store, 0, "key", 2, sec+ms)
 	if err != nil || take.Verdict != LeaseAsk {

@@ -41,7 +41,7 @@ func (st schedStore) Get(key string) ([]byte, uint32, error) {
 
 func (st schedStore) Set(key string, value []byte, cas uint32) error {
 	st.s.park(st.w, "set "+key)
-	old, hadOld := decodeSlot(st.s.mem.values[key])
+	old, hadOld := decodeSlot(st.s.mem.value(key))
 	err := st.s.mem.Set(key, value, cas)
 	if now, ok := decodeSlot(value); err == nil && ok && hadOld {
 		st.s.events.count(old, now)
@@ -346,7 +346,7 @@ func anyBusy(busy []*placementRequest) bool {
 // oneLiveBucketPerOwner scans the table for two live buckets of one owner.
 func oneLiveBucketPerOwner(m *memStore) error {
 	where := map[uint64]string{}
-	for key, value := range m.values {
+	for key, value := range m.entries() {
 		s, ok := decodeSlot(value)
 		if !ok || s.kind != kindLive || !strings.Contains(key, "/slot/") {
 			continue

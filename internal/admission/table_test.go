@@ -39,7 +39,7 @@ func fillTable(t *testing.T, g *Gate, store *memStore, now int64) []string {
 func countLive(g *Gate, store *memStore) int {
 	n := 0
 	for i := 0; i < g.table.MaxKeys; i++ {
-		if s, ok := decodeSlot(store.values[g.slotKey(uint64(i))]); ok && s.kind == kindLive {
+		if s, ok := decodeSlot(store.value(g.slotKey(uint64(i)))); ok && s.kind == kindLive {
 			n++
 		}
 	}
@@ -60,7 +60,7 @@ func TestKeyTableIsBounded(t *testing.T) {
 			g.Admit(header("k", "flood-"+strconv.Itoa(i)), store, sec+int64(i))
 		}
 		// The slots, the secret and (overflow) the rule's one overflow bucket.
-		if n := len(store.values); n > 16+2 {
+		if n := store.keys(); n > 16+2 {
 			t.Fatalf("%s: %d shared-data keys for a table of 16 slots", policy, n)
 		}
 	}
@@ -299,13 +299,13 @@ func TestUndoOwesNoMoreThanTheBucketLacks(t *testing.T) {
 	}
 	owner := s.owner
 	raced := false
-	store.beforeSet = func(key string) error {
-		if v, ok := decodeSlot(store.values[key]); raced || !ok || v.owner != owner {
+	store.onSet(func(key string) error {
+		if v, ok := decodeSlot(store.value(key)); raced || !ok || v.owner != owner {
 			return nil
 		}
 		raced = true
 		// Between w1's two writes, one second later: w2 takes k's refilled token and u1's last.
-		store.beforeSet = nil
+		store.onSet(nil)
 		if out := w2.Admit(both("k", "u2"), store, 2*sec); out.Verdict != Allow {
 			t.Fatalf("w2, k: %+v", out)
 		}
@@ -313,7 +313,7 @@ func TestUndoOwesNoMoreThanTheBucketLacks(t *testing.T) {
 			t.Fatalf("w2, u1: %+v", out)
 		}
 		return nil
-	}
+	})
 	if out := w1.Admit(both("k", "u1"), store, sec); out.Verdict != Limited || !raced {
 		t.Fatalf("w1 (raced: %v): %+v, want limited by u1's empty bucket after the lost race", raced, out)
 	}
@@ -332,7 +332,7 @@ func putSlot(g *Gate, store *memStore, index uint64, s slot) {
 }
 
 func slotAt(g *Gate, store *memStore, index uint64) slot {
-	s, _ := decodeSlot(store.values[g.slotKey(index)])
+	s, _ := decodeSlot(store.value(g.slotKey(index)))
 	return s
 }
 
@@ -423,9 +423,9 @@ func TestGiveBackFollowsTheCharge(t *testing.T) {
 	index := candidateSlots(gone, g.table.MaxKeys, g.choices)[0]
 	putSlot(g, store, index, slot{kind: kindLive, algorithm: l.tag, fingerprint: l.fingerprint, owner: 77,
 		idleAt: 2 * sec, cells: l.algo.initial(sec), stamp: sec})
-	before := string(store.values[g.slotKey(index)])
+	before := string(store.value(g.slotKey(index)))
 	g.GiveBack(store, charge, sec)
-	if string(store.values[g.slotKey(index)]) != before {
+	if string(store.value(g.slotKey(index))) != before {
 		t.Fatal("GiveBack wrote into a slot another key holds")
 	}
 }
@@ -451,7 +451,7 @@ func TestPreviousLayoutIsReplacedQuietly(t *testing.T) {
 		corrupt int
 	}{{"version 2", version2, 0}, {"version 3", version3[:], 0}, {"short", []byte("TG\x03"), 1}, {"garbage", []byte("garbage"), 1}} {
 		store := newMemStore()
-		store.values[g.slotKey(index)], store.cas[g.slotKey(index)] = c.value, 7
+		store.put(g.slotKey(index), c.value)
 		out := g.Admit(header("k", "x"), store, sec)
 		if out.Verdict != Allow || out.Corrupt != c.corrupt || out.Limits[0].Remaining != 1 {
 			t.Errorf("%s: %+v, want admitted from a fresh bucket with %d corrupt", c.name, out, c.corrupt)
@@ -472,7 +472,7 @@ func TestOverflowDrawerStartsFromTheOverflowState(t *testing.T) {
 	fillTable(t, g, store, 0) // every bucket has 1 token left, full again at 1 s
 	l := &g.rules[0].limits[0]
 	drawers := func() uint64 {
-		s, _ := decodeSlot(store.values[l.overflowKey])
+		s, _ := decodeSlot(store.value(l.overflowKey))
 		return uint64(s.idleAt)
 	}
 	free := func(key string) {

@@ -18,6 +18,8 @@
 //     callback returns and force the stream to stop.
 //   - Shared data: one store per vm_id with Envoy's CAS rules (global counter from 1, an absent
 //     key is stored whatever the CAS, CAS 0 overwrites, any other mismatch is CasMismatch).
+//     The store, header-map operations, the shaping of local replies, the attributes and gRPC
+//     call ids are package hostcore's, shared with the native twin of internal/abi.
 //   - Several worker VMs of one compiled module, each single-threaded, running in parallel
 //     goroutines against one store, as Envoy's worker threads do.
 //   - Configuration pushes (Host.Reconfigure): a canary VM must accept the new configuration,
@@ -36,7 +38,7 @@
 //     Options.GrpcClusters, the answer to the root context (proxy_on_grpc_receive or
 //     proxy_on_grpc_close, proxy_get_status), cancel, and a stream held until a callback
 //     continues or answers it, both taking effect after that callback returns.
-//   - Local replies shaped as Envoy sends them (localreply.go): gRPC trailers-only replies, HEAD
+//   - Local replies shaped as Envoy sends them (hostcore.LocalReply): gRPC trailers-only replies, HEAD
 //     without a body, details with whitespace replaced.
 //   - Misuses Envoy answers Ok but mishandles (continuing a request that is not stopped, a local
 //     reply without a stream or after the response started) fail the call with ErrMisuse.

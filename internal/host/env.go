@@ -1,12 +1,11 @@
 package host
 
 import (
-	"encoding/binary"
-	"strconv"
 	"strings"
 
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/tollgate-proxy/tollgate/internal/hostcore"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
@@ -117,81 +116,13 @@ func proxyGetProperty(vm *VM, stack []uint64) {
 
 func (vm *VM) property(path []string) ([]byte, bool) {
 	opts := vm.host.opts
-	switch path[0] {
-	case "plugin_name":
-		return []byte(opts.PluginName), len(path) == 1
-	case "plugin_root_id":
-		return []byte(opts.RootID), len(path) == 1
-	case "plugin_vm_id":
-		return []byte(opts.VMID), len(path) == 1
-	}
+	plugin := hostcore.PluginAttributes{PluginName: opts.PluginName, RootID: opts.RootID, VMID: opts.VMID}
 	s := vm.current
-	if s == nil || len(path) < 2 {
-		return nil, false // stream attributes need a stream
+	if s == nil {
+		return hostcore.Property(path, plugin, nil)
 	}
-	if v, ok := s.req.Attributes[strings.Join(path, ".")]; ok {
-		return []byte(v), true
-	}
-	switch path[0] + "." + path[1] {
-	case "source.address":
-		return []byte(s.req.SourceAddress), s.req.SourceAddress != "" && len(path) == 2
-	case "source.port":
-		return portOf(s.req.SourceAddress)
-	case "destination.address":
-		return []byte(s.req.DestinationAddress), s.req.DestinationAddress != "" && len(path) == 2
-	case "destination.port":
-		return portOf(s.req.DestinationAddress)
-	case "request.headers":
-		if len(path) != 3 {
-			return nil, false
-		}
-		var values []string
-		for _, h := range s.requestHeaders {
-			if h[0] == lower(path[2]) {
-				values = append(values, h[1])
-			}
-		}
-		return []byte(strings.Join(values, ",")), len(values) > 0
-	}
-	pseudo := map[string]string{
-		"request.path": ":path", "request.method": ":method", "request.host": ":authority",
-		"request.scheme": ":scheme", "request.id": "x-request-id", "request.useragent": "user-agent",
-	}
-	if name, ok := pseudo[path[0]+"."+path[1]]; ok && len(path) == 2 {
-		v, found := headerValue(s.requestHeaders, name)
-		return []byte(v), found
-	}
-	if path[0]+"."+path[1] == "request.url_path" && len(path) == 2 {
-		v, found := headerValue(s.requestHeaders, ":path")
-		if i := strings.IndexByte(v, '?'); i >= 0 {
-			v = v[:i]
-		}
-		return []byte(v), found
-	}
-	return nil, false
-}
-
-func portOf(addr string) ([]byte, bool) {
-	i := strings.LastIndexByte(addr, ':')
-	if i < 0 {
-		return nil, false
-	}
-	port, err := strconv.ParseInt(addr[i+1:], 10, 64)
-	if err != nil {
-		return nil, false
-	}
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(port))
-	return b[:], true
-}
-
-func headerValue(headers [][2]string, name string) (string, bool) {
-	for _, h := range headers {
-		if h[0] == name {
-			return h[1], true
-		}
-	}
-	return "", false
+	return hostcore.Property(path, plugin, &hostcore.StreamAttributes{Headers: s.requestHeaders,
+		SourceAddress: s.req.SourceAddress, DestinationAddress: s.req.DestinationAddress, Extra: s.req.Attributes})
 }
 
 // proxy_send_local_response(status, details, details_size, body, body_size, headers,
@@ -224,12 +155,12 @@ func proxySendLocalResponse(vm *VM, stack []uint64) {
 			"(source/common/http/filter_manager.cc sendLocalReply)")
 		return
 	}
-	headers, ok := decodeHostPairs(rawHeaders)
+	headers, ok := hostcore.DecodePairs(rawHeaders)
 	if !ok {
 		headers = nil
 	}
-	s.reply = &localReply{status: status, headers: lowerKeys(headers), body: body,
-		grpcStatus: uint32(stack[7]), details: envoyDetails(details)}
+	s.reply = &hostcore.LocalReply{Status: status, Headers: hostcore.LowerKeys(headers), Body: body,
+		GrpcStatus: uint32(stack[7]), Details: hostcore.EnvoyDetails(details)}
 }
 
 // proxy_get_shared_data(key, key_size, value_ptr_ptr, value_size_ptr, cas_ptr).
@@ -297,7 +228,7 @@ func proxyGetHeaderMapValue(vm *VM, stack []uint64) {
 		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
-	v, found := headerValue(*m, lower(key))
+	v, found := hostcore.HeaderValue(*m, hostcore.Lower(key))
 	if !found {
 		ret(stack, wire.StatusNotFound)
 		return
@@ -311,7 +242,7 @@ func (vm *VM) readKeyValue(stack []uint64) (key, value string, st wire.Status) {
 	if !ok1 || !ok2 {
 		return "", "", wire.StatusInvalidMemoryAccess
 	}
-	return lower(key), value, wire.StatusOK
+	return hostcore.Lower(key), value, wire.StatusOK
 }
 
 func proxyAddHeaderMapValue(vm *VM, stack []uint64) {
@@ -322,7 +253,7 @@ func proxyAddHeaderMapValue(vm *VM, stack []uint64) {
 	}
 	key, value, st := vm.readKeyValue(stack)
 	if st == wire.StatusOK {
-		*m = append(*m, [2]string{key, value})
+		*m = hostcore.AddHeader(*m, key, value)
 	}
 	ret(stack, st)
 }
@@ -335,7 +266,7 @@ func proxyReplaceHeaderMapValue(vm *VM, stack []uint64) {
 	}
 	key, value, st := vm.readKeyValue(stack)
 	if st == wire.StatusOK {
-		*m = append(removeHeader(*m, key), [2]string{key, value})
+		*m = hostcore.ReplaceHeader(*m, key, value)
 	}
 	ret(stack, st)
 }
@@ -351,36 +282,8 @@ func proxyRemoveHeaderMapValue(vm *VM, stack []uint64) {
 		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
-	*m = removeHeader(*m, lower(key))
+	*m = hostcore.RemoveHeader(*m, hostcore.Lower(key))
 	ret(stack, wire.StatusOK)
-}
-
-// Limits of cpp-host's pairs parser (include/proxy-wasm/limits.h): anything larger is treated as
-// an empty map.
-const (
-	maxPairsCount = 1024
-	maxPairsBytes = 1 << 20
-)
-
-func decodeHostPairs(raw []byte) ([][2]string, bool) {
-	if len(raw) > maxPairsBytes {
-		return nil, false
-	}
-	pairs, ok := wire.DecodePairs(raw)
-	if !ok || len(pairs) > maxPairsCount {
-		return nil, false
-	}
-	return pairs, true
-}
-
-func removeHeader(headers [][2]string, key string) [][2]string {
-	out := headers[:0:0]
-	for _, h := range headers {
-		if h[0] != key {
-			out = append(out, h)
-		}
-	}
-	return out
 }
 
 // proxy_get_header_map_pairs(map, ptr_ptr, size_ptr): an unavailable map is an empty result.
@@ -409,8 +312,8 @@ func proxySetHeaderMapPairs(vm *VM, stack []uint64) {
 		return
 	}
 	// cpp-host treats malformed pairs as an empty map, which then replaces the headers.
-	pairs, _ := decodeHostPairs(raw)
-	*m = lowerKeys(pairs)
+	pairs, _ := hostcore.DecodePairs(raw)
+	*m = hostcore.LowerKeys(pairs)
 	ret(stack, wire.StatusOK)
 }
 

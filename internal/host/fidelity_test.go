@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-proxy/tollgate/internal/hostcore"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
@@ -216,7 +217,7 @@ func TestLocalReplyShapes(t *testing.T) {
 				t.Fatalf("status %d body %q, want %d %q", resp.Status, resp.Body, st.status, st.body)
 			}
 			for name, want := range st.want {
-				got, present := headerValue(resp.Headers, name)
+				got, present := hostcore.HeaderValue(resp.Headers, name)
 				if (want == "") == present || got != want {
 					t.Errorf("%s = %q (present %v), want %q", name, got, present, want)
 				}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tollgate-proxy/tollgate/internal/hostcore"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
@@ -50,8 +51,8 @@ var ErrStreamReset = errors.New("the stream was reset while the module held it")
 
 // grpcState is a VM's part of the gRPC emulation.
 type grpcState struct {
-	lastCall uint32               // the last call id handed out
-	calls    map[uint32]*grpcCall // calls in flight
+	ids   hostcore.GrpcCallIDs
+	calls map[uint32]*grpcCall // calls in flight
 	// message is the response readable as GRPC_CALL_MESSAGE during proxy_on_grpc_receive.
 	message    []byte
 	hasMessage bool
@@ -161,7 +162,7 @@ func (h *Host) grpcTarget(service []byte) (string, wire.Status) {
 	}
 	address, ok := h.opts.GrpcClusters[string(service)]
 	if !ok {
-		return "", wire.StatusParseFailure
+		return "", hostcore.UnknownClusterStatus
 	}
 	return address, wire.StatusOK
 }
@@ -186,9 +187,9 @@ func proxyGrpcCall(vm *VM, stack []uint64) {
 		// The call fails inside sendRaw (a GrpcService naming an unknown cluster, or a cluster
 		// without a healthy host): the token is spent but never written, and the close arrives
 		// once the current callback has returned.
-		message := "no healthy upstream"
+		message := hostcore.GrpcNoHealthyUpstream
 		if st == wire.StatusInternalFailure {
-			message = "Cluster not available"
+			message = hostcore.GrpcClusterNotAvailable
 		}
 		token := vm.nextGrpcToken()
 		vm.afterCallback(func() { vm.closeUnsentCall(root, token, message) })
@@ -204,10 +205,10 @@ func proxyGrpcCall(vm *VM, stack []uint64) {
 		ret(stack, wire.StatusBadArgument)
 		return
 	}
-	pairs, _ := decodeHostPairs(rawMetadata) // malformed pairs are no metadata, as in cpp-host
+	pairs, _ := hostcore.DecodePairs(rawMetadata) // malformed pairs are no metadata, as in cpp-host
 	md := metadata.MD{}
 	for _, p := range pairs {
-		md.Append(lower(p[0]), p[1])
+		md.Append(hostcore.Lower(p[0]), p[1])
 	}
 	ctx, cancel := callContext(timeout)
 	token := vm.nextGrpcToken()
@@ -224,14 +225,8 @@ func proxyGrpcCall(vm *VM, stack []uint64) {
 	ret(stack, wire.StatusOK)
 }
 
-// nextGrpcToken hands out the next gRPC call id: 5, 9, 13, … (cpp-host wasm.h nextGrpcCallId).
-func (vm *VM) nextGrpcToken() uint32 {
-	vm.grpc.lastCall += 4
-	if vm.grpc.lastCall&3 != 1 {
-		vm.grpc.lastCall = 5
-	}
-	return vm.grpc.lastCall
-}
+// nextGrpcToken hands out the next gRPC call id (hostcore.GrpcCallIDs).
+func (vm *VM) nextGrpcToken() uint32 { return vm.grpc.ids.Next() }
 
 // unhealthy reports whether service names a cluster of Options.GrpcUnhealthyClusters.
 func (h *Host) unhealthy(service []byte) bool {
@@ -255,8 +250,8 @@ func (vm *VM) closeUnsentCall(root, token uint32, message string) {
 	current := vm.current
 	vm.current = nil
 	defer func() { vm.current = current }()
-	vm.grpc.status, vm.grpc.statusMessage = 14, message
-	err := vm.callAs(root, "proxy_on_grpc_close", 0, uint64(root), uint64(token), 14)
+	vm.grpc.status, vm.grpc.statusMessage = hostcore.GrpcUnavailable, message
+	err := vm.callAs(root, "proxy_on_grpc_close", 0, uint64(root), uint64(token), uint64(hostcore.GrpcUnavailable))
 	vm.grpc.statusMessage = ""
 	vm.current = nil
 	vm.settlePaused(err)
@@ -289,7 +284,7 @@ func (vm *VM) runGrpcCall(ctx context.Context, token uint32, conn *grpc.ClientCo
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded && nearDeadline(ctx):
 		// The server may see the deadline (grpc-timeout) pass a moment before the client does
 		// and reset the call; either way it is the call's timeout, which Envoy reports itself.
-		vm.deliverGrpc(token, 14, "upstream request timeout", nil)
+		vm.deliverGrpc(token, hostcore.GrpcUnavailable, hostcore.GrpcTimeoutMessage, nil)
 	case errors.Is(ctx.Err(), context.Canceled):
 		// Cancelled by the module or the host: nothing is delivered.
 	default:
@@ -441,13 +436,8 @@ func (vm *VM) PendingCalls() int {
 // forgotten and gets no callback. Stream ids (low bits 10) are never handed out here: NotFound.
 func proxyGrpcCancel(vm *VM, stack []uint64) {
 	token := uint32(stack[0])
-	switch token & 3 {
-	case 1:
-	case 2:
-		ret(stack, wire.StatusNotFound)
-		return
-	default:
-		ret(stack, wire.StatusBadArgument)
+	if st, isCall := hostcore.CancelStatus(token); !isCall {
+		ret(stack, st)
 		return
 	}
 	c, ok := vm.grpc.calls[token]

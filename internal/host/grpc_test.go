@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tollgate-proxy/tollgate/internal/hostcore"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
@@ -118,7 +119,7 @@ func TestGrpcCallHoldsAndContinuesTheRequest(t *testing.T) {
 }
 
 func headerOrEmpty(headers [][2]string, name string) string {
-	v, _ := headerValue(headers, name)
+	v, _ := hostcore.HeaderValue(headers, name)
 	return v
 }
 

@@ -213,7 +213,7 @@ func New(ctx context.Context, wasm []byte, opts Options) (*Host, error) {
 		return nil, err
 	}
 	// The host is the plugin's base VM: it holds the vm_id's shared data until it closes.
-	opts.SharedData.acquire(opts.VMID)
+	opts.SharedData.Acquire(opts.VMID)
 	return h, nil
 }
 
@@ -318,7 +318,7 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.grpc.close()
 	if !closed {
-		h.opts.SharedData.release(h.opts.VMID)
+		h.opts.SharedData.Release(h.opts.VMID)
 	}
 	return h.runtime.Close(ctx)
 }

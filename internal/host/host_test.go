@@ -226,44 +226,6 @@ func TestSourceAddressProperty(t *testing.T) {
 	}
 }
 
-// Envoy's CAS rules (cpp-host src/shared_data.cc), step by step.
-func TestSharedDataCASRules(t *testing.T) {
-	s := NewSharedData()
-	steps := []struct {
-		op      string
-		key     string
-		cas     uint32
-		want    wire.Status
-		wantCAS uint32
-	}{
-		{"get", "k", 0, wire.StatusNotFound, 0},
-		{"set", "k", 77, wire.StatusOK, 0}, // absent: stored whatever the cas
-		{"get", "k", 0, wire.StatusOK, 1},  // the counter starts at 1
-		{"set", "k", 5, wire.StatusCasMismatch, 0},
-		{"set", "k", 1, wire.StatusOK, 0},
-		{"get", "k", 0, wire.StatusOK, 2},
-		{"set", "k", 0, wire.StatusOK, 0}, // cas 0 overwrites
-		{"set", "other", 0, wire.StatusOK, 0},
-		{"get", "other", 0, wire.StatusOK, 4}, // one counter for all keys
-		{"get", "k", 0, wire.StatusOK, 3},
-	}
-	for i, st := range steps {
-		var got wire.Status
-		var cas uint32
-		if st.op == "get" {
-			_, cas, got = s.Get("vm", st.key)
-		} else {
-			got = s.Set("vm", st.key, []byte("v"), st.cas)
-		}
-		if got != st.want || (st.op == "get" && cas != st.wantCAS) {
-			t.Fatalf("step %d %s(%q, cas %d) = status %d cas %d; want %d cas %d", i, st.op, st.key, st.cas, got, cas, st.want, st.wantCAS)
-		}
-	}
-	if _, _, st := s.Get("other-vm-id", "k"); st != wire.StatusNotFound {
-		t.Fatalf("namespaces must be separate by vm_id, got %d", st)
-	}
-}
-
 // Every WASI function the host provides has the signature of the WASI specification, checked
 // against wazero's own implementation of it.
 func TestWASISignaturesMatchTheSpecification(t *testing.T) {
@@ -307,29 +269,6 @@ func TestManualClockStepsWallOnly(t *testing.T) {
 	c.Advance(time.Second)
 	if c.Monotonic() != 5+int64(time.Second) || c.Wall() != time.Unix(100, 0).Add(-time.Hour+time.Second).UnixNano() {
 		t.Fatalf("wall %d mono %d", c.Wall(), c.Monotonic())
-	}
-}
-
-// Mismatches, sets, gets and injected faults are counted, so tests and benchmarks can measure
-// CAS contention.
-func TestSharedDataStats(t *testing.T) {
-	s := NewSharedData()
-	s.Set("vm", "k", []byte("a"), 0)                                            // set 1
-	_, cas, _ := s.Get("vm", "k")                                               // get 1
-	s.Set("vm", "k", []byte("b"), cas)                                          // set 2
-	if st := s.Set("vm", "k", []byte("c"), cas); st != wire.StatusCasMismatch { // stale cas
-		t.Fatalf("stale cas: %d", st)
-	}
-	s.SetFault(func(op, key string) wire.Status { return wire.StatusInternalFailure })
-	s.Get("vm", "k")
-	s.Set("vm", "k", nil, 0)
-	s.SetFault(nil)
-	want := SharedDataStats{Gets: 2, Sets: 2, Mismatches: 1, Faults: 2}
-	if got := s.Stats(); got != want {
-		t.Fatalf("stats %+v, want %+v", got, want)
-	}
-	if e := s.Entries("vm"); len(e) != 1 || string(e["k"]) != "b" {
-		t.Fatalf("entries %q", e)
 	}
 }
 

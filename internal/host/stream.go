@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/tollgate-proxy/tollgate/internal/hostcore"
 )
 
 // Request is what Envoy hands the filter chain for one HTTP request.
@@ -29,7 +31,7 @@ type Response struct {
 	Headers [][2]string // without :status
 	Body    []byte
 	// LocalReply is true when the module answered (proxy_send_local_response). A local reply is
-	// shaped as Envoy shapes it (localreply.go): for a gRPC request it is a trailers-only 200
+	// shaped as Envoy shapes it (hostcore.LocalReply): for a gRPC request it is a trailers-only 200
 	// with grpc-status and grpc-message, for a HEAD request it has no body.
 	LocalReply bool
 	// Details is the local reply's response code details, each whitespace character replaced
@@ -78,7 +80,7 @@ type Stream struct {
 	responseHeaders [][2]string
 	access          mapAccess
 	// reply is the local reply asked for and not yet sent; sent is the reply as sent.
-	reply *localReply
+	reply *hostcore.LocalReply
 	sent  *Response
 	// inRequestHeaders is true while the stream's own proxy_on_request_headers runs.
 	inRequestHeaders bool
@@ -124,7 +126,7 @@ func (vm *VM) StartStream(req Request) (*Stream, Decision, error) {
 func (vm *VM) startStream(req Request) (_ *Stream, _ Decision, resume chan streamResult, _ error) {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
-	s := &Stream{vm: vm, req: req, requestHeaders: lowerKeys(req.Headers)}
+	s := &Stream{vm: vm, req: req, requestHeaders: hostcore.LowerKeys(req.Headers)}
 	if vm.failed != nil {
 		switch vm.host.opts.FailurePolicy {
 		case FailOpen:
@@ -164,18 +166,18 @@ func (vm *VM) startStream(req Request) (_ *Stream, _ Decision, resume chan strea
 	return s, Decision{Continue: true, RequestHeaders: s.requestHeaders}, nil, nil
 }
 
-// sendReply sends the pending local reply as Envoy does: shaped (localreply.go), then through
+// sendReply sends the pending local reply as Envoy does: shaped (hostcore.LocalReply), then through
 // proxy_on_response_headers as the encoder chain passes it. d is the decision so far.
 func (s *Stream) sendReply(d Decision) (Decision, error) {
 	r := s.reply
 	s.reply = nil
-	headers, body := r.shape(s.req.Headers)
+	headers, body := r.Shape(s.req.Headers)
 	final, err := s.responsePhase(headers, len(body) == 0)
 	if err != nil {
 		return Decision{}, err
 	}
 	status, _ := strconv.Atoi(headers[0][1])
-	s.sent = &Response{Status: status, Headers: final, Body: body, LocalReply: true, Details: r.details}
+	s.sent = &Response{Status: status, Headers: final, Body: body, LocalReply: true, Details: r.Details}
 	d.Reply = s.sent
 	return d, nil
 }
@@ -191,7 +193,7 @@ func (s *Stream) ResponseHeaders(status int, headers [][2]string, endOfStream bo
 	if s.generation != s.vm.generation {
 		return nil, fmt.Errorf("%w: the stream's VM was replaced", ErrVMFailed)
 	}
-	final, err := s.responsePhase(append([][2]string{{":status", strconv.Itoa(status)}}, lowerKeys(headers)...), endOfStream)
+	final, err := s.responsePhase(append([][2]string{{":status", strconv.Itoa(status)}}, hostcore.LowerKeys(headers)...), endOfStream)
 	if err == nil {
 		err = s.vm.takeMisuse()
 	}
@@ -209,9 +211,9 @@ func (s *Stream) responsePhase(headers [][2]string, endOfStream bool) ([][2]stri
 		// out: Envoy sends it straight to the codec (sendDirectLocalReply), shaped the same way
 		// but without another pass through the filters.
 		s.reply = nil
-		headers, body := r.shape(s.req.Headers)
+		headers, body := r.Shape(s.req.Headers)
 		status, _ := strconv.Atoi(headers[0][1])
-		s.sent = &Response{Status: status, Headers: headers[1:], Body: body, LocalReply: true, Details: r.details}
+		s.sent = &Response{Status: status, Headers: headers[1:], Body: body, LocalReply: true, Details: r.Details}
 		s.responseStarted = true
 		return nil, ErrReplacedResponse
 	}
@@ -307,12 +309,4 @@ func boolArg(b bool) uint64 {
 		return 1
 	}
 	return 0
-}
-
-func lowerKeys(headers [][2]string) [][2]string {
-	out := make([][2]string, len(headers))
-	for i, h := range headers {
-		out[i] = [2]string{lower(h[0]), h[1]}
-	}
-	return out
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -644,5 +643,3 @@ func (vm *VM) Close(ctx context.Context) error {
 	vm.endRoot(vm.rootID)
 	return vm.mod.Close(ctx)
 }
-
-func lower(s string) string { return strings.ToLower(s) }

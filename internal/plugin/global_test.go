@@ -8,6 +8,8 @@ import (
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/abi/abitest"
 	"github.com/tollgate-proxy/tollgate/internal/rls"
 )
 
@@ -34,7 +36,7 @@ func TestGlobalRateLimitHeaders(t *testing.T) {
 	}
 }
 
-// Natively there is no gRPC: the call cannot start, and the rule's failure mode decides.
+// A cluster Envoy does not know: the call cannot start, and the rule's failure mode decides.
 func TestGlobalWithoutGrpcFollowsTheFailureMode(t *testing.T) {
 	for mode, want := range map[string]uint32{"allow": 0, "deny": 503} {
 		t.Run(mode, func(t *testing.T) { checkGlobalWithoutGrpc(t, mode, want) })
@@ -46,15 +48,17 @@ func checkGlobalWithoutGrpc(t *testing.T, mode string, want uint32) {
 	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}],
 	  "global": {"cluster": "ratelimit", "domain": "d", "failure_mode": "`+mode+`"}}]}`)
 	if status != types.OnPluginStartStatusOK {
-		t.Fatalf("plugin start: %v; logs %q", status, host.GetCriticalLogs())
+		t.Fatalf("plugin start: %v; logs %q", status, host.LogsAt(abi.LogLevelCritical))
 	}
-	id := host.InitializeHttpContext()
-	host.CallOnRequestHeaders(id, [][2]string{{":path", "/"}, {"x-api-key", "k"}}, true)
-	reply := host.GetSentLocalResponse(id)
+	stream, _ := host.Request(abitest.Request{Headers: [][2]string{{":path", "/"}, {"x-api-key", "k"}}, EndOfStream: true})
+	reply := stream.Reply()
 	switch {
-	case want == 0 && reply != nil:
-		t.Errorf("local reply %d, want the request to go on", reply.StatusCode)
-	case want != 0 && (reply == nil || reply.StatusCode != want):
+	case want == 0 && (reply != nil || !stream.Continued()):
+		t.Errorf("local reply %+v, continued %v; want the request to go on", reply, stream.Continued())
+	case want != 0 && (reply == nil || reply.Status != int(want)):
 		t.Errorf("reply %+v, want %d", reply, want)
+	}
+	if len(host.Calls()) != 0 {
+		t.Errorf("%d calls pending, want none started", len(host.Calls()))
 	}
 }

@@ -7,31 +7,9 @@ import (
 	"testing"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/abi/abitest"
 	"github.com/tollgate-proxy/tollgate/internal/admission"
 )
-
-// memStore is shared data in a map, enough for one VM deciding alone.
-type memStore struct {
-	values map[string][]byte
-	cas    map[string]uint32
-}
-
-func (m *memStore) Get(key string) ([]byte, uint32, error) {
-	v, ok := m.values[key]
-	if !ok {
-		return nil, 0, admission.ErrNotFound
-	}
-	return v, m.cas[key], nil
-}
-
-func (m *memStore) Set(key string, value []byte, cas uint32) error {
-	if old, ok := m.cas[key]; ok && cas != old {
-		return admission.ErrCasMismatch
-	}
-	key = strings.Clone(key)
-	m.values[key], m.cas[key] = append([]byte(nil), value...), m.cas[key]+1
-	return nil
-}
 
 // headerRequest is a request with the given headers and a fixed client address.
 type headerRequest map[string]string
@@ -54,7 +32,8 @@ func TestRateLimitHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &memStore{values: map[string][]byte{}, cas: map[string]uint32{}}
+	abitest.New(t, abitest.Options{}) // the host behind the filter's own store
+	store := sharedData
 	if err := policy.LoadSecret(store, func() uint64 { return 7 }); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +105,8 @@ func TestRateLimitHeadersOfLongQuotas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &memStore{values: map[string][]byte{}, cas: map[string]uint32{}}
+	abitest.New(t, abitest.Options{}) // the host behind the filter's own store
+	store := sharedData
 	if err := policy.LoadSecret(store, func() uint64 { return 7 }); err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,10 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/abi/abitest"
 )
 
 // heldVM starts the plugin with streams that hold every request for a scripted waiter: the held
@@ -86,17 +86,19 @@ func (w *scriptedWaiter) wake(h *httpContext, now int64) (wakeResult, int64) {
 
 func (w *scriptedWaiter) gone(h *httpContext, now int64) { w.goneAt = append(w.goneAt, now) }
 
-func startHeld(t *testing.T, script map[string]*scriptedWaiter) (proxytest.HostEmulator, *heldVM) {
+func startHeld(t *testing.T, script map[string]*scriptedWaiter) (*abitest.Host, *heldVM) {
 	t.Helper()
 	vm := &heldVM{script: script}
-	opt := proxytest.NewEmulatorOption().WithVMContext(vm).WithPluginConfiguration([]byte(testConfig)).
-		WithProperty([]string{"plugin_name"}, []byte("test"))
-	host, reset := proxytest.NewHostEmulator(opt)
-	t.Cleanup(reset)
-	if st := host.StartPlugin(); st != types.OnPluginStartStatusOK {
+	host, st := abitest.Start(t, abitest.Options{VMContext: vm, Configuration: []byte(testConfig), PluginName: "test"})
+	if st != types.OnPluginStartStatusOK {
 		t.Fatalf("plugin start: %v", st)
 	}
 	return host, vm
+}
+
+// holdRequest delivers the request headers of a new stream with the given x-id.
+func holdRequest(host *abitest.Host, name string) (*abitest.Stream, types.Action) {
+	return host.Request(abitest.Request{Headers: [][2]string{{"x-id", name}}, EndOfStream: true})
 }
 
 func TestHeldRequestsWakeInOrderAtTheirInstants(t *testing.T) {
@@ -107,10 +109,10 @@ func TestHeldRequestsWakeInOrderAtTheirInstants(t *testing.T) {
 	e := &scriptedWaiter{due: []int64{300}} // its client goes away first
 	script := map[string]*scriptedWaiter{"a": a, "b": b, "c": c, "d": d, "e": e}
 	host, vm := startHeld(t, script)
-	ids := map[string]uint32{}
+	streams := map[string]*abitest.Stream{}
 	for _, name := range []string{"a", "b", "c", "d", "e"} {
-		ids[name] = host.InitializeHttpContext()
-		if got := host.CallOnRequestHeaders(ids[name], [][2]string{{"x-id", name}}, true); got != types.ActionPause {
+		var got types.Action
+		if streams[name], got = holdRequest(host, name); got != types.ActionPause {
 			t.Fatalf("%s: action %v, want the request held", name, got)
 		}
 	}
@@ -131,9 +133,9 @@ func TestHeldRequestsWakeInOrderAtTheirInstants(t *testing.T) {
 	}
 	for i, s := range steps {
 		if s.reset != "" {
-			host.CompleteHttpContext(ids[s.reset])
+			streams[s.reset].End()
 		}
-		p.wakeHeld(s.now)
+		host.CallAsRoot(func() { p.wakeHeld(s.now) })
 		if got := p.heldCount(); got != s.held {
 			t.Fatalf("step %d (t=%d): %d held, want %d", i, s.now, got, s.held)
 		}
@@ -141,12 +143,12 @@ func TestHeldRequestsWakeInOrderAtTheirInstants(t *testing.T) {
 			if name == "e" || name == s.answered || script[name].answer {
 				continue // gone, or answered rather than continued
 			}
-			if got := host.GetCurrentHttpStreamAction(ids[name]); got != types.ActionContinue {
-				t.Fatalf("step %d: %s is %v, want continued", i, name, got)
+			if !streams[name].Continued() {
+				t.Fatalf("step %d: %s is still stopped, want continued", i, name)
 			}
 		}
 		if s.answered != "" {
-			if r := host.GetSentLocalResponse(ids[s.answered]); r == nil || r.StatusCode != 429 {
+			if r := streams[s.answered].Reply(); r == nil || r.Status != 429 || streams[s.answered].Continued() {
 				t.Fatalf("step %d: %s answered %+v, want its waiter's 429", i, s.answered, r)
 			}
 		}
@@ -168,7 +170,7 @@ func TestHeldRequestsWakeInOrderAtTheirInstants(t *testing.T) {
 		if len(script[name].goneAt) != 0 {
 			t.Fatalf("%s was told its client went away after it left the held set", name)
 		}
-		host.CompleteHttpContext(ids[name])
+		streams[name].End()
 		if len(script[name].goneAt) != 0 {
 			t.Fatalf("%s: its stream's end after it went on was taken for a client gone while held", name)
 		}
@@ -187,14 +189,14 @@ func TestHeldSetIsBounded(t *testing.T) {
 		if i == maxHeld {
 			want = types.ActionContinue // the test's stream lets a refused request go on
 		}
-		if got := host.CallOnRequestHeaders(host.InitializeHttpContext(), [][2]string{{"x-id", name}}, true); got != want {
+		if _, got := holdRequest(host, name); got != want {
 			t.Fatalf("request %d: %v, want %v", i, got, want)
 		}
 	}
 	if !script[strconv.Itoa(maxHeld)].refused || vm.plugin.heldCount() != maxHeld {
 		t.Fatalf("held %d; the request past the bound refused: %v", vm.plugin.heldCount(), script[strconv.Itoa(maxHeld)].refused)
 	}
-	vm.plugin.wakeHeld(10)
+	host.CallAsRoot(func() { vm.plugin.wakeHeld(10) })
 	if vm.plugin.heldCount() != 0 {
 		t.Fatalf("%d still held after their instant", vm.plugin.heldCount())
 	}
@@ -213,29 +215,29 @@ func TestHeldAgainKeepsItsPlace(t *testing.T) {
 	again := &scriptedWaiter{due: []int64{20}, name: "0 again", order: &order}
 	script["0"].due[0], script["0"].then = 10, again
 	host, vm := startHeld(t, script)
-	ids := make([]uint32, maxHeld)
-	for i := range ids {
-		ids[i] = host.InitializeHttpContext()
-		if got := host.CallOnRequestHeaders(ids[i], [][2]string{{"x-id", strconv.Itoa(i)}}, true); got != types.ActionPause {
+	streams := make([]*abitest.Stream, maxHeld)
+	for i := range streams {
+		var got types.Action
+		if streams[i], got = holdRequest(host, strconv.Itoa(i)); got != types.ActionPause {
 			t.Fatalf("request %d: %v, want held", i, got)
 		}
 	}
 	p := vm.plugin
-	p.wakeHeld(10)
+	host.CallAsRoot(func() { p.wakeHeld(10) })
 	if again.refused || p.heldCount() != maxHeld || len(script["0"].goneAt) != 0 {
 		t.Fatalf("held again: refused %v, %d held, gone %v; want held in its place", again.refused, p.heldCount(), script["0"].goneAt)
 	}
-	if got := host.GetCurrentHttpStreamAction(ids[0]); got == types.ActionContinue {
+	if streams[0].Continued() {
 		t.Fatal("request 0 went on while held again")
 	}
 	order = nil
-	p.wakeHeld(20)
+	host.CallAsRoot(func() { p.wakeHeld(20) })
 	if p.heldCount() != 0 || len(order) != maxHeld || order[0] != "0 again" || order[1] != "1" {
 		t.Fatalf("%d still held, woken first %v; want all gone on, request 0 first", p.heldCount(), order[:min(len(order), 2)])
 	}
-	for i, id := range ids {
-		if got := host.GetCurrentHttpStreamAction(id); got != types.ActionContinue {
-			t.Fatalf("request %d: %v, want continued", i, got)
+	for i, s := range streams {
+		if !s.Continued() {
+			t.Fatalf("request %d is still stopped, want continued", i)
 		}
 	}
 }

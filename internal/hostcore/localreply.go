@@ -1,4 +1,4 @@
-package host
+package hostcore
 
 import (
 	"fmt"
@@ -24,17 +24,19 @@ import (
 // The response code details are the module's with each whitespace character replaced by '_'
 // (context.cc uses StringUtil::replaceAllEmptySpace, source/common/common/utility.cc).
 
-// localReply is what proxy_send_local_response asked for, before Envoy shapes it.
-type localReply struct {
-	status     uint32
-	headers    [][2]string
-	body       []byte
-	grpcStatus uint32 // as passed; only 0..16 is a status (SDKs pass -1 for none)
-	details    string
+// LocalReply is what proxy_send_local_response asked for, before Envoy shapes it.
+type LocalReply struct {
+	Status  uint32
+	Headers [][2]string // names lower-case
+	Body    []byte
+	// GrpcStatus is as passed; only 0..16 is a status (SDKs pass -1, 0xffffffff, for none).
+	GrpcStatus uint32
+	// Details are already as Envoy logs them (EnvoyDetails).
+	Details string
 }
 
-// envoyDetails replaces whitespace as StringUtil::replaceAllEmptySpace does, one for one.
-func envoyDetails(details string) string {
+// EnvoyDetails replaces whitespace as StringUtil::replaceAllEmptySpace does, one for one.
+func EnvoyDetails(details string) string {
 	return strings.Map(func(r rune) rune {
 		switch r {
 		case ' ', '\t', '\f', '\v', '\n', '\r':
@@ -44,15 +46,15 @@ func envoyDetails(details string) string {
 	}, details)
 }
 
-// isGrpcRequest is Envoy's test on the request's content-type.
-func isGrpcRequest(requestHeaders [][2]string) bool {
-	ct, _ := headerValue(requestHeaders, "content-type")
+// IsGrpcRequest is Envoy's test on the request's content-type.
+func IsGrpcRequest(requestHeaders [][2]string) bool {
+	ct, _ := HeaderValue(requestHeaders, "content-type")
 	rest, ok := strings.CutPrefix(ct, "application/grpc")
 	return ok && (rest == "" || rest[0] == '+')
 }
 
-// httpToGrpcStatus is Envoy's mapping of an HTTP status to a gRPC status.
-func httpToGrpcStatus(status uint32) uint32 {
+// HTTPToGrpcStatus is Envoy's mapping of an HTTP status to a gRPC status.
+func HTTPToGrpcStatus(status uint32) uint32 {
 	switch status {
 	case 400:
 		return 13
@@ -83,52 +85,36 @@ func percentEncode(s string) string {
 	return b.String()
 }
 
-// shape builds the response Envoy sends for a local reply to a request with the given headers.
-// The returned headers start with :status.
-func (r *localReply) shape(requestHeaders [][2]string) (headers [][2]string, body []byte) {
-	headers = append([][2]string{{":status", strconv.Itoa(int(r.status))}}, r.headers...)
-	method, _ := headerValue(requestHeaders, ":method")
+// Shape builds the response Envoy sends for a local reply to a request with the given headers
+// (names lower-case). The returned headers start with :status.
+func (r *LocalReply) Shape(requestHeaders [][2]string) (headers [][2]string, body []byte) {
+	headers = append([][2]string{{":status", strconv.Itoa(int(r.Status))}}, r.Headers...)
+	method, _ := HeaderValue(requestHeaders, ":method")
 	head := method == "HEAD"
-	if isGrpcRequest(requestHeaders) {
-		headers = setHeader(headers, ":status", "200")
-		headers = setHeader(headers, "content-type", "application/grpc")
-		if _, ok := headerValue(headers, "grpc-status"); !ok {
-			code := httpToGrpcStatus(r.status)
-			if r.grpcStatus <= 16 {
-				code = r.grpcStatus
+	if IsGrpcRequest(requestHeaders) {
+		headers = SetHeader(headers, ":status", "200")
+		headers = SetHeader(headers, "content-type", "application/grpc")
+		if _, ok := HeaderValue(headers, "grpc-status"); !ok {
+			code := HTTPToGrpcStatus(r.Status)
+			if r.GrpcStatus <= 16 {
+				code = r.GrpcStatus
 			}
-			headers = setHeader(headers, "grpc-status", strconv.Itoa(int(code)))
+			headers = SetHeader(headers, "grpc-status", strconv.Itoa(int(code)))
 		}
-		if len(r.body) > 0 && !head {
-			headers = setHeader(headers, "grpc-message", percentEncode(string(r.body)))
+		if len(r.Body) > 0 && !head {
+			headers = SetHeader(headers, "grpc-message", percentEncode(string(r.Body)))
 		}
-		return removeHeader(headers, "content-length"), nil
+		return RemoveHeader(headers, "content-length"), nil
 	}
-	if len(r.body) == 0 {
-		return removeHeader(removeHeader(headers, "content-length"), "content-type"), nil
+	if len(r.Body) == 0 {
+		return RemoveHeader(RemoveHeader(headers, "content-length"), "content-type"), nil
 	}
-	headers = setHeader(headers, "content-length", strconv.Itoa(len(r.body)))
-	if _, ok := headerValue(headers, "content-type"); !ok {
+	headers = SetHeader(headers, "content-length", strconv.Itoa(len(r.Body)))
+	if _, ok := HeaderValue(headers, "content-type"); !ok {
 		headers = append(headers, [2]string{"content-type", "text/plain"})
 	}
 	if head {
 		return headers, nil
 	}
-	return headers, r.body
-}
-
-// setHeader replaces every value of name with one value, in place of the first.
-func setHeader(headers [][2]string, name, value string) [][2]string {
-	for i, h := range headers {
-		if h[0] == name {
-			out := append(headers[:i:i], [2]string{name, value})
-			for _, rest := range headers[i+1:] {
-				if rest[0] != name {
-					out = append(out, rest)
-				}
-			}
-			return out
-		}
-	}
-	return append(headers, [2]string{name, value})
+	return headers, r.Body
 }

@@ -1,0 +1,220 @@
+//go:build !wasip1
+
+package abi
+
+import (
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+
+	"github.com/tollgate-proxy/tollgate/internal/wire"
+)
+
+// The native twin runs the plugin's Go code in-process, for unit tests: NativeVM is the
+// module's side (the callbacks of callbacks_wasip1.go, as Go calls, with the same dispatch and
+// the same panic recovery), and a NativeHost plays Envoy's side (the host calls). Package
+// abitest is that host; Envoy always runs the wasip1 build, which the e2e suite drives through
+// internal/host.
+
+// NativeHost answers the native twin's host calls as Envoy would, with the ABI's statuses.
+type NativeHost interface {
+	Log(level LogLevel, msg string)
+	LogLevel() LogLevel
+	// PluginConfiguration is the plugin configuration; Envoy offers it during
+	// proxy_on_configure only.
+	PluginConfiguration() ([]byte, wire.Status)
+	Property(path []string) ([]byte, wire.Status)
+	// The header-map calls address a map of the effective context.
+	HeaderValue(m MapType, name string) (string, wire.Status)
+	AddHeader(m MapType, name, value string) wire.Status
+	ReplaceHeader(m MapType, name, value string) wire.Status
+	RemoveHeader(m MapType, name string) wire.Status
+	SendLocalReply(status uint32, details string, headers [][2]string, body []byte, grpcStatus int32) wire.Status
+	SharedData(key string) ([]byte, uint32, wire.Status)
+	SetSharedData(key string, value []byte, cas uint32) wire.Status
+	DefineMetric(kind MetricType, name string) (uint32, wire.Status)
+	IncrementMetric(id uint32, delta int64) wire.Status
+	RecordMetric(id uint32, value uint64) wire.Status
+	Metric(id uint32) (uint64, wire.Status)
+	SetTickPeriod(milliseconds uint32) wire.Status
+	// Monotonic and Wall are the clocks, in nanoseconds (WASI clocks 1 and 0).
+	Monotonic() int64
+	Wall() int64
+	GrpcCall(cluster, service, method string, metadata [][2]string, message []byte, timeoutMilliseconds uint32) (uint32, wire.Status)
+	GrpcCancel(token uint32) wire.Status
+	// ContinueRequest is proxy_continue_stream(HTTP_REQUEST) for the effective context.
+	ContinueRequest() wire.Status
+	SetEffectiveContext(contextID uint32) wire.Status
+}
+
+// NativeVM is one VM of the plugin in-process: its contexts and pending gRPC calls, as the
+// wasip1 build keeps them in its package state. One runs at a time (the plugin's own package
+// state is one VM's too).
+type NativeVM struct {
+	host    NativeHost
+	root    types.VMContext
+	plugins map[uint32]types.PluginContext
+	streams map[uint32]types.HttpContext
+	// orphan is a stream whose context is being created, or failed to be (with its plugin).
+	orphan, orphanParent uint32
+	calls                map[uint32]pendingCall
+}
+
+// registered is the VM context the plugin registered with SetVMContext.
+var registered types.VMContext
+
+// native is the running NativeVM, the target of the host calls.
+var native *NativeVM
+
+// SetVMContext registers the plugin's VM context, which StartNativeVM uses by default.
+func SetVMContext(ctx types.VMContext) { registered = ctx }
+
+// StartNativeVM makes a VM for host, running root (nil: the VM context the plugin registered),
+// the target of every host call until Close. It panics if another one is running: tests that
+// drive the plugin natively cannot run in parallel.
+func StartNativeVM(host NativeHost, root types.VMContext) *NativeVM {
+	if native != nil {
+		panic("abi: a native VM is already running; close it first (tests driving the plugin cannot run in parallel)")
+	}
+	if root == nil {
+		root = registered
+	}
+	native = &NativeVM{host: host, root: root, plugins: map[uint32]types.PluginContext{},
+		streams: map[uint32]types.HttpContext{}, calls: map[uint32]pendingCall{}}
+	return native
+}
+
+// Close ends the VM: the host calls have no target any more.
+func (v *NativeVM) Close() {
+	if native == v {
+		native = nil
+	}
+}
+
+// nativeHost is the running VM's host.
+func nativeHost() NativeHost {
+	if native == nil {
+		panic("abi: a host call without a native VM (start one with package abitest)")
+	}
+	return native.host
+}
+
+// RequestPanicHandler is implemented by an HttpContext that answers a request whose
+// OnHttpRequestHeaders panicked (after the panic is logged): without it the request continues.
+type RequestPanicHandler interface {
+	OnHttpRequestHeadersPanic() types.Action
+}
+
+// StreamLossHandler is implemented by a plugin context that wants to answer a stream whose
+// context could not be created (NewHttpContext panicked): without it the stream continues.
+type StreamLossHandler interface {
+	OnHttpStreamLost() types.Action
+}
+
+// recoverIn logs a panic a callback recovered, as the wasip1 callbacks do, and reports whether
+// there was one.
+func recoverIn(callback string, r any) bool {
+	if r == nil {
+		return false
+	}
+	reason := "non-error panic value"
+	if err, ok := r.(error); ok {
+		reason = err.Error()
+	} else if s, ok := r.(string); ok {
+		reason = s
+	}
+	Log(LogLevelCritical, "tollgate: recovered panic in "+callback+": "+reason)
+	return true
+}
+
+// ContextCreate is proxy_on_context_create; parent 0 creates a root (plugin) context.
+func (v *NativeVM) ContextCreate(contextID, parentID uint32) {
+	defer func() { recoverIn("proxy_on_context_create", recover()) }()
+	if parentID == 0 {
+		if v.root != nil {
+			v.plugins[contextID] = v.root.NewPluginContext(contextID)
+		}
+		return
+	}
+	plugin, ok := v.plugins[parentID]
+	if !ok {
+		return
+	}
+	// Remembered until the context exists: if NewHttpContext panics, the stream's request
+	// headers still arrive, and the plugin decides what a stream without context gets.
+	v.orphan, v.orphanParent = contextID, parentID
+	if stream := plugin.NewHttpContext(contextID); stream != nil {
+		v.streams[contextID] = stream
+	}
+	v.orphan = 0
+}
+
+// VMStart is proxy_on_vm_start; false fails the VM.
+func (v *NativeVM) VMStart(vmConfigurationSize int) (ok bool) {
+	defer func() { recoverIn("proxy_on_vm_start", recover()) }()
+	return v.root != nil && bool(v.root.OnVMStart(vmConfigurationSize))
+}
+
+// Configure is proxy_on_configure; false rejects the configuration.
+func (v *NativeVM) Configure(rootID uint32, pluginConfigurationSize int) (ok bool) {
+	defer func() { recoverIn("proxy_on_configure", recover()) }()
+	plugin, found := v.plugins[rootID]
+	return found && bool(plugin.OnPluginStart(pluginConfigurationSize))
+}
+
+// RequestHeaders is proxy_on_request_headers. A panic is logged, and the stream's
+// RequestPanicHandler, if any, answers.
+func (v *NativeVM) RequestHeaders(contextID uint32, numHeaders int, endOfStream bool) (action types.Action) {
+	stream, ok := v.streams[contextID]
+	defer func() {
+		if recoverIn("proxy_on_request_headers", recover()) {
+			action = types.ActionContinue
+			if h, ok := stream.(RequestPanicHandler); ok {
+				action = h.OnHttpRequestHeadersPanic()
+			}
+		}
+	}()
+	if ok {
+		return stream.OnHttpRequestHeaders(numHeaders, endOfStream)
+	}
+	if contextID == v.orphan && contextID != 0 {
+		v.orphan = 0
+		if handler, ok := v.plugins[v.orphanParent].(StreamLossHandler); ok {
+			return handler.OnHttpStreamLost()
+		}
+	}
+	return types.ActionContinue
+}
+
+// ResponseHeaders is proxy_on_response_headers.
+func (v *NativeVM) ResponseHeaders(contextID uint32, numHeaders int, endOfStream bool) (action types.Action) {
+	defer func() {
+		if recoverIn("proxy_on_response_headers", recover()) {
+			action = types.ActionContinue
+		}
+	}()
+	if stream, ok := v.streams[contextID]; ok {
+		return stream.OnHttpResponseHeaders(numHeaders, endOfStream)
+	}
+	return types.ActionContinue
+}
+
+// Tick is proxy_on_tick.
+func (v *NativeVM) Tick(rootID uint32) {
+	defer func() { recoverIn("proxy_on_tick", recover()) }()
+	if plugin, ok := v.plugins[rootID]; ok {
+		plugin.OnTick()
+	}
+}
+
+// Delete is proxy_on_delete, the last call for a context: a stream's OnHttpStreamDone (after
+// its pending gRPC calls are cancelled), or a root context's OnPluginDone.
+func (v *NativeVM) Delete(contextID uint32) {
+	defer func() { recoverIn("proxy_on_delete", recover()) }()
+	v.endStreamCalls(contextID)
+	if stream, ok := v.streams[contextID]; ok {
+		delete(v.streams, contextID)
+		stream.OnHttpStreamDone()
+	} else if plugin, ok := v.plugins[contextID]; ok {
+		delete(v.plugins, contextID)
+		plugin.OnPluginDone()
+	}
+}
