@@ -27,7 +27,8 @@ const usage = `usage:
   tollgate check FILE                 validate a plugin configuration (FILE "-" reads stdin)
   tollgate serve --config FILE --upstream URL [--listen ADDR] [--admin ADDR] [--wasm FILE] [--workers N] [--envoy 1.33|1.39]
                  [--grpc-cluster NAME=HOST:PORT ...] [--upstream-timeout D] [--drain-timeout D]
-                                      run the module in the embedded host in front of URL; the
+                                      run the module in the embedded host in front of URL
+                                      (--config - reads stdin); the
                                       upstream gets D (15s) to answer, else 504; SIGTERM lets
                                       requests in flight finish within the drain timeout (20s)
   tollgate serve --no-filter --upstream URL [--listen ADDR]
@@ -57,7 +58,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "check":
 		return check(args[1:], stdin, stdout, stderr)
 	case "serve":
-		return serve(args[1:], stdout, stderr)
+		return serve(args[1:], stdin, stdout, stderr)
 	case "simulate":
 		return simulateCmd(args[1:], stdout, stderr)
 	case "demo-upstream":

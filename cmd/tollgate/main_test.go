@@ -129,7 +129,6 @@ func TestCheckRefusesBeforeParsing(t *testing.T) {
 		stdout string
 		stderr []string // whole lines
 	}{
-		{"/dev/zero", []string{"check", "/dev/zero"}, "", 1, "", []string{"/dev/zero: " + config.ErrTooLarge.Problems[0].Message}},
 		{"over 1 MiB", []string{"check", big}, "", 1, "", []string{big + ": " + config.ErrTooLarge.Problems[0].Message}},
 		{"over 1 MiB on stdin", []string{"check", "-"}, strings.Repeat(" ", 1<<20) + "{}", 1, "", []string{"-: " + config.ErrTooLarge.Problems[0].Message}},
 		{"UTF-8 byte-order mark", []string{"check", bom}, "", 1, "", []string{bom + ": the configuration starts with a UTF-8 byte-order mark (EF BB BF), which JSON does not allow: save the file as UTF-8 without a byte-order mark"}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +17,8 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/simulate"
 )
 
-// progressFrom is the number of requests from which the replay draws a progress bar.
+// progressFrom is the number of requests from which the replay draws a progress bar (on a
+// terminal only).
 const progressFrom = 50_000
 
 // simulateCmd replays an access log through the module with one configuration (and another to
@@ -68,7 +70,11 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		if path == "" {
 			continue
 		}
-		data, err := os.ReadFile(path)
+		data, err := readInput(path, nil)
+		if errors.Is(err, config.ErrTooLarge) {
+			printProblems(stderr, path, err)
+			return 1
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
 			return 1
@@ -79,7 +85,7 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		configs = append(configs, simulate.ConfigFile{Name: path, Data: data})
 	}
-	wasm, err := os.ReadFile(*wasmPath)
+	wasm, err := readRegularFile(*wasmPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate simulate: cannot read the module: %v (run `make build`, or pass --wasm)\n", err)
 		return 1
@@ -89,6 +95,10 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	if info, err := os.Stat(*logPath); err == nil && info.Mode()&os.ModeNamedPipe != 0 {
+		// Opening a named pipe waits for its writer: say so rather than sit silent.
+		fmt.Fprintf(stderr, "tollgate simulate: %s is a named pipe: waiting for a writer\n", *logPath)
+	}
 	log, err := simulate.Open(*logPath, logFormat)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
@@ -102,10 +112,7 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %d more bad lines skipped (summary.json counts them)\n", *logPath, more)
 	}
 
-	var bar *progressBar
-	if log.Requests() >= progressFrom {
-		bar = &progressBar{w: stderr, total: log.Requests(), started: time.Now()}
-	}
+	bar := progressFor(stderr, log.Requests())
 	started := time.Now()
 	opts := simulate.RunOptions{Wasm: wasm, Configs: configs, ShowKeys: *showKeys, Top: *top, Seed: *seed}
 	if bar != nil {
@@ -203,6 +210,15 @@ func printTable(w io.Writer, r *simulate.Result) {
 			simulate.Thousands(rr.ShadowLimited), simulate.Thousands(rr.MissingKey), simulate.Thousands(rr.Exempt), simulate.Thousands(int64(rr.Keys)), topKey)
 	}
 	tw.Flush()
+}
+
+// progressFor is the progress bar of a replay of requests requests, or nil: only a long replay
+// draws one, and only on a terminal.
+func progressFor(stderr io.Writer, requests int) *progressBar {
+	if requests < progressFrom || !isTerminal(stderr) {
+		return nil
+	}
+	return &progressBar{w: stderr, total: requests, started: time.Now()}
 }
 
 // progressBar draws the replay's progress on one line of stderr, redrawn at each whole percent.
