@@ -45,8 +45,8 @@ const (
 		`read from the wall clock, for "algorithm": "fixed_window" only and instead of window`
 )
 
-// quotaDuration reads refill_interval or window: a duration from 1ms to 366d, in the units of
-// Go durations plus whole days ("d") and weeks ("w"), e.g. "7d", "1w", "1d12h".
+// quotaDuration reads refill_interval or window: a duration from 1ms to 366d, in the units ms, s,
+// m and h plus whole days ("d") and weeks ("w"), e.g. "7d", "1w", "1d12h".
 func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (duration.Duration, bool) {
 	if value.kind == kindNumber {
 		// Most likely seconds or milliseconds were meant; only a unit says which.
@@ -59,11 +59,7 @@ func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (d
 	duration, problem := parseQuotaDuration(value.text)
 	switch {
 	case problem != "":
-		message := quoteClipped(value.text) + " is not a valid duration"
-		if problem != notADuration {
-			message += " (" + problem + ")"
-		}
-		v.add(path, message+": "+rule)
+		v.add(path, invalidDuration(value.text, problem, rule))
 	case duration < minDuration:
 		v.add(path, quoteClipped(value.text)+" is shorter than 1ms: "+rule)
 	case duration > maxQuotaDuration:
@@ -75,16 +71,16 @@ func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (d
 }
 
 // parseQuotaDuration parses a Go duration in which whole numbers of days ("d", 24h) and weeks
-// ("w", 7d) may also appear: "7d", "1w", "2w3d", "1d12h". Anything else goes to duration.Parse
-// (time.ParseDuration's syntax). problem is empty when text parses; a duration far above the
+// ("w", 7d) may also appear: "7d", "1w", "2w3d", "1d12h". Anything else goes to parseDuration
+// (time.ParseDuration's syntax, with the units ms, s, m and h). problem is empty when text parses; a duration far above the
 // quota range parses as a value above it.
 func parseQuotaDuration(text string) (d duration.Duration, problem string) {
 	if !strings.ContainsAny(text, "dw") {
-		d, err := duration.Parse(text)
-		if err != nil {
-			return 0, notADuration
+		d, problem := parseDuration(text)
+		if problem == durationUnits {
+			problem = quotaUnits
 		}
-		return d, ""
+		return d, problem
 	}
 	var rest strings.Builder
 	var days int64
@@ -116,9 +112,9 @@ func parseQuotaDuration(text string) (d duration.Duration, problem string) {
 		days = min(days+min(n, 1<<40), 1<<40)
 	}
 	if rest.Len() > 0 {
-		var err error
-		if d, err = duration.Parse(rest.String()); err != nil || d < 0 {
-			return 0, "want whole days (d) and weeks (w) followed by Go duration units: ms, s, m, h"
+		var problem string
+		if d, problem = parseDuration(rest.String()); problem != "" || d < 0 {
+			return 0, "want whole days (d) and weeks (w) followed by the units ms, s, m and h"
 		}
 	}
 	if days > int64(maxQuotaDuration/day)+1 || d > maxQuotaDuration {

@@ -58,7 +58,7 @@ func TestParseLongQuotas(t *testing.T) {
 		{name: "unit alone", limit: `{"algorithm": "fixed_window", "capacity": 1, "window": "d"}`,
 			problems: []problem{{limitPath + ".window", `want a whole number of days or weeks`}}},
 		{name: "bad rest", limit: `{"algorithm": "fixed_window", "capacity": 1, "window": "1dx"}`,
-			problems: []problem{{limitPath + ".window", `"1dx" is not a valid duration (want whole days (d) and weeks (w) followed by Go duration units`}}},
+			problems: []problem{{limitPath + ".window", `"1dx" is not a valid duration (want whole days (d) and weeks (w) followed by the units ms, s, m and h)`}}},
 		{name: "year unit", limit: `{"algorithm": "fixed_window", "capacity": 1, "window": "1y"}`,
 			problems: []problem{{limitPath + ".window", `"1y" is not a valid duration: window is a duration from "1ms" to "366d"`}}},
 
