@@ -75,7 +75,7 @@ func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (d
 // (time.ParseDuration's syntax, with the units ms, s, m and h). problem is empty when text parses; a duration far above the
 // quota range parses as a value above it.
 func parseQuotaDuration(text string) (d duration.Duration, problem string) {
-	if !strings.ContainsAny(text, "dw") {
+	if !hasDayOrWeekUnit(text) {
 		d, problem := parseDuration(text)
 		if problem == durationUnits {
 			problem = quotaUnits
@@ -121,6 +121,21 @@ func parseQuotaDuration(text string) (d duration.Duration, problem string) {
 		return maxQuotaDuration + day, "" // only "longer than 366d" is left to say
 	}
 	return d + duration.Duration(days)*day, ""
+}
+
+// hasDayOrWeekUnit reports whether text has a d or w where a unit goes: first, or after a number
+// ("7d", "1.5w", "d"). Only then is it read, and refused, as days and weeks: "1 second" is just
+// not a duration.
+func hasDayOrWeekUnit(text string) bool {
+	for i := 0; i < len(text); i++ {
+		if text[i] != 'd' && text[i] != 'w' {
+			continue
+		}
+		if i == 0 || text[i-1] >= '0' && text[i-1] <= '9' || text[i-1] == '.' || text[i-1] == '-' || text[i-1] == '+' {
+			return true
+		}
+	}
+	return false
 }
 
 // calendar reads a fixed window's calendar and reports it given together with window.
