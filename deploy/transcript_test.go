@@ -189,3 +189,24 @@ func TestReadTranscripts(t *testing.T) {
 		t.Fatalf("read %+v", got)
 	}
 }
+
+// The README's Go requirement is go.mod's go line: an older toolchain refuses the module.
+func TestReadmeNamesTheGoVersionOfGoMod(t *testing.T) {
+	gomod, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var version string
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if v, ok := strings.CutPrefix(line, "go "); ok {
+			version = strings.TrimSpace(v)
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Requirements: Go " + version + " or later"; version == "" || !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not say %q (go.mod's go line is %q)", want, version)
+	}
+}
