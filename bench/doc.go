@@ -17,6 +17,8 @@
 //     on distinct keys and on one hot key, with the CAS retry rate.
 //   - memory_test.go: module size raw and gzip; linear memory after _initialize, after start, after
 //     1,000,000 requests over 10,000 keys and after 2,000,000 (it must not grow between the two).
+//   - servemem_test.go: the resident memory of a `tollgate serve` process with 1, 2 and 4 worker
+//     VMs, idle, with its key table filled by a flood of distinct keys, and after as many more.
 //   - http_test.go: requests per second through the gateway of `tollgate serve` with the filter
 //     and with the filter disabled (the same proxy code passing requests through), from a Go load
 //     generator on loopback.

@@ -483,7 +483,10 @@ func TestParse(t *testing.T) {
 		{name: "refill_interval overflowing duration", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "99999999999h"}`), problems: []problem{{refillIntervalPath, `"99999999999h" is not a valid duration`}}},
 		{name: "refill_interval 0s", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "0s"}`), problems: []problem{{refillIntervalPath, `"0s" is shorter than 1ms`}}},
 		{name: "refill_interval negative", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "-1s"}`), problems: []problem{{refillIntervalPath, `"-1s" is shorter than 1ms`}}},
-		{name: "refill_interval 999us", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "999us"}`), problems: []problem{{refillIntervalPath, `"999us" is shorter than 1ms: refill_interval is a duration from "1ms" to "366d" inclusive`}}},
+		{name: "refill_interval 0.999ms", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "0.999ms"}`), problems: []problem{{refillIntervalPath, `"0.999ms" is shorter than 1ms: refill_interval is a duration from "1ms" to "366d" inclusive`}}},
+		// The units are those the documentation lists: 1000us is 1ms, but us is not one of them.
+		{name: "refill_interval in microseconds", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "1000us"}`), problems: []problem{{refillIntervalPath, `"1000us" is not a valid duration (the units are ms, s, m, h, d and w): refill_interval is a duration`}}},
+		{name: "refill_interval in nanoseconds after days", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "1d5ns"}`), problems: []problem{{refillIntervalPath, `"1d5ns" is not a valid duration (want whole days (d) and weeks (w) followed by the units ms, s, m and h)`}}},
 		{name: "refill_interval 366d1ns", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "366d0.000000001s"}`), problems: []problem{{refillIntervalPath, `"366d0.000000001s" is longer than "366d"`}}},
 		{name: "refill_interval 367 days", input: withLimit(`{"capacity": 1, "refill_tokens": 1, "refill_interval": "8808h"}`), problems: []problem{{refillIntervalPath, `"8808h" is longer than "366d"`}}},
 
@@ -956,7 +959,8 @@ func TestParse(t *testing.T) {
 		},
 		{name: "window capacity 0", input: withLimit(`{"algorithm": "fixed_window", "capacity": 0, "window": "1s"}`), problems: []problem{{capacityPath, "0 is not allowed: capacity is how many units each window admits, a whole number from 1 to 1000000000"}}},
 		{name: "window bare number", input: withLimit(`{"algorithm": "fixed_window", "capacity": 1, "window": 60}`), problems: []problem{{windowPath, `got the number 60, want a string: quote the duration and give it a unit`}}},
-		{name: "window too short", input: withLimit(`{"algorithm": "fixed_window", "capacity": 1, "window": "100us"}`), problems: []problem{{windowPath, `"100us" is shorter than 1ms: window is a duration from "1ms" to "366d" inclusive`}}},
+		{name: "window too short", input: withLimit(`{"algorithm": "fixed_window", "capacity": 1, "window": "0.1ms"}`), problems: []problem{{windowPath, `"0.1ms" is shorter than 1ms: window is a duration from "1ms" to "366d" inclusive`}}},
+		{name: "window in microseconds", input: withLimit(`{"algorithm": "fixed_window", "capacity": 1, "window": "1500µs"}`), problems: []problem{{windowPath, `"1500µs" is not a valid duration (the units are ms, s, m, h, d and w): window is a duration`}}},
 		{name: "window too long", input: withLimit(`{"algorithm": "sliding_window", "capacity": 1, "window": "53w"}`), problems: []problem{{windowPath, `"53w" is longer than "366d"`}}},
 		{name: "window invalid", input: withLimit(`{"algorithm": "sliding_window", "capacity": 1, "window": "a minute"}`), problems: []problem{{windowPath, `"a minute" is not a valid duration: window is a duration`}}},
 		{name: "window no overflow check", input: withLimit(`{"algorithm": "fixed_window", "capacity": 1000000000, "window": "24h"}`), want: oneRule(config.Limit{Algorithm: config.FixedWindow, Capacity: 1_000_000_000, Window: 24 * time.Hour})},

@@ -58,8 +58,8 @@
 //	                                      bucket, or the units admitted per window
 //	          "refill_tokens": 1,         token_bucket only, required: tokens added per interval,
 //	                                      1 to 1000000000
-//	          "refill_interval": "1s",    token_bucket only, required: a Go duration from "1ms" to
-//	                                      "366d", with days ("d") and weeks ("w") too: "7d", "1w"
+//	          "refill_interval": "1s",    token_bucket only, required: a duration from "1ms" to
+//	                                      "366d" in ms, s, m, h, days ("d") or weeks ("w"): "7d"
 //	          "window": "1m"              fixed_window and sliding_window only, required unless
 //	                                      calendar is given: a duration as refill_interval
 //	          "calendar": "month"         fixed_window only, instead of window: "day", "week" (ISO,
@@ -183,9 +183,10 @@
 //
 // Whole numbers may be written as 3, 3.0 or 3e0, because Istio converts
 // pluginConfig through protobuf Struct where every number is a double, but
-// must be whole. Durations use time.ParseDuration syntax such as "500ms",
-// "1s", "1m" or "24h"; refill_interval and window also take whole days ("d")
-// and weeks ("w"), as in "7d", "1w" or "1d12h", up to "366d". A bare number
+// must be whole. Durations use time.ParseDuration syntax with the units ms,
+// s, m and h only, such as "500ms", "1.5s", "1m" or "24h"; refill_interval and
+// window also take whole days ("d") and weeks ("w"), as in "7d", "1w" or
+// "1d12h", up to "366d". A bare number
 // is rejected because its unit would be a guess. Every combination of
 // capacity, refill_tokens and refill_interval in range is exact: the limiter
 // keeps a bucket's level as whole tokens and the credits toward the next one.

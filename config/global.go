@@ -232,10 +232,10 @@ func (v *validator) globalTimeout(path string, value *jsonValue) duration.Durati
 	if !v.wantKind(path, value, kindString, globalTimeoutRule) {
 		return DefaultGlobalTimeout
 	}
-	d, err := duration.Parse(value.text)
+	d, problem := parseDuration(value.text)
 	switch {
-	case err != nil:
-		v.add(path, quoteClipped(value.text)+" is not a valid duration: "+globalTimeoutRule)
+	case problem != "":
+		v.add(path, invalidDuration(value.text, problem, globalTimeoutRule))
 	case d < minGlobalTimeout:
 		v.add(path, quoteClipped(value.text)+" is shorter than 1ms: "+globalTimeoutRule)
 	case d > maxGlobalTimeout:

@@ -112,8 +112,10 @@ func TestGlobal(t *testing.T) {
 		// Invalid: timeout and failure mode.
 		{name: "timeout without unit", input: withGlobal(`{"cluster": "ratelimit", "domain": "d", "timeout": 20}`),
 			problems: []problem{{globalPath + ".timeout", `got the number 20, want a string: quote the timeout and give it a unit, e.g. "20ms" or "1s"`}}},
-		{name: "timeout below a millisecond", input: withGlobal(`{"cluster": "ratelimit", "domain": "d", "timeout": "500us"}`),
-			problems: []problem{{globalPath + ".timeout", `"500us" is shorter than 1ms: timeout is how long to wait for the service, whole milliseconds from "1ms" to "60s"`}}},
+		{name: "timeout below a millisecond", input: withGlobal(`{"cluster": "ratelimit", "domain": "d", "timeout": "0.5ms"}`),
+			problems: []problem{{globalPath + ".timeout", `"0.5ms" is shorter than 1ms: timeout is how long to wait for the service, whole milliseconds from "1ms" to "60s"`}}},
+		{name: "timeout in microseconds", input: withGlobal(`{"cluster": "ratelimit", "domain": "d", "timeout": "20000us"}`),
+			problems: []problem{{globalPath + ".timeout", `"20000us" is not a valid duration (the units are ms, s, m and h): timeout is how long`}}},
 		{name: "timeout with a fraction of a millisecond", input: withGlobal(`{"cluster": "ratelimit", "domain": "d", "timeout": "1.5ms"}`),
 			problems: []problem{{globalPath + ".timeout", `"1.5ms" is not a whole number of milliseconds, which is what Envoy takes`}}},
 		{name: "timeout too long", input: withGlobal(`{"cluster": "ratelimit", "domain": "d", "timeout": "2m"}`),

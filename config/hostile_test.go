@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -120,6 +121,35 @@ func TestWarnings(t *testing.T) {
 	}
 	if w := config.Warnings(configWith(baseRule())); len(w) != 0 {
 		t.Fatalf("warnings for a plain configuration: %v", w)
+	}
+}
+
+// An exempt CIDR that holds every address of its family exempts every client of it: valid, but
+// flagged. One bit narrower is a choice, not an accident, and is not.
+func TestWarningsOnCIDRsThatExemptEveryone(t *testing.T) {
+	const ipv4, ipv6 = `"0.0.0.0/0" holds every IPv4 address, so every client that connects over IPv4 skips every limit: ` +
+		`list only the ranges of trusted callers, e.g. "10.0.0.0/8"`, `"::/0" holds every IPv6 address, so every client ` +
+		`that connects over IPv6 skips every limit: list only the ranges of trusted callers, e.g. "10.0.0.0/8"`
+	for _, tt := range []struct {
+		cidrs string
+		want  []string
+	}{
+		{`["10.0.0.0/8", "0.0.0.0/0"]`, []string{"exempt.client_cidrs[1]: " + ipv4}},
+		{`["::/0"]`, []string{"exempt.client_cidrs[0]: " + ipv6}},
+		{`["::ffff:0:0/96", "::/0"]`, []string{"exempt.client_cidrs[0]: " + ipv4, "exempt.client_cidrs[1]: " + ipv6}},
+		{`["0.0.0.0/1", "128.0.0.0/1", "::/1", "192.0.2.7"]`, nil},
+	} {
+		cfg, err := config.Parse([]byte(withExempt(`{"client_cidrs": ` + tt.cidrs + `}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, w := range config.Warnings(cfg) {
+			got = append(got, w.String())
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: warnings\n%q\nwant\n%q", tt.cidrs, got, tt.want)
+		}
 	}
 }
 

@@ -58,10 +58,10 @@ func (v *validator) leaseTTL(path string, value *jsonValue) duration.Duration {
 	if !v.wantKind(path, value, kindString, leaseTTLRule) {
 		return DefaultLeaseTTL
 	}
-	d, err := duration.Parse(value.text)
+	d, problem := parseDuration(value.text)
 	switch {
-	case err != nil:
-		v.add(path, quoteClipped(value.text)+" is not a valid duration: "+leaseTTLRule)
+	case problem != "":
+		v.add(path, invalidDuration(value.text, problem, leaseTTLRule))
 	case d < MinLeaseTTL:
 		v.add(path, quoteClipped(value.text)+" is shorter than 10ms: "+leaseTTLRule)
 	case d > MaxLeaseTTL:

@@ -87,7 +87,7 @@ func (v *validator) onLimit(path string, value *jsonValue) OnLimit {
 
 func (v *validator) maxDelay(path string, value *jsonValue) duration.Duration {
 	if value.kind == kindString {
-		if d, err := duration.Parse(value.text); err == nil && (d < minMaxDelay || d > maxMaxDelay) {
+		if d, problem := parseDuration(value.text); problem == "" && (d < minMaxDelay || d > maxMaxDelay) {
 			v.add(path, quoteClipped(value.text)+" is out of range: "+maxDelayRule)
 			return 0
 		}

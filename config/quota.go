@@ -45,8 +45,8 @@ const (
 		`read from the wall clock, for "algorithm": "fixed_window" only and instead of window`
 )
 
-// quotaDuration reads refill_interval or window: a duration from 1ms to 366d, in the units of
-// Go durations plus whole days ("d") and weeks ("w"), e.g. "7d", "1w", "1d12h".
+// quotaDuration reads refill_interval or window: a duration from 1ms to 366d, in the units ms, s,
+// m and h plus whole days ("d") and weeks ("w"), e.g. "7d", "1w", "1d12h".
 func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (duration.Duration, bool) {
 	if value.kind == kindNumber {
 		// Most likely seconds or milliseconds were meant; only a unit says which.
@@ -59,11 +59,7 @@ func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (d
 	duration, problem := parseQuotaDuration(value.text)
 	switch {
 	case problem != "":
-		message := quoteClipped(value.text) + " is not a valid duration"
-		if problem != notADuration {
-			message += " (" + problem + ")"
-		}
-		v.add(path, message+": "+rule)
+		v.add(path, invalidDuration(value.text, problem, rule))
 	case duration < minDuration:
 		v.add(path, quoteClipped(value.text)+" is shorter than 1ms: "+rule)
 	case duration > maxQuotaDuration:
@@ -75,16 +71,16 @@ func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (d
 }
 
 // parseQuotaDuration parses a Go duration in which whole numbers of days ("d", 24h) and weeks
-// ("w", 7d) may also appear: "7d", "1w", "2w3d", "1d12h". Anything else goes to duration.Parse
-// (time.ParseDuration's syntax). problem is empty when text parses; a duration far above the
+// ("w", 7d) may also appear: "7d", "1w", "2w3d", "1d12h". Anything else goes to parseDuration
+// (time.ParseDuration's syntax, with the units ms, s, m and h). problem is empty when text parses; a duration far above the
 // quota range parses as a value above it.
 func parseQuotaDuration(text string) (d duration.Duration, problem string) {
-	if !strings.ContainsAny(text, "dw") {
-		d, err := duration.Parse(text)
-		if err != nil {
-			return 0, notADuration
+	if !hasDayOrWeekUnit(text) {
+		d, problem := parseDuration(text)
+		if problem == durationUnits {
+			problem = quotaUnits
 		}
-		return d, ""
+		return d, problem
 	}
 	var rest strings.Builder
 	var days int64
@@ -116,15 +112,30 @@ func parseQuotaDuration(text string) (d duration.Duration, problem string) {
 		days = min(days+min(n, 1<<40), 1<<40)
 	}
 	if rest.Len() > 0 {
-		var err error
-		if d, err = duration.Parse(rest.String()); err != nil || d < 0 {
-			return 0, "want whole days (d) and weeks (w) followed by Go duration units: ms, s, m, h"
+		var problem string
+		if d, problem = parseDuration(rest.String()); problem != "" || d < 0 {
+			return 0, "want whole days (d) and weeks (w) followed by the units ms, s, m and h"
 		}
 	}
 	if days > int64(maxQuotaDuration/day)+1 || d > maxQuotaDuration {
 		return maxQuotaDuration + day, "" // only "longer than 366d" is left to say
 	}
 	return d + duration.Duration(days)*day, ""
+}
+
+// hasDayOrWeekUnit reports whether text has a d or w where a unit goes: first, or after a number
+// ("7d", "1.5w", "d"). Only then is it read, and refused, as days and weeks: "1 second" is just
+// not a duration.
+func hasDayOrWeekUnit(text string) bool {
+	for i := 0; i < len(text); i++ {
+		if text[i] != 'd' && text[i] != 'w' {
+			continue
+		}
+		if i == 0 || text[i-1] >= '0' && text[i-1] <= '9' || text[i-1] == '.' || text[i-1] == '-' || text[i-1] == '+' {
+			return true
+		}
+	}
+	return false
 }
 
 // calendar reads a fixed window's calendar and reports it given together with window.

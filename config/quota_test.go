@@ -55,10 +55,12 @@ func TestParseLongQuotas(t *testing.T) {
 			problems: []problem{{limitPath + ".window", `days and weeks are whole numbers: write "36h" rather than "1.5d"`}}},
 		{name: "negative days", limit: `{"algorithm": "fixed_window", "capacity": 1, "window": "-1d"}`,
 			problems: []problem{{limitPath + ".window", `want a whole number of days or weeks`}}},
+		{name: "a word with a d is no day", limit: `{"capacity": 1, "refill_tokens": 1, "refill_interval": "1 second"}`,
+			problems: []problem{{limitPath + ".refill_interval", `"1 second" is not a valid duration: refill_interval is a duration from "1ms"`}}},
 		{name: "unit alone", limit: `{"algorithm": "fixed_window", "capacity": 1, "window": "d"}`,
 			problems: []problem{{limitPath + ".window", `want a whole number of days or weeks`}}},
 		{name: "bad rest", limit: `{"algorithm": "fixed_window", "capacity": 1, "window": "1dx"}`,
-			problems: []problem{{limitPath + ".window", `"1dx" is not a valid duration (want whole days (d) and weeks (w) followed by Go duration units`}}},
+			problems: []problem{{limitPath + ".window", `"1dx" is not a valid duration (want whole days (d) and weeks (w) followed by the units ms, s, m and h)`}}},
 		{name: "year unit", limit: `{"algorithm": "fixed_window", "capacity": 1, "window": "1y"}`,
 			problems: []problem{{limitPath + ".window", `"1y" is not a valid duration: window is a duration from "1ms" to "366d"`}}},
 

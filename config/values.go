@@ -36,10 +36,10 @@ func (v *validator) duration(path string, value *jsonValue, rule string) (durati
 	if !v.wantKind(path, value, kindString, rule) {
 		return 0, false
 	}
-	duration, err := duration.Parse(value.text)
+	duration, problem := parseDuration(value.text)
 	switch {
-	case err != nil:
-		v.add(path, quoteClipped(value.text)+" is not a valid duration: "+rule)
+	case problem != "":
+		v.add(path, invalidDuration(value.text, problem, rule))
 	case duration < minDuration:
 		v.add(path, quoteClipped(value.text)+" is shorter than 1ms: "+rule)
 	case duration > maxDuration:
@@ -48,6 +48,40 @@ func (v *validator) duration(path string, value *jsonValue, rule string) (durati
 		return duration, true
 	}
 	return 0, false
+}
+
+// durationUnits are the units of every duration field, as the documentation lists them;
+// refill_interval and window also take days and weeks (quotaUnits).
+const (
+	durationUnits = "the units are ms, s, m and h"
+	quotaUnits    = "the units are ms, s, m, h, d and w"
+)
+
+// parseDuration reads a duration in time.ParseDuration's syntax ("500ms", "1.5s", "1h30m") with
+// the units the documentation lists only: ns, us and µs would spell a duration below the 1ms
+// every field starts at, or a longer one the long way ("1000us"). problem is "" when text
+// parses, else notADuration or what is wrong with it.
+func parseDuration(text string) (d duration.Duration, problem string) {
+	d, err := duration.Parse(text)
+	if err != nil {
+		return 0, notADuration
+	}
+	// Parse succeeded, so the text is numbers and units: these spell only ns, us, µs or μs.
+	for _, unit := range []string{"ns", "us", "µs", "μs"} {
+		if strings.Contains(text, unit) {
+			return 0, durationUnits
+		}
+	}
+	return d, ""
+}
+
+// invalidDuration is the problem of a duration parseDuration or parseQuotaDuration refused.
+func invalidDuration(text, problem, rule string) string {
+	message := quoteClipped(text) + " is not a valid duration"
+	if problem != notADuration {
+		message += " (" + problem + ")"
+	}
+	return message + ": " + rule
 }
 
 // enum reads a string that must be one of names, returning its index.

@@ -26,7 +26,29 @@ func Warnings(cfg *Config) []Problem {
 				`on every client request (x-envoy-internal, which Envoy removes from external requests with "use_remote_address: true", is safe)`,
 		})
 	}
+	warnings = append(warnings, cidrWarnings(cfg)...)
 	warnings = append(warnings, tierWarnings(cfg)...)
+	return warnings
+}
+
+// cidrWarnings flags the exempt client CIDRs of length 0, which hold every address of their
+// family ("0.0.0.0/0", "::/0", "::ffff:0:0/96"): every client exempt, no limit left.
+func cidrWarnings(cfg *Config) []Problem {
+	var warnings []Problem
+	for i, p := range cfg.Exempt.ClientCIDRs {
+		if p.Bits() != 0 {
+			continue
+		}
+		family := "IPv6"
+		if p.Addr().Is4() {
+			family = "IPv4"
+		}
+		warnings = append(warnings, Problem{
+			Field: indexPath("exempt.client_cidrs", i),
+			Message: strconv.Quote(p.String()) + " holds every " + family + " address, so every client that connects over " +
+				family + " skips every limit: list only the ranges of trusted callers, e.g. \"10.0.0.0/8\"",
+		})
+	}
 	return warnings
 }
 

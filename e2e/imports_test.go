@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -193,5 +196,80 @@ func TestModuleLinksNoPackageTime(t *testing.T) {
 		if slices.Contains(deps, unwanted) {
 			t.Errorf("the module links %s", unwanted)
 		}
+	}
+}
+
+// wasiImports returns the names of a module's WASI imports.
+func wasiImports(mi moduleInterface) map[string]bool {
+	names := map[string]bool{}
+	for _, imp := range mi.imports {
+		if name, ok := strings.CutPrefix(imp, "wasi_snapshot_preview1."); ok {
+			names[name] = true
+		}
+	}
+	return names
+}
+
+// moduleImportsMarker comes before the paragraph of docs/envoy.md that lists every WASI function
+// the module imports.
+const moduleImportsMarker = "<!-- module-imports: wasi_snapshot_preview1 -->"
+
+var (
+	backticked = regexp.MustCompile("`([^`]+)`")
+	identifier = regexp.MustCompile(`[a-z_]+`)
+)
+
+// The WASI functions the documentation names are the module's: the list in docs/envoy.md is
+// exactly its imports, and every other WASI function named anywhere (in backticks) is one it
+// imports, or one that only Envoy 1.39 provides (troubleshooting names those as what a modified
+// build that uses the file system imports, and Envoy 1.33 refuses).
+func TestDocumentedImportsAreTheModules(t *testing.T) {
+	t.Parallel()
+	imported := wasiImports(readInterface(t, module(t)))
+	wasiOf := func(profile host.Profile) map[string]bool {
+		return wasiImports(moduleInterface{imports: host.ProvidedImports(profile, abiVersion)})
+	}
+	wasi, old := wasiOf(host.Envoy139), wasiOf(minimumEnvoy)
+	mayName := func(name string) bool { return imported[name] || !old[name] }
+	root, err := testbuild.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	docs = append(docs, filepath.Join(root, "README.md"), filepath.Join(root, "BENCHMARKS.md"), filepath.Join(root, "SECURITY.md"))
+	listed := 0
+	for _, path := range docs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := filepath.Rel(root, path)
+		for i, line := range strings.Split(string(data), "\n") {
+			for _, m := range backticked.FindAllStringSubmatch(line, -1) {
+				for _, word := range identifier.FindAllString(m[1], -1) {
+					if wasi[word] && !mayName(word) {
+						t.Errorf("%s:%d: names %s, which the module does not import", name, i+1, word)
+					}
+				}
+			}
+		}
+		_, after, found := strings.Cut(string(data), moduleImportsMarker+"\n")
+		if !found {
+			continue
+		}
+		listed++
+		paragraph, _, _ := strings.Cut(after, "\n\n")
+		documented := map[string]bool{}
+		for _, m := range backticked.FindAllStringSubmatch(paragraph, -1) {
+			if wasi[m[1]] {
+				documented[m[1]] = true
+			}
+		}
+		if !maps.Equal(documented, imported) {
+			t.Errorf("%s lists the WASI imports %v; the module imports %v", name, slices.Sorted(maps.Keys(documented)), slices.Sorted(maps.Keys(imported)))
+		}
+	}
+	if listed != 1 {
+		t.Errorf("%d documents list the module's WASI imports after %q, want docs/envoy.md alone", listed, moduleImportsMarker)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -24,7 +23,7 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "tollgate check: %v\n", err)
+		fmt.Fprintf(stderr, "tollgate check: %v%s\n", err, stdinHint(err))
 		return 1
 	}
 	cfg, err := config.Parse(data)
@@ -52,33 +51,6 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		printOutcome(stdout, name, r)
 	}
 	return 0
-}
-
-// readInput reads a configuration from a file, or stdin for "-", refusing one larger than
-// config.MaxSize as soon as it has read that much: /dev/zero or a mistaken multi-gigabyte file
-// must end in one line, not in running out of memory.
-func readInput(name string, stdin io.Reader) ([]byte, error) {
-	if name == "-" {
-		return readConfig(stdin)
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readConfig(f)
-}
-
-// readConfig reads at most config.MaxSize bytes; more is config.ErrTooLarge.
-func readConfig(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, config.MaxSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > config.MaxSize {
-		return nil, config.ErrTooLarge
-	}
-	return data, nil
 }
 
 // printProblems writes one line per configuration problem, prefixed with the file name.

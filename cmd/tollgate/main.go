@@ -2,7 +2,7 @@
 //
 //	tollgate check FILE
 //	tollgate serve --config FILE --listen ADDR --upstream URL [--wasm FILE] [--workers N] [--upstream-timeout D] [--drain-timeout D]
-//	tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR [--compare FILE] [--show-keys]
+//	tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR [--compare FILE] [--show-keys] [--seed N]
 //	tollgate demo-upstream --listen ADDR
 //	tollgate backtrace [--names FILE] < envoy.log
 //	tollgate version
@@ -27,16 +27,18 @@ const usage = `usage:
   tollgate check FILE                 validate a plugin configuration (FILE "-" reads stdin)
   tollgate serve --config FILE --upstream URL [--listen ADDR] [--admin ADDR] [--wasm FILE] [--workers N] [--envoy 1.33|1.39]
                  [--grpc-cluster NAME=HOST:PORT ...] [--upstream-timeout D] [--drain-timeout D]
-                                      run the module in the embedded host in front of URL; the
-                                      upstream gets D (15s) to answer, else 504; SIGTERM lets
-                                      requests in flight finish within the drain timeout (20s)
-  tollgate serve --no-filter --upstream URL [--listen ADDR]
+                                      run the module in the embedded host in front of URL (FILE
+                                      "-" reads stdin); the upstream gets D (15s) to answer, else
+                                      504; SIGTERM lets requests in flight finish within the
+                                      drain timeout (20s)
+  tollgate serve --no-filter --upstream URL [--listen ADDR] [--upstream-timeout D] [--drain-timeout D]
                                       the same proxy without the module, a baseline for load tests
   tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR
-                    [--compare OTHER_CONFIG] [--show-keys] [--wasm FILE] [--top N]
+                    [--compare OTHER_CONFIG] [--show-keys] [--wasm FILE] [--top N] [--seed N]
                                       replay an access log through the module, write summary.json and report.html
   tollgate demo-upstream [--listen ADDR]
-                                      a small upstream that answers every request with 200
+                                      a small upstream that answers 200, or the status ?status=N
+                                      asks for (200 to 599), with a line naming the request
   tollgate backtrace [--names FILE]   copy an Envoy log from stdin to stdout, naming the
                                       unknown(function index:N) frames of the module's trap
                                       backtraces (and the .$N( frames of the embedded host's)
@@ -57,7 +59,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "check":
 		return check(args[1:], stdin, stdout, stderr)
 	case "serve":
-		return serve(args[1:], stdout, stderr)
+		return serve(args[1:], stdin, stdout, stderr)
 	case "simulate":
 		return simulateCmd(args[1:], stdout, stderr)
 	case "demo-upstream":

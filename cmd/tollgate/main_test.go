@@ -120,6 +120,7 @@ func TestCheckRefusesBeforeParsing(t *testing.T) {
 	big := writeFile(t, "big.json", `{`+rule+`, "shadow": false`+strings.Repeat(" ", 2<<20)+`}`)
 	bom := writeFile(t, "bom.json", "\xef\xbb\xbf{"+rule+"}")
 	utf16 := writeFile(t, "utf16.json", "\xff\xfe{\x00}\x00")
+	everyone := writeFile(t, "everyone.json", `{`+rule+`, "exempt": {"client_cidrs": ["::/0"]}}`)
 	warned := writeFile(t, "warned.json", `{`+rule+`, "exempt": {"headers": [{"name": "x-canary", "exact": "1"}]}}`)
 	for _, tt := range []struct {
 		name   string
@@ -129,13 +130,14 @@ func TestCheckRefusesBeforeParsing(t *testing.T) {
 		stdout string
 		stderr []string // whole lines
 	}{
-		{"/dev/zero", []string{"check", "/dev/zero"}, "", 1, "", []string{"/dev/zero: " + config.ErrTooLarge.Problems[0].Message}},
 		{"over 1 MiB", []string{"check", big}, "", 1, "", []string{big + ": " + config.ErrTooLarge.Problems[0].Message}},
 		{"over 1 MiB on stdin", []string{"check", "-"}, strings.Repeat(" ", 1<<20) + "{}", 1, "", []string{"-: " + config.ErrTooLarge.Problems[0].Message}},
 		{"UTF-8 byte-order mark", []string{"check", bom}, "", 1, "", []string{bom + ": the configuration starts with a UTF-8 byte-order mark (EF BB BF), which JSON does not allow: save the file as UTF-8 without a byte-order mark"}},
 		{"UTF-16", []string{"check", utf16}, "", 1, "", []string{utf16 + ": the configuration is UTF-16 text (its byte-order mark is FF FE): save the file as UTF-8 without a byte-order mark"}},
 		{"a warning keeps exit 0", []string{"check", warned}, "", 0, warned + ": valid: 1 rule(s)", []string{warned + `: warning: exempt.headers[0]: a client can send x-canary: "1" itself and skip every limit: ` +
 			`exempt on a header only if a proxy in front of Envoy removes or overwrites it on every client request (x-envoy-internal, which Envoy removes from external requests with "use_remote_address: true", is safe)`}},
+		{"a CIDR of everyone warns", []string{"check", everyone}, "", 0, everyone + ": valid: 1 rule(s)", []string{everyone + `: warning: exempt.client_cidrs[0]: ` +
+			`"::/0" holds every IPv6 address, so every client that connects over IPv6 skips every limit: list only the ranges of trusted callers, e.g. "10.0.0.0/8"`}},
 		{"serve refuses a large file too", []string{"serve", "--config", big, "--upstream", "http://127.0.0.1:1"}, "", 1, "", []string{big + ": " + config.ErrTooLarge.Problems[0].Message}},
 	} {
 		code, stdout, stderr := runCLI(tt.stdin, tt.args...)

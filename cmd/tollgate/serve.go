@@ -21,11 +21,12 @@ import (
 
 // serve runs tollgate serve: the module in an Envoy-faithful host behind an HTTP listener, until
 // SIGINT or SIGTERM.
-func serve(args []string, stdout, stderr io.Writer) int {
+func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	opts, ok := parseServeFlags(args, stderr)
 	if !ok {
 		return 2
 	}
+	opts.stdin = stdin
 	return runServe(opts, stdout, stderr)
 }
 
@@ -45,13 +46,13 @@ func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "tollgate serve: listening on http://%s, proxying to %s without the filter\n", ln.Addr(), opts.upstream)
 		return serveUntilSignal(srv, ln, opts, stderr)
 	}
-	pluginConfig, err := readInput(opts.configPath, nil)
+	pluginConfig, err := readInput(opts.configPath, opts.stdin)
 	if errors.Is(err, config.ErrTooLarge) {
 		printProblems(stderr, opts.configPath, err)
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
+		fmt.Fprintf(stderr, "tollgate serve: %v%s\n", err, stdinHint(err))
 		return 1
 	}
 	// The module would reject it too, but the file's own problems read better from here.
@@ -66,7 +67,7 @@ func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	wasm, err := os.ReadFile(opts.wasmPath)
+	wasm, err := readRegularFile(opts.wasmPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate serve: cannot read the module: %v (run `make build`, or pass --wasm)\n", err)
 		return 1

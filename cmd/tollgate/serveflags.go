@@ -30,6 +30,8 @@ type serveOptions struct {
 	// upstreamTimeout bounds each upstream response (504 when it fires); drainTimeout is how long
 	// a stop waits for the requests in flight before it cuts them.
 	upstreamTimeout, drainTimeout time.Duration
+	// stdin is read for --config - (nil: not read).
+	stdin io.Reader
 	// stop, when set, replaces SIGINT and SIGTERM (tests).
 	stop <-chan os.Signal
 }
@@ -39,7 +41,7 @@ type serveOptions struct {
 func parseServeFlags(args []string, stderr io.Writer) (serveOptions, bool) {
 	fs := flag.NewFlagSet("tollgate serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "plugin configuration `FILE` (JSON), required")
+	configPath := fs.String("config", "", "plugin configuration `FILE` (JSON; - reads standard input), required")
 	listen := fs.String("listen", "127.0.0.1:8080", "`ADDR` to listen on")
 	upstream := fs.String("upstream", "", "upstream base `URL` for admitted requests, required")
 	wasmPath := fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")

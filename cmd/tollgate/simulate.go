@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +17,8 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/simulate"
 )
 
-// progressFrom is the number of requests from which the replay draws a progress bar.
+// progressFrom is the number of requests from which the replay draws a progress bar (on a
+// terminal only).
 const progressFrom = 50_000
 
 // simulateCmd replays an access log through the module with one configuration (and another to
@@ -63,23 +65,11 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	var configs []simulate.ConfigFile
-	for _, path := range []string{*configPath, *comparePath} {
-		if path == "" {
-			continue
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
-			return 1
-		}
-		if _, err := config.Parse(data); err != nil {
-			printProblems(stderr, path, err)
-			return 1
-		}
-		configs = append(configs, simulate.ConfigFile{Name: path, Data: data})
+	configs, ok := readSimulateConfigs(stderr, *configPath, *comparePath)
+	if !ok {
+		return 1
 	}
-	wasm, err := os.ReadFile(*wasmPath)
+	wasm, err := readRegularFile(*wasmPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate simulate: cannot read the module: %v (run `make build`, or pass --wasm)\n", err)
 		return 1
@@ -89,23 +79,14 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	log, err := simulate.Open(*logPath, logFormat)
+	log, err := openLog(stderr, *logPath, logFormat)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
 		return 1
 	}
 	defer log.Close()
-	for _, bad := range log.BadSamples {
-		fmt.Fprintf(stderr, "%s:%d: skipped: %s\n", *logPath, bad.Line, bad.Error)
-	}
-	if more := log.Bad - len(log.BadSamples); more > 0 {
-		fmt.Fprintf(stderr, "%s: %d more bad lines skipped (summary.json counts them)\n", *logPath, more)
-	}
 
-	var bar *progressBar
-	if log.Requests() >= progressFrom {
-		bar = &progressBar{w: stderr, total: log.Requests(), started: time.Now()}
-	}
+	bar := progressFor(stderr, log.Requests())
 	started := time.Now()
 	opts := simulate.RunOptions{Wasm: wasm, Configs: configs, ShowKeys: *showKeys, Top: *top, Seed: *seed}
 	if bar != nil {
@@ -144,6 +125,51 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*outDir, "summary.json"), filepath.Join(*outDir, "report.html"))
 	return 0
+}
+
+// readSimulateConfigs reads and checks the configurations to replay (an empty path is skipped),
+// saying on stderr what is wrong with one.
+func readSimulateConfigs(stderr io.Writer, paths ...string) ([]simulate.ConfigFile, bool) {
+	var configs []simulate.ConfigFile
+	for _, path := range paths {
+		if path == "" {
+			continue
+		}
+		data, err := readInput(path, nil)
+		if errors.Is(err, config.ErrTooLarge) {
+			printProblems(stderr, path, err)
+			return nil, false
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+			return nil, false
+		}
+		if _, err := config.Parse(data); err != nil {
+			printProblems(stderr, path, err)
+			return nil, false
+		}
+		configs = append(configs, simulate.ConfigFile{Name: path, Data: data})
+	}
+	return configs, true
+}
+
+// openLog reads and indexes the log, reporting its bad lines on stderr.
+func openLog(stderr io.Writer, path string, format simulate.Format) (*simulate.Log, error) {
+	if info, err := os.Stat(path); err == nil && info.Mode()&os.ModeNamedPipe != 0 {
+		// Opening a named pipe waits for its writer: say so rather than sit silent.
+		fmt.Fprintf(stderr, "tollgate simulate: %s is a named pipe: waiting for a writer\n", path)
+	}
+	log, err := simulate.Open(path, format)
+	if err != nil {
+		return nil, err
+	}
+	for _, bad := range log.BadSamples {
+		fmt.Fprintf(stderr, "%s:%d: skipped: %s\n", path, bad.Line, bad.Error)
+	}
+	if more := log.Bad - len(log.BadSamples); more > 0 {
+		fmt.Fprintf(stderr, "%s: %d more bad lines skipped (summary.json counts them)\n", path, more)
+	}
+	return log, nil
 }
 
 func writeReport(path string, s *simulate.Summary) error {
@@ -203,6 +229,15 @@ func printTable(w io.Writer, r *simulate.Result) {
 			simulate.Thousands(rr.ShadowLimited), simulate.Thousands(rr.MissingKey), simulate.Thousands(rr.Exempt), simulate.Thousands(int64(rr.Keys)), topKey)
 	}
 	tw.Flush()
+}
+
+// progressFor is the progress bar of a replay of requests requests, or nil: only a long replay
+// draws one, and only on a terminal.
+func progressFor(stderr io.Writer, requests int) *progressBar {
+	if requests < progressFrom || !isTerminal(stderr) {
+		return nil
+	}
+	return &progressBar{w: stderr, total: requests, started: time.Now()}
 }
 
 // progressBar draws the replay's progress on one line of stderr, redrawn at each whole percent.

@@ -299,10 +299,6 @@ func latency(t testing.TB, r *replica, paths []string, n int) [][]time.Duration 
 	return out
 }
 
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	return sorted[int(q*float64(len(sorted)-1))]
-}
-
 // The latency a global check adds per request: the same replica, the same key, a rule with a
 // global limit against one without, measured in the same run, interleaved. The figure is logged
 // and written to build/global-latency.txt (make test prints it).
@@ -314,19 +310,11 @@ func TestGlobalPathLatency(t *testing.T) {
 	latency(t, r, paths, 50) // warm up connections and VMs
 	const n = 500
 	d := latency(t, r, paths, n)
-	local, global, leased := d[0], d[1], d[2]
-	report := fmt.Sprintf("Global limit latency (e2e/ratelimit TestGlobalPathLatency, %s): %d sequential requests per path through `tollgate serve`\n"+
-		"  local only:  p50 %v  p90 %v  p99 %v\n"+
-		"  with global: p50 %v  p90 %v  p99 %v\n"+
-		"  with global and a lease (max_tokens 16, ttl 1s): p50 %v  p90 %v  p99 %v\n"+
-		"  added by the global check (envoyproxy/ratelimit on Redis, loopback; differences of the quantiles): p50 %v  p90 %v  p99 %v\n"+
-		"  added by the global check with a lease: p50 %v  p90 %v  p99 %v\n",
-		time.Now().UTC().Format(time.RFC3339), n,
-		quantile(local, .5), quantile(local, .9), quantile(local, .99),
-		quantile(global, .5), quantile(global, .9), quantile(global, .99),
-		quantile(leased, .5), quantile(leased, .9), quantile(leased, .99),
-		quantile(global, .5)-quantile(local, .5), quantile(global, .9)-quantile(local, .9), quantile(global, .99)-quantile(local, .99),
-		quantile(leased, .5)-quantile(local, .5), quantile(leased, .9)-quantile(local, .9), quantile(leased, .99)-quantile(local, .99))
+	report := latencyReport(time.Now(), n, []latencyPath{
+		{"local only", d[0]},
+		{"with global", d[1]},
+		{"with global and a lease (max_tokens 16, ttl 1s)", d[2]},
+	})
 	t.Log("\n" + report)
 	err := os.MkdirAll(filepath.Join(repoRoot, "build"), 0o755)
 	if err == nil {

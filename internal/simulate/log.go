@@ -17,6 +17,13 @@ const MaxBadShare = 0.05
 // maxLineBytes bounds one line; a longer one is a bad line.
 const maxLineBytes = 1 << 20
 
+// GiveUpLines and GiveUpBytes bound what Open reads without finding a request: past either, in
+// a row, the format is wrong or the file is no access log, and reading on could last forever.
+const (
+	GiveUpLines = 10_000
+	GiveUpBytes = 64 << 20
+)
+
 // maxBadSamples is how many bad lines are kept with their reason.
 const maxBadSamples = 20
 
@@ -38,7 +45,9 @@ type Log struct {
 	// First and Last are the earliest and latest request times (Unix nanoseconds).
 	First, Last int64
 
-	file  *os.File
+	file *os.File
+	// spool: file is a temporary copy of a log that is not a regular file, removed on Close.
+	spool bool
 	index []indexed
 }
 
@@ -53,26 +62,40 @@ type indexed struct {
 // Envoy writes a line when its request ends, so lines are out of start order by up to the
 // longest request. Requests with the same start time keep their order in the file. It fails when
 // the log has no request or more than MaxBadShare of its lines are bad (the error names the
-// first bad lines). Close the Log when done.
+// first bad lines), and as soon as GiveUpLines lines or GiveUpBytes bytes in a row hold no
+// request, so that a wrong --format or a file that never ends (/dev/zero) stops early. A log
+// that is not a regular file (a pipe, a device) is copied to a temporary file as it is read,
+// since the replay reads its lines again. Close the Log when done.
 func Open(path string, format Format) (*Log, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	l := &Log{Path: path, Format: format, file: f}
-	if err := l.scan(); err != nil {
-		f.Close()
+	src := io.Reader(f)
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		spool, err := os.CreateTemp("", "tollgate-simulate-*.log")
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s is not a regular file, and a temporary copy cannot be made: %w", path, err)
+		}
+		defer f.Close() // only the copy is read again
+		l.file, l.spool = spool, true
+		src = io.TeeReader(f, spool)
+	}
+	if err := l.scan(src); err != nil {
+		l.Close()
 		return nil, err
 	}
 	if len(l.index) == 0 {
-		f.Close()
+		l.Close()
 		if l.Bad > 0 {
 			return nil, fmt.Errorf("%s: no line is a %s request (%d bad); first: %s", path, format, l.Bad, l.badSummary())
 		}
 		return nil, fmt.Errorf("%s: no requests", path)
 	}
 	if share := float64(l.Bad) / float64(l.Lines); share > MaxBadShare {
-		f.Close()
+		l.Close()
 		return nil, fmt.Errorf("%s: %d of %d lines (%.1f %%) are not %s requests, more than %.0f %%: is --format right? first: %s",
 			path, l.Bad, l.Lines, 100*share, format, 100*MaxBadShare, l.badSummary())
 	}
@@ -95,37 +118,71 @@ func (l *Log) badSummary() string {
 	return b.String()
 }
 
-func (l *Log) scan() error {
-	r := bufio.NewReaderSize(l.file, 256<<10)
+func (l *Log) scan(src io.Reader) error {
+	r := bufio.NewReaderSize(src, 256<<10)
 	var offset int64
+	// The lines and bytes read since the last request (or the start).
+	var fruitlessLines int
+	var fruitlessBytes int64
 	for number := 1; ; number++ {
-		line, size, tooLong, err := readLine(r)
+		line, size, tooLong, err := readLine(r, GiveUpBytes-fruitlessBytes)
 		if err == io.EOF && size == 0 {
 			return nil
+		}
+		start := offset
+		offset += int64(size)
+		fruitlessBytes += int64(size)
+		if errors.Is(err, errLineBudget) {
+			return l.giveUp(number, fruitlessLines, fruitlessBytes, true)
 		}
 		if err != nil && err != io.EOF {
 			return fmt.Errorf("%s: line %d: %w", l.Path, number, err)
 		}
-		start := offset
-		offset += int64(size)
 		if len(bytes.TrimSpace(line)) == 0 && !tooLong {
 			continue
 		}
 		l.Lines++
-		if tooLong {
-			l.bad(number, fmt.Sprintf("longer than %d bytes", maxLineBytes))
-			continue
+		if e, reason := l.parse(line, tooLong); reason != "" {
+			l.bad(number, reason)
+			if fruitlessLines++; fruitlessLines >= GiveUpLines || fruitlessBytes >= GiveUpBytes {
+				return l.giveUp(number, fruitlessLines, fruitlessBytes, false)
+			}
+		} else {
+			l.index = append(l.index, indexed{time: e.Time, offset: start, size: int32(len(line)), line: int32(number)})
+			fruitlessLines, fruitlessBytes = 0, 0
 		}
-		e, perr := l.Format.Parse(line)
-		if perr != nil {
-			l.bad(number, perr.Error())
-			continue
-		}
-		l.index = append(l.index, indexed{time: e.Time, offset: start, size: int32(len(line)), line: int32(number)})
 		if err == io.EOF {
 			return nil
 		}
 	}
+}
+
+// parse reads one non-blank line, or says why it is a bad line.
+func (l *Log) parse(line []byte, tooLong bool) (Entry, string) {
+	if tooLong {
+		return Entry{}, fmt.Sprintf("longer than %d bytes", maxLineBytes)
+	}
+	e, err := l.Format.Parse(line)
+	if err != nil {
+		return Entry{}, err.Error()
+	}
+	return e, ""
+}
+
+// giveUp is the error of a log in which GiveUpLines lines or GiveUpBytes bytes in a row hold no
+// request: the counts so far, and what is most likely wrong.
+func (l *Log) giveUp(line, lines int, size int64, unended bool) error {
+	what := fmt.Sprintf("%s lines (%s bytes) in a row hold no %s request", Thousands(int64(lines)), Thousands(size), l.Format)
+	if unended {
+		what = fmt.Sprintf("%d MiB in a row hold no %s request, and line %d has not ended", GiveUpBytes>>20, l.Format, line)
+	}
+	first := l.badSummary()
+	if first == "" {
+		first = fmt.Sprintf("line %d: longer than %d bytes", line, maxLineBytes)
+	}
+	return fmt.Errorf("%s: gave up at line %d: %s (%d requests and %d bad lines so far): "+
+		"is --format right (envoy-json or combined), and is this an access log? first: %s",
+		l.Path, line, what, len(l.index), l.Bad, first)
 }
 
 func (l *Log) bad(line int, reason string) {
@@ -135,14 +192,21 @@ func (l *Log) bad(line int, reason string) {
 	}
 }
 
+// errLineBudget is readLine's error for a line that went on past its budget of bytes.
+var errLineBudget = errors.New("line over budget")
+
 // readLine returns the next line without its end, the bytes it took in the file, and whether
-// it was cut at maxLineBytes (the rest is skipped).
-func readLine(r *bufio.Reader) (line []byte, size int, tooLong bool, err error) {
+// it was cut at maxLineBytes (the rest is skipped). A line that takes more than budget bytes
+// without ending is given up with errLineBudget: a file without a newline may never end.
+func readLine(r *bufio.Reader, budget int64) (line []byte, size int, tooLong bool, err error) {
 	var long []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
 		size += len(chunk)
 		if err == bufio.ErrBufferFull {
+			if int64(size) > budget {
+				return nil, size, true, errLineBudget
+			}
 			if !tooLong {
 				long = append(long, chunk...)
 				tooLong = len(long) > maxLineBytes
@@ -163,8 +227,16 @@ func readLine(r *bufio.Reader) (line []byte, size int, tooLong bool, err error) 
 // Requests counts the requests to replay.
 func (l *Log) Requests() int { return len(l.index) }
 
-// Close closes the file.
-func (l *Log) Close() error { return l.file.Close() }
+// Close closes the file (and removes the temporary copy of a log that is not a regular file).
+func (l *Log) Close() error {
+	err := l.file.Close()
+	if l.spool {
+		if rmErr := os.Remove(l.file.Name()); err == nil {
+			err = rmErr
+		}
+	}
+	return err
+}
 
 // Each calls fn with every request in time order, reading the lines again; the Entry is reused.
 // It stops at the first error fn returns.
