@@ -1,8 +1,8 @@
 // Package admission decides one request: it builds each rule's partition key from the request,
-// charges every limit of every rule in Envoy shared data, and returns what the filter must do
+// charges every limit of every rule in Envoy shared data, and returns what the lifecycle must do
 // next. It is plain Go behind two small interfaces (Request, Store), so it runs natively in
-// unit tests and inside the wasm module alike; the filter package adapts the ABI to them and
-// renders the HTTP answer (status, Retry-After, rate-limit headers).
+// unit tests and inside the wasm module alike; the lifecycle (internal/plugin) adapts the ABI
+// to them and renders the HTTP answer (status, Retry-After, rate-limit headers).
 //
 // Two types split the work. A Policy is a configuration compiled once (rules, limits, the key
 // table's shape, the hash secret) and never written afterwards. A Gate decides requests by a
