@@ -75,7 +75,9 @@ func checkCounters(t *testing.T, host *abitest.Host, want map[string]uint64) {
 }
 
 // logsAt are the host's log lines at level, in one string for comparisons.
-func logsAt(host *abitest.Host, level abi.LogLevel) string { return fmt.Sprintf("%q", host.LogsAt(level)) }
+func logsAt(host *abitest.Host, level abi.LogLevel) string {
+	return fmt.Sprintf("%q", host.LogsAt(level))
+}
 
 // rlsAnswer encodes a RateLimitResponse (envoy.service.ratelimit.v3) with its overall code and
 // one descriptor status: the limit (requests per unit, unit), the remaining count, and the
