@@ -3,6 +3,7 @@ package plugin
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,11 +12,11 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/rls"
 )
 
-// globalRuleJSON is a rule with one local token an hour and a global limit asked of the rate limit
-// service within 20 ms; extra is spliced into its global object.
-func globalRuleJSON(name, mode, extra string) string {
+// globalRuleJSON is a rule with local tokens (refilled one an hour) and a global limit asked of
+// the rate limit service within 20 ms; extra is spliced into its global object.
+func globalRuleJSON(name, mode string, tokens int, extra string) string {
 	return `{"name": "` + name + `", "key": [{"header": "x-api-key"}],
-	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}],
+	  "limits": [{"capacity": ` + strconv.Itoa(tokens) + `, "refill_tokens": 1, "refill_interval": "1h"}],
 	  "global": {"cluster": "ratelimit", "domain": "dom", "timeout": "20ms", "failure_mode": "` + mode + `"` + extra + `}}`
 }
 
@@ -33,7 +34,7 @@ func onlyCall(t *testing.T, host *abitest.Host, key string, context uint32) *abi
 	}
 	c := calls[0]
 	if c.Cluster != rlsCluster || c.Service != rls.Service || c.Method != rls.Method || c.TimeoutMilliseconds != 20 ||
-		context != 0 && c.Context != context || !bytes.Contains(c.Message, []byte("dom")) || bytes.Contains(c.Message, []byte(key)) {
+		context != 0 && c.Context != context || !bytes.Contains(c.Message, []byte("dom")) || key != "" && bytes.Contains(c.Message, []byte(key)) {
 		t.Fatalf("call %+v, want one to %s without %q for context %d", c, rlsCluster, key, context)
 	}
 	return c
@@ -72,7 +73,7 @@ func TestGlobalCallAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			host := rig(t, globalConfig(globalRuleJSON("g", tt.mode, "")))
+			host := rig(t, globalConfig(globalRuleJSON("g", tt.mode, 1, "")))
 			s, _ := host.Request(keyed("alice", "/"))
 			if outcome(s) != "held" {
 				t.Fatalf("before the answer: %s, want held", outcome(s))
@@ -106,7 +107,7 @@ func TestGlobalCallAnswers(t *testing.T) {
 // Two rules with global limits: the request waits for both answers, and either's OVER_LIMIT
 // rejects it, with that rule's Retry-After.
 func TestTwoGlobalRules(t *testing.T) {
-	host := rig(t, globalConfig(globalRuleJSON("g1", "allow", ""), globalRuleJSON("g2", "allow", "")))
+	host := rig(t, globalConfig(globalRuleJSON("g1", "allow", 1, ""), globalRuleJSON("g2", "allow", 1, "")))
 	steps := []struct {
 		rule    int // whose call is answered: 0 or 1
 		answer  []byte
