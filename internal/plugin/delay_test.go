@@ -1,8 +1,10 @@
 package plugin
 
 import (
+	"regexp"
 	"testing"
 
+	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/abi/abitest"
 )
 
@@ -101,4 +103,40 @@ func TestDelayBeyondTheHeldBoundIsRejected(t *testing.T) {
 		t.Fatalf("the next one: %s, want 429 ra=11", got)
 	}
 	checkCounters(t, host, map[string]uint64{"tollgate.rule.pace.limited": 2, "tollgate.rule.pace.delayed": uint64(maxHeld)})
+}
+
+// A delayed request of a rule with a global limit asks the rate limit service when it is due,
+// not when it arrives; at debug level its hold is logged with the bucket's owner by hash.
+func TestDelayedRequestAsksTheServiceWhenDue(t *testing.T) {
+	host := rigWith(t, globalConfig(`{"name": "pace", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}],
+	  "on_limit": {"action": "delay", "max_delay": "2s"},
+	  "global": {"cluster": "ratelimit", "domain": "dom", "timeout": "20ms", "failure_mode": "deny"}}`),
+		abitest.Options{LogLevel: abi.LogLevelDebug})
+	ok := rlsAnswer(rlsOK, 100, unitMinute, 90, 60000)
+	type o = map[string]string
+	streams := runLeaseSteps(t, host, []leaseStep{
+		{name: "a", key: "secret-k", outcomes: o{"a": "held"}, calls: 1},
+		{answer: ok, outcomes: o{"a": "continued"}},
+		{name: "b", key: "secret-k", outcomes: o{"b": "held"}}, // for its token: no call yet
+	})
+	host.SetMonotonic(abitest.DefaultMonotonic + 1000*ms)
+	host.Tick()
+	if got := outcome(streams["b"]); got != "held" {
+		t.Fatalf("b when due: %s, want held for the service", got)
+	}
+	host.Answer(onlyCall(t, host, "secret-k", 0).Token, ok)
+	if got := outcome(streams["b"]); got != "continued" || len(host.Calls()) != 0 {
+		t.Fatalf("b after the answer: %s with %d calls pending, want continued", got, len(host.Calls()))
+	}
+	checkCounters(t, host, map[string]uint64{"tollgate.rule.pace.admitted": 2, "tollgate.rule.pace.global_ok": 2,
+		"tollgate.rule.pace.delayed": 1})
+	re := regexp.MustCompile(`^tollgate: decision delayed rule pace owner#[0-9a-f]+ for 1s \(1 held\)$`)
+	found := false
+	for _, line := range host.LogsAt(abi.LogLevelDebug) {
+		found = found || re.MatchString(line)
+	}
+	if !found {
+		t.Errorf("no line %s in %q", re, host.LogsAt(abi.LogLevelDebug))
+	}
 }

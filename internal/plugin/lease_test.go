@@ -24,7 +24,7 @@ type leaseStep struct {
 	ask      byte // the tokens the pending call asks for (its hits_addend); 0: not checked
 }
 
-func runLeaseSteps(t *testing.T, host *abitest.Host, steps []leaseStep) {
+func runLeaseSteps(t *testing.T, host *abitest.Host, steps []leaseStep) map[string]*abitest.Stream {
 	t.Helper()
 	streams := map[string]*abitest.Stream{}
 	for i, s := range steps {
@@ -52,6 +52,7 @@ func runLeaseSteps(t *testing.T, host *abitest.Host, steps []leaseStep) {
 			}
 		}
 	}
+	return streams
 }
 
 // A first lease asks for the cost; the tokens granted serve the waiters they cover, and an

@@ -104,3 +104,19 @@ func TestRejectionOfAGrpcRequest(t *testing.T) {
 		}
 	}
 }
+
+// A key from the client's address: two addresses, two buckets.
+func TestClientAddressKey(t *testing.T) {
+	host := rig(t, `{"rules": [{"name": "ip", "key": [{"client_ip": {}}],
+	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1m"}]}]}`)
+	steps := []struct{ address, outcome string }{
+		{"192.0.2.1:5000", "continued"}, {"192.0.2.1:5001", "429 ra=60"}, {"198.51.100.7:5000", "continued"},
+	}
+	for i, step := range steps {
+		req := keyed("", "/")
+		req.SourceAddress = step.address
+		if s, _ := host.Request(req); outcome(s) != step.outcome {
+			t.Errorf("request %d from %s: %s, want %s", i, step.address, outcome(s), step.outcome)
+		}
+	}
+}
