@@ -24,7 +24,7 @@ func TestSettleAtResponse(t *testing.T) {
 		name   string
 		config string
 		// Each request's end: a response status, "none" (the stream ends without one) or
-		// "gone" (its client goes away while it is held).
+		// "gone" (its client goes away while it is held); "-" for the last, left as it is.
 		ends     []string
 		outcomes []string // before the end
 		refunded uint64
