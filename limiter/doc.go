@@ -8,7 +8,8 @@
 // CalendarWindow from CalendarLimit) and
 // decides on a per-key state that the caller stores (BucketState,
 // WindowState), starting from Initial: Take returns the new state and a
-// Decision, Give refunds a Take that another limit overruled. Algorithm is
+// Decision, Give refunds a Take that another limit overruled (and a Bucket's
+// Undo one whose state others sharing the key have written since). Algorithm is
 // that common shape, for callers that hold any of the three. A state is only
 // meaningful for the limiter that produced it, which Fingerprint lets a
 // caller check before reusing stored state; the fingerprints of the three
@@ -34,12 +35,15 @@
 //
 // A level in credits can need more than 64 bits: a capacity of 10^9 tokens
 // refilled one per 366 days is 3×10^25 credits. So BucketState keeps it in
-// two parts, whole Tokens and the Credits toward the next token (below
-// Bucket.CreditsPerToken), and the refill multiplies and divides in 128 bits
+// two parts, whole Tokens and the Credits toward the next token (fewer than
+// one token is worth), and the refill multiplies and divides in 128 bits
 // (math/bits). Every computation is exact for any positive Capacity,
 // RefillTokens and RefillInterval, whatever BucketState and times it is
 // given; a duration beyond math.MaxInt64 nanoseconds (292 years) is reported
-// as math.MaxInt64.
+// as math.MaxInt64. Most buckets need less: when a full one's credits fit in
+// 64 bits, Take and IdleAt decide a state in range in 64-bit arithmetic,
+// with the same results and no call, which is what a proxy compiled to
+// WebAssembly runs on each request.
 //
 // # Fixed and sliding windows
 //

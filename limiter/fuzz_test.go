@@ -70,76 +70,82 @@ func FuzzTake(f *testing.F) {
 		if err != nil {
 			return
 		}
-		perToken, perNano, full := creditUnits(l)
-		if b.CreditsPerToken() != perToken || b.CreditsPerNano() != perNano {
-			t.Fatalf("%+v: %d credits per token, %d per ns; want %d, %d", l, b.CreditsPerToken(), b.CreditsPerNano(), perToken, perNano)
-		}
-		s := limiter.BucketState{Tokens: tokens, Credits: credits, Last: last}
-		wantLevel, wantLast := refilledLevel(capacity, perToken, perNano, s, now)
-		taken := max(n, 1)
-		takenCredits := new(big.Int).Mul(big.NewInt(min(taken, capacity)), big.NewInt(perToken))
-
-		got, d := b.Take(s, now, n)
-		if !b.Valid(got) {
-			t.Fatalf("Take(%+v, %d, %d) with %+v: invalid state %+v", s, now, n, l, got)
-		}
-		if d.Allowed != (d.RetryAfter == 0) || d.RetryAfter < 0 || d.Remaining < 0 || d.Reset < 0 {
-			t.Fatalf("Take(%+v, %d, %d) with %+v: inconsistent decision %+v", s, now, n, l, d)
-		}
-		// Time never goes backwards, whatever now and Last are.
-		if got.Last != wantLast || got.Last < s.Last || got.Last < now {
-			t.Fatalf("Take(%+v, %d, %d) with %+v: Last %d, want %d", s, now, n, l, got.Last, wantLast)
-		}
-		gotLevel := bigLevel(got, perToken)
-		if d.Allowed {
-			if want := new(big.Int).Sub(wantLevel, takenCredits); taken > capacity || gotLevel.Cmp(want) != 0 {
-				t.Fatalf("Take(%+v, %d, %d) with %+v: allowed, level %v, want %v - %d tokens", s, now, n, l, gotLevel, wantLevel, taken)
-			}
-		} else {
-			if gotLevel.Cmp(wantLevel) != 0 {
-				t.Fatalf("Take(%+v, %d, %d) with %+v: rejected, level %v, want refilled %v", s, now, n, l, gotLevel, wantLevel)
-			}
-			wantRetry := time.Duration(math.MaxInt64)
-			if taken <= capacity {
-				if takenCredits.Cmp(wantLevel) <= 0 {
-					t.Fatalf("Take(%+v, %d, %d) with %+v: rejected with %v credits for %v", s, now, n, l, wantLevel, takenCredits)
-				}
-				wantRetry = ceilNanos(new(big.Int).Sub(takenCredits, wantLevel), perNano)
-			}
-			if d.RetryAfter != wantRetry {
-				t.Fatalf("Take(%+v, %d, %d) with %+v: RetryAfter %d, want %d", s, now, n, l, d.RetryAfter, wantRetry)
-			}
-		}
-		if wantReset := ceilNanos(new(big.Int).Sub(full, gotLevel), perNano); d.Reset != wantReset {
-			t.Fatalf("Take(%+v, %d, %d) with %+v: Reset %d, want %d", s, now, n, l, d.Reset, wantReset)
-		}
-		if want := new(big.Int).Quo(gotLevel, big.NewInt(perToken)); d.Remaining != want.Int64() {
-			t.Fatalf("Take(%+v, %d, %d) with %+v: remaining %d, level %v credits", s, now, n, l, d.Remaining, gotLevel)
-		}
-		// IdleAt: Last plus the exact time to refill what is missing, math.MaxInt64 beyond it.
-		wantIdle := new(big.Int).Sub(full, gotLevel)
-		wantIdle.Add(wantIdle, big.NewInt(perNano-1)).Quo(wantIdle, big.NewInt(perNano)).Add(wantIdle, big.NewInt(got.Last))
-		if !wantIdle.IsInt64() {
-			wantIdle.SetInt64(math.MaxInt64)
-		}
-		if idle := b.IdleAt(got); idle != wantIdle.Int64() {
-			t.Fatalf("IdleAt(%+v) with %+v = %d, want %v", got, l, idle, wantIdle)
-		}
-
-		given := b.Give(s, now, n)
-		refund := new(big.Int).Add(wantLevel, takenCredits)
-		if refund.Cmp(full) > 0 {
-			refund = full
-		}
-		if !b.Valid(given) || bigLevel(given, perToken).Cmp(refund) != 0 || given.Last != wantLast {
-			t.Fatalf("Give(%+v, %d, %d) with %+v: %+v, want level %v at %d", s, now, n, l, given, refund, wantLast)
-		}
-
-		// A Give right after an allowed Take restores the level exactly.
-		if d.Allowed {
-			if back := b.Give(got, got.Last, n); bigLevel(back, perToken).Cmp(wantLevel) != 0 {
-				t.Fatalf("Take then Give(%d) with %+v: level %v, want %v", n, l, bigLevel(back, perToken), wantLevel)
-			}
-		}
+		checkTake(t, b, limiter.BucketState{Tokens: tokens, Credits: credits, Last: last}, now, n)
 	})
+}
+
+// checkTake checks Take, IdleAt and Give on s at now against levels in big integers.
+func checkTake(t *testing.T, b limiter.Bucket, s limiter.BucketState, now, n int64) {
+	t.Helper()
+	l, capacity := b.Limit(), b.Limit().Capacity
+	perToken, perNano, full := creditUnits(l)
+	if b.CreditsPerToken() != perToken || b.CreditsPerNano() != perNano {
+		t.Fatalf("%+v: %d credits per token, %d per ns; want %d, %d", l, b.CreditsPerToken(), b.CreditsPerNano(), perToken, perNano)
+	}
+	wantLevel, wantLast := refilledLevel(capacity, perToken, perNano, s, now)
+	taken := max(n, 1)
+	takenCredits := new(big.Int).Mul(big.NewInt(min(taken, capacity)), big.NewInt(perToken))
+
+	got, d := b.Take(s, now, n)
+	if !b.Valid(got) {
+		t.Fatalf("Take(%+v, %d, %d) with %+v: invalid state %+v", s, now, n, l, got)
+	}
+	if d.Allowed != (d.RetryAfter == 0) || d.RetryAfter < 0 || d.Remaining < 0 || d.Reset < 0 {
+		t.Fatalf("Take(%+v, %d, %d) with %+v: inconsistent decision %+v", s, now, n, l, d)
+	}
+	// Time never goes backwards, whatever now and Last are.
+	if got.Last != wantLast || got.Last < s.Last || got.Last < now {
+		t.Fatalf("Take(%+v, %d, %d) with %+v: Last %d, want %d", s, now, n, l, got.Last, wantLast)
+	}
+	gotLevel := bigLevel(got, perToken)
+	if d.Allowed {
+		if want := new(big.Int).Sub(wantLevel, takenCredits); taken > capacity || gotLevel.Cmp(want) != 0 {
+			t.Fatalf("Take(%+v, %d, %d) with %+v: allowed, level %v, want %v - %d tokens", s, now, n, l, gotLevel, wantLevel, taken)
+		}
+	} else {
+		if gotLevel.Cmp(wantLevel) != 0 {
+			t.Fatalf("Take(%+v, %d, %d) with %+v: rejected, level %v, want refilled %v", s, now, n, l, gotLevel, wantLevel)
+		}
+		wantRetry := time.Duration(math.MaxInt64)
+		if taken <= capacity {
+			if takenCredits.Cmp(wantLevel) <= 0 {
+				t.Fatalf("Take(%+v, %d, %d) with %+v: rejected with %v credits for %v", s, now, n, l, wantLevel, takenCredits)
+			}
+			wantRetry = ceilNanos(new(big.Int).Sub(takenCredits, wantLevel), perNano)
+		}
+		if d.RetryAfter != wantRetry {
+			t.Fatalf("Take(%+v, %d, %d) with %+v: RetryAfter %d, want %d", s, now, n, l, d.RetryAfter, wantRetry)
+		}
+	}
+	if wantReset := ceilNanos(new(big.Int).Sub(full, gotLevel), perNano); d.Reset != wantReset {
+		t.Fatalf("Take(%+v, %d, %d) with %+v: Reset %d, want %d", s, now, n, l, d.Reset, wantReset)
+	}
+	if want := new(big.Int).Quo(gotLevel, big.NewInt(perToken)); d.Remaining != want.Int64() {
+		t.Fatalf("Take(%+v, %d, %d) with %+v: remaining %d, level %v credits", s, now, n, l, d.Remaining, gotLevel)
+	}
+	// IdleAt: Last plus the exact time to refill what is missing, math.MaxInt64 beyond it.
+	wantIdle := new(big.Int).Sub(full, gotLevel)
+	wantIdle.Add(wantIdle, big.NewInt(perNano-1)).Quo(wantIdle, big.NewInt(perNano)).Add(wantIdle, big.NewInt(got.Last))
+	if !wantIdle.IsInt64() {
+		wantIdle.SetInt64(math.MaxInt64)
+	}
+	if idle := b.IdleAt(got); idle != wantIdle.Int64() {
+		t.Fatalf("IdleAt(%+v) with %+v = %d, want %v", got, l, idle, wantIdle)
+	}
+
+	given := b.Give(s, now, n)
+	refund := new(big.Int).Add(wantLevel, takenCredits)
+	if refund.Cmp(full) > 0 {
+		refund = full
+	}
+	if !b.Valid(given) || bigLevel(given, perToken).Cmp(refund) != 0 || given.Last != wantLast {
+		t.Fatalf("Give(%+v, %d, %d) with %+v: %+v, want level %v at %d", s, now, n, l, given, refund, wantLast)
+	}
+
+	// A Give right after an allowed Take restores the level exactly.
+	if d.Allowed {
+		if back := b.Give(got, got.Last, n); bigLevel(back, perToken).Cmp(wantLevel) != 0 {
+			t.Fatalf("Take then Give(%d) with %+v: level %v, want %v", n, l, bigLevel(back, perToken), wantLevel)
+		}
+	}
 }

@@ -47,8 +47,10 @@ type Bucket struct {
 // than 64 bits (a capacity of 10^9 tokens refilled one a year is 3×10^25
 // credits).
 type BucketState struct {
-	Tokens  int64 // whole tokens, 0..Capacity
-	Credits int64 // credits toward the next token, 0..CreditsPerToken-1; 0 when full
+	Tokens int64 // whole tokens, 0..Capacity
+	// Credits are the credits toward the next token (see the package documentation), fewer
+	// than one token is worth; 0 when full.
+	Credits int64
 	// Last is when the level was computed, in nanoseconds on the caller's
 	// monotonic time base. It never decreases: a Take or Give at an
 	// earlier now is made as of Last.
@@ -90,13 +92,6 @@ func NewBucket(l BucketLimit) (Bucket, error) {
 // BucketLimit returns the BucketLimit the bucket was made from.
 func (b Bucket) Limit() BucketLimit { return b.limit }
 
-// CreditsPerToken is the number of credits one token is worth for this
-// bucket: the unit of BucketState.Credits.
-func (b Bucket) CreditsPerToken() int64 { return b.creditsPerToken }
-
-// CreditsPerNano is the number of credits the bucket gains per nanosecond.
-func (b Bucket) CreditsPerNano() int64 { return b.creditsPerNano }
-
 // Initial returns the state of a key never seen: a full bucket as of now.
 func (b Bucket) Initial(now int64) BucketState {
 	return BucketState{Tokens: b.limit.Capacity, Last: now}
@@ -115,10 +110,36 @@ func (b Bucket) Valid(s BucketState) bool {
 // but still returns the refilled BucketState. A request for more than Capacity
 // tokens is always rejected, with RetryAfter math.MaxInt64 nanoseconds.
 func (b Bucket) Take(s BucketState, now int64, n int64) (BucketState, Decision) {
+	n = max(n, 1)
+	if n <= b.limit.Capacity && b.Valid(s) && b.narrow() {
+		// The common case, in 64 bits and in line (narrow.go). A refill shorter than the time
+		// to fill the bucket adds fewer credits than are missing: their sum with Credits fits.
+		if now > s.Last {
+			elapsed, fill := uint64(now)-uint64(s.Last), b.fillNarrow(s)
+			s.Last = now
+			if elapsed >= fill {
+				s.Tokens, s.Credits = b.limit.Capacity, 0
+			} else {
+				sum := elapsed*uint64(b.creditsPerNano) + uint64(s.Credits)
+				s.Tokens += int64(sum / uint64(b.creditsPerToken))
+				s.Credits = int64(sum % uint64(b.creditsPerToken))
+			}
+		}
+		d := Decision{Allowed: s.Tokens >= n}
+		if d.Allowed {
+			s.Tokens -= n
+		} else {
+			d.RetryAfter = b.waitNarrow(n-s.Tokens, s.Credits)
+		}
+		d.Remaining = s.Tokens
+		if s.Tokens < b.limit.Capacity {
+			d.Reset = b.waitNarrow(b.limit.Capacity-s.Tokens, s.Credits)
+		}
+		return s, d
+	}
 	if b.creditsPerNano == 0 {
 		return s, Decision{RetryAfter: never}
 	}
-	n = max(n, 1)
 	s = b.refill(s, now)
 	switch {
 	case n > b.limit.Capacity:
@@ -140,13 +161,13 @@ func (b Bucket) Give(s BucketState, now int64, n int64) BucketState {
 		return s
 	}
 	s = b.refill(s, now)
-	return b.AddLevel(s, max(n, 1), 0)
+	return b.addLevel(s, max(n, 1), 0)
 }
 
-// AddLevel adds tokens and credits (negative ones count as 0) to s's level, up to capacity,
-// without refilling: a caller that gives back part of a token refills first (Refill). s is
-// clamped into range first, as Take does.
-func (b Bucket) AddLevel(s BucketState, tokens, credits int64) BucketState {
+// addLevel adds tokens and credits (negative ones count as 0) to s's level, up to capacity,
+// without refilling: a caller that gives back part of a token refills first. s is clamped into
+// range first, as Take does.
+func (b Bucket) addLevel(s BucketState, tokens, credits int64) BucketState {
 	s = b.clamp(s)
 	c, perToken := b.limit.Capacity, uint64(b.creditsPerToken)
 	room := c - s.Tokens
@@ -171,6 +192,35 @@ func (b Bucket) AddLevel(s BucketState, tokens, credits int64) BucketState {
 	return BucketState{Tokens: s.Tokens + whole, Credits: int64(frac), Last: s.Last}
 }
 
+// Undo gives back to s the n tokens (n < 1 counts as 1) that a Take stored as written took, when
+// that Take must be undone after all (another limit of the same request failed to store its
+// own) but others sharing the key may have stored states since, and time has passed: s is the
+// key's state now. Had the tokens not been taken, the bucket would hold n more, less what a
+// refill up to capacity cut off meanwhile. The most it can have held since is written refilled
+// to now (the peak), so Undo gives back n tokens or the room left above the peak, whichever is
+// less, and nothing once the bucket may have been full since. A refill of part of a token since
+// the write costs only that part, never a whole token. Give, by contrast, returns n tokens
+// whatever happened in between.
+func (b Bucket) Undo(s, written BucketState, now, n int64) BucketState {
+	end := max(now, s.Last)
+	if b.creditsPerNano == 0 || end >= b.IdleAt(written) {
+		return s // the bucket may have been full since: nothing is owed
+	}
+	// Not full by end (end is before it is idle), so the peak lacks at least one credit.
+	peak := b.refill(written, end)
+	n = min(max(n, 1), b.limit.Capacity)
+	s = b.refill(s, now)
+	tokens, credits := n, int64(0) // n tokens, if they fit under the peak
+	if lacking := b.limit.Capacity - peak.Tokens; n >= lacking {
+		// The room above the peak: lacking tokens less the peak's credits.
+		tokens = lacking
+		if peak.Credits != 0 {
+			tokens, credits = lacking-1, b.creditsPerToken-peak.Credits
+		}
+	}
+	return b.addLevel(s, tokens, credits)
+}
+
 // Fingerprint is a stable hash of the BucketLimit's Capacity, RefillTokens and
 // RefillInterval. A stored BucketState should only be reused by a Bucket with the
 // same fingerprint; otherwise start from Initial.
@@ -189,30 +239,22 @@ func (b Bucket) Fingerprint() uint32 {
 	return h
 }
 
-// Refill brings s forward to now without taking anything: the level a Take at now would start
-// from.
-func (b Bucket) Refill(s BucketState, now int64) BucketState { return b.refill(s, now) }
-
-// Missing is the credits s lacks to be full, (Capacity-Tokens)×CreditsPerToken-Credits, as a
-// 128-bit number; s is clamped into range first.
-func (b Bucket) Missing(s BucketState) (hi, lo uint64) {
-	s = b.clamp(s)
-	return b.missing(s)
-}
-
 // IdleAt is the instant from which s, left alone, is full again: Last plus the time to refill
 // what it lacks (math.MaxInt64 if that is beyond it).
 func (b Bucket) IdleAt(s BucketState) int64 {
 	s = b.clamp(s)
-	if s.Tokens == b.limit.Capacity || b.creditsPerNano == 0 {
-		return s.Last
+	if b.narrow() {
+		return b.idleAtNarrow(s) // the common case, in 64 bits and in line
 	}
-	hi, lo := b.missing(s)
-	wait := ceilDiv128(hi, lo, uint64(b.creditsPerNano))
-	if wait > uint64(math.MaxInt64)-uint64(s.Last) { // MaxInt64-Last, in 0..2^64-1
+	return b.IdleAtOwing(s) // which reads a state in range as IdleAt does
+}
+
+// after is the instant wait nanoseconds after last, or math.MaxInt64 if that is beyond it.
+func after(last int64, wait uint64) int64 {
+	if wait > uint64(math.MaxInt64)-uint64(last) { // MaxInt64-last, in 0..2^64-1
 		return math.MaxInt64
 	}
-	return int64(uint64(s.Last) + wait)
+	return int64(uint64(last) + wait)
 }
 
 // clamp brings the parts of s into range: Tokens into 0..Capacity, Credits into

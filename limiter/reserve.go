@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"math"
 	"math/bits"
 
 	"github.com/tollgate-proxy/tollgate/internal/duration"
@@ -90,10 +89,6 @@ func (b Bucket) Unreserve(s BucketState, now, n int64) BucketState {
 	return s
 }
 
-// RefillOwing brings s forward to now, as Reserve reads it: whole tokens below zero are a debt
-// the refill repays first.
-func (b Bucket) RefillOwing(s BucketState, now int64) BucketState { return b.refillOwing(s, now) }
-
 // ValidOwing reports whether s is in range for a bucket that reserves with maxWait: whole tokens
 // from -DebtTokens(maxWait) to Capacity, credits as Valid wants them.
 func (b Bucket) ValidOwing(s BucketState, maxWait duration.Duration) bool {
@@ -105,14 +100,14 @@ func (b Bucket) ValidOwing(s BucketState, maxWait duration.Duration) bool {
 // debt repaid first.
 func (b Bucket) IdleAtOwing(s BucketState) int64 {
 	s = b.clampOwing(s)
-	if s.Tokens == b.limit.Capacity || b.creditsPerNano == 0 {
+	switch {
+	case s.Tokens == b.limit.Capacity || b.creditsPerNano == 0:
 		return s.Last
+	case s.Tokens >= 0 && b.narrow():
+		return b.idleAtNarrow(s) // no debt: a state in range
 	}
-	wait := b.wait(b.limit.Capacity-s.Tokens, s.Credits)
-	if int64(wait) > math.MaxInt64-s.Last {
-		return math.MaxInt64
-	}
-	return s.Last + int64(wait)
+	hi, lo := b.missing(s)
+	return after(s.Last, ceilDiv128(hi, lo, uint64(b.creditsPerNano)))
 }
 
 // clampOwing is clamp with whole tokens allowed down to -maxDebtTokens.

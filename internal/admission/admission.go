@@ -151,9 +151,6 @@ type Policy struct {
 	settles bool
 	// delays: some rule holds requests over its limits (delay.go).
 	delays bool
-	// plain turns off the shortcuts the key table takes for a known key (table.go): the tests
-	// hold the shortcuts to the plain way.
-	plain bool
 
 	limitCount int // over all rules
 
@@ -245,7 +242,7 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 
 // compileLimit compiles the limit at index j of a rule (of a tier, for limits_by), numbered seq.
 func (p *Policy) compileLimit(ruleName string, j int, l config.Limit, seq int, namespace string) (limit, error) {
-	algo, err := newAlgorithm(l, p.collectStatus)
+	algo, err := newAlgorithm(l)
 	if err != nil {
 		return limit{}, err
 	}

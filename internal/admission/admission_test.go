@@ -123,24 +123,9 @@ func mustGate(t testing.TB, doc string) *Gate {
 	return NewGate(p)
 }
 
-// setCollectStatus turns limit statuses on or off after Compile, as rate-limit headers would
-// have: the Outcome's Limits, and the token buckets' Remaining and Reset.
-func setCollectStatus(p *Policy, on bool) {
-	p.collectStatus = on
-	for i := range p.rules {
-		lists := [][]limit{p.rules[i].limits}
-		if t := p.rules[i].tiers; t != nil {
-			lists = t.limits
-		}
-		for _, limits := range lists {
-			for j := range limits {
-				if tb, ok := limits[j].algo.(*tokenBucket); ok {
-					tb.describe = on
-				}
-			}
-		}
-	}
-}
+// setCollectStatus turns limit statuses (the Outcome's Limits) on or off after Compile, as
+// rate-limit headers would have.
+func setCollectStatus(p *Policy, on bool) { p.collectStatus = on }
 
 const sec = int64(time.Second)
 

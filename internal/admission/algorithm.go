@@ -36,9 +36,8 @@ type algorithm interface {
 	policy() (quota int64, windowSeconds int64)
 }
 
-// newAlgorithm compiles a limit. describe says whether its decisions must carry Remaining and
-// Reset (rate-limit headers are configured): a token bucket computes them only then.
-func newAlgorithm(l config.Limit, describe bool) (algorithm, error) {
+// newAlgorithm compiles a limit.
+func newAlgorithm(l config.Limit) (algorithm, error) {
 	switch l.Algorithm {
 	case config.FixedWindow:
 		if l.Calendar != config.NoCalendar {
@@ -55,8 +54,7 @@ func newAlgorithm(l config.Limit, describe bool) (algorithm, error) {
 		return newConcurrency(l), nil
 	default:
 		b, err := limiter.NewBucket(limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: l.RefillTokens, RefillInterval: l.RefillInterval})
-		return &tokenBucket{b: b, describe: describe,
-			capacity: l.Capacity, creditsPerToken: b.CreditsPerToken(), creditsPerNano: b.CreditsPerNano()}, err
+		return &tokenBucket{b: b, capacity: l.Capacity}, err
 	}
 }
 
@@ -72,17 +70,11 @@ func ceilSeconds(d duration.Duration) int64 {
 // limiter.BucketState in its two parts, exact for every capacity and refill rate. Whole tokens
 // mean the same for any numbers, so a changed limit carries them over.
 //
-// It decides on the request path, so take and the checks around it are written out on the
-// bucket's numbers rather than calling limiter.Bucket: in upstream Go's Wasm every call and every
-// signed division (a runtime call) is costly. TestTokenBucketMatchesLimiter holds them to
-// limiter.Bucket's decisions exactly.
+// The key table calls its bucket directly for a known key (Gate.read, Gate.decide), without
+// the interface: limiter.Bucket decides the common case in line, so that is one call.
 type tokenBucket struct {
 	b        limiter.Bucket
-	describe bool // compute Remaining and Reset
-
-	capacity        int64 // tokens
-	creditsPerToken int64 // >= 1
-	creditsPerNano  int64 // >= 1 for a valid bucket
+	capacity int64 // tokens, the bucket's
 
 	// A bucket of a rule that delays (delay.go) reserves up to maxWait ahead: its whole tokens
 	// may be below zero, down to -debt. Both are 0 for a bucket that only rejects.
@@ -97,87 +89,9 @@ func bucketCells(s limiter.BucketState) cells { return cells{s.Tokens, s.Last, s
 
 func (t *tokenBucket) initial(now int64) cells { return cells{t.capacity, now, 0} }
 
-// take is limiter.Bucket.Take on the cells: refill to now, then take n tokens if there are.
 func (t *tokenBucket) take(c cells, now, n int64) (cells, limiter.Decision) {
-	perToken := uint64(t.creditsPerToken)
-	tokens, last, credits := c[0], c[1], c[2]
-	if n > t.capacity || t.creditsPerNano <= 0 || uint64(tokens) > uint64(t.capacity) || uint64(credits) >= perToken ||
-		tokens == t.capacity && credits != 0 {
-		// Never admitted, an invalid bucket or a state out of range: rare, left to the limiter.
-		s, d := t.b.Take(bucketState(c), now, n)
-		return bucketCells(s), d
-	}
-	n = max(n, 1)
-	if now > last {
-		if tokens < t.capacity {
-			// Full once elapsed × creditsPerNano reaches the credits missing; both are 128-bit.
-			addHi, addLo := bits.Mul64(uint64(now)-uint64(last), uint64(t.creditsPerNano))
-			missHi, missLo := bits.Mul64(uint64(t.capacity-tokens), perToken)
-			var borrow uint64
-			missLo, borrow = bits.Sub64(missLo, uint64(credits), 0)
-			missHi -= borrow
-			if addHi > missHi || addHi == missHi && addLo >= missLo {
-				tokens, credits = t.capacity, 0
-			} else {
-				// The sum is below what is missing plus credits: its quotient is below the
-				// tokens missing, and in the common case it fits in 64 bits.
-				sumLo, carry := bits.Add64(addLo, uint64(credits), 0)
-				var q, r uint64
-				if sumHi := addHi + carry; sumHi == 0 {
-					q = sumLo / perToken
-					r = sumLo - q*perToken
-				} else {
-					q, r = bits.Div64(sumHi, sumLo, perToken)
-				}
-				tokens += int64(q)
-				credits = int64(r)
-			}
-		}
-		last = now
-	}
-	d := limiter.Decision{Allowed: tokens >= n}
-	if d.Allowed {
-		tokens -= n
-	} else {
-		d.RetryAfter = t.wait(n-tokens, credits)
-	}
-	if t.describe {
-		d.Remaining = tokens
-		if tokens < t.capacity {
-			d.Reset = t.wait(t.capacity-tokens, credits)
-		}
-	}
-	return cells{tokens, last, credits}, d
-}
-
-// wait is the time until a level lacking tokens less credits has refilled them, as
-// limiter.Bucket reports it: ⌈(tokens×creditsPerToken - credits)/creditsPerNano⌉, math.MaxInt64
-// when beyond it. The numerator fits in 64 bits in the common case.
-func (t *tokenBucket) wait(tokens, credits int64) duration.Duration {
-	hi, lo := bits.Mul64(uint64(tokens), uint64(t.creditsPerToken))
-	var borrow uint64
-	lo, borrow = bits.Sub64(lo, uint64(credits), 0)
-	hi -= borrow
-	d := uint64(t.creditsPerNano)
-	var q uint64
-	switch {
-	case hi == 0:
-		q = lo / d
-		if q*d != lo {
-			q++
-		}
-	case hi >= d:
-		return math.MaxInt64
-	default:
-		var r uint64
-		if q, r = bits.Div64(hi, lo, d); r != 0 {
-			q++ // hi < d: q < 2^64-1
-		}
-	}
-	if q > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return duration.Duration(q)
+	s, d := t.b.Take(bucketState(c), now, n)
+	return bucketCells(s), d
 }
 
 func (t *tokenBucket) give(c cells, now, n int64) cells {
@@ -187,38 +101,13 @@ func (t *tokenBucket) give(c cells, now, n int64) cells {
 	return bucketCells(t.b.Give(bucketState(c), now, n))
 }
 
-// undo: had the n tokens not been taken, the bucket would hold n more tokens, less whatever a
-// refill to capacity cut off meanwhile. The most the bucket can have held since the write is the
-// written level plus the refill since (peak), so n tokens, or the room left above the peak,
-// whichever is less, are still owed: a refill of part of a token since the write costs only
-// that part, never a whole token.
+// undo is limiter.Bucket.Undo for a bucket that only rejects (a refund never undoes a charge of
+// nothing: n >= 1).
 func (t *tokenBucket) undo(c, written cells, now, n int64) cells {
 	if t.debt > 0 {
 		return t.undoReservation(c, written, now, n)
 	}
-	end := max(now, c[1])
-	idle := t.idleAt(written)
-	if end >= idle || t.creditsPerNano <= 0 {
-		return c // the bucket may have been full since: nothing is owed
-	}
-	// Not full by end (end is before idle), so peak lacks at least one credit.
-	peak := t.b.Refill(bucketState(written), end)
-	n = min(max(n, 0), t.capacity)
-	if n <= 0 {
-		return c
-	}
-	s := t.b.Refill(bucketState(c), now)
-	if lacking := t.capacity - peak.Tokens; n < lacking {
-		// n tokens fit under the peak: (Tokens+n)×perToken+Credits < capacity.
-		return bucketCells(t.b.AddLevel(s, n, 0))
-	}
-	// The room above the peak: (capacity - peak.Tokens)×perToken - peak.Credits credits, n >=
-	// capacity - peak.Tokens of them whole tokens, less the peak's credits.
-	lacking := t.capacity - peak.Tokens
-	if peak.Credits == 0 {
-		return bucketCells(t.b.AddLevel(s, lacking, 0))
-	}
-	return bucketCells(t.b.AddLevel(s, lacking-1, t.creditsPerToken-peak.Credits))
+	return bucketCells(t.b.Undo(bucketState(c), bucketState(written), now, n))
 }
 
 func (t *tokenBucket) valid(c cells) bool {
@@ -230,28 +119,7 @@ func (t *tokenBucket) valid(c cells) bool {
 
 func (t *tokenBucket) fingerprint() uint32 { return t.b.Fingerprint() }
 
-// idleAt: full again at last + ⌈missing credits / credits per nanosecond⌉. Written out for the
-// common case, where the credits missing fit in 64 bits (it runs for every write); the rest is
-// left to the limiter.
 func (t *tokenBucket) idleAt(c cells) int64 {
-	tokens, last, credits := c[0], c[1], c[2]
-	if tokens == t.capacity && credits == 0 || t.creditsPerNano <= 0 {
-		return last
-	}
-	if uint64(tokens) < uint64(t.capacity) && uint64(credits) < uint64(t.creditsPerToken) {
-		if hi, missing := bits.Mul64(uint64(t.capacity-tokens), uint64(t.creditsPerToken)); hi == 0 {
-			missing -= uint64(credits) // at least a token's worth is missing, more than credits
-			perNano := uint64(t.creditsPerNano)
-			wait := missing / perNano
-			if wait*perNano != missing {
-				wait++
-			}
-			if wait > uint64(math.MaxInt64)-uint64(last) { // MaxInt64-last, in 0..2^64-1
-				return math.MaxInt64
-			}
-			return int64(uint64(last) + wait)
-		}
-	}
 	if t.debt > 0 {
 		return t.b.IdleAtOwing(bucketState(c)) // tokens still owed are missing too
 	}

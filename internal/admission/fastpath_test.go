@@ -2,7 +2,6 @@ package admission
 
 import (
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -12,117 +11,11 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
-	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
-// interesting are values around the edges of the bucket's arithmetic, mixed into random ones.
+// interesting are values around the edges of 64-bit arithmetic, mixed into random ones.
 var interesting = []int64{0, 1, 2, 3, 7, 10, 999, 1000, 1001, 1e9, 1e12, 1 << 31, 1<<32 + 1, 1 << 40,
 	1<<62 - 1, 1 << 62, 1<<62 + 1, math.MaxInt64 - 1, math.MaxInt64, -1, -2, -1e9, math.MinInt64}
-
-func pick(r *rand.Rand) int64 {
-	switch r.IntN(4) {
-	case 0:
-		return interesting[r.IntN(len(interesting))]
-	case 1:
-		return r.Int64N(100) - 10
-	case 2:
-		return r.Int64N(1e12)
-	}
-	return int64(r.Uint64())
-}
-
-// The token bucket's written-out take, valid and idleAt decide exactly as limiter.Bucket (and the
-// formulas it replaced) on every state, time and cost: the same admission, wait and next state,
-// and, when it describes, the same Remaining and Reset. Random limits and states, weighted towards
-// the edges of the arithmetic and towards long quotas whose level needs more than 64 bits of
-// credits (up to 10^9 tokens refilled over 366 days), over many seeds.
-func TestTokenBucketMatchesLimiter(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	const day = int64(24 * time.Hour)
-	checked := 0
-	for checked < 300_000 {
-		l := config.Limit{Capacity: pick(r), RefillTokens: pick(r), RefillInterval: time.Duration(pick(r))}
-		switch r.IntN(4) { // realistic shapes most of the time
-		case 0:
-			l = config.Limit{Capacity: 1 + r.Int64N(1000), RefillTokens: 1 + r.Int64N(100), RefillInterval: time.Duration(1 + r.Int64N(int64(time.Hour)))}
-		case 1:
-			l = config.Limit{Capacity: 1 + r.Int64N(1e9), RefillTokens: 1 + r.Int64N(100), RefillInterval: time.Duration(1 + r.Int64N(366*day))}
-		case 2:
-			l = config.Limit{Capacity: []int64{53_376, 100_000, 1e9}[r.IntN(3)], RefillTokens: 1 + r.Int64N(3),
-				RefillInterval: time.Duration([]int64{day, 7 * day, 30 * day, 366 * day}[r.IntN(4)])}
-		}
-		describe := r.IntN(2) == 0
-		algo, err := newAlgorithm(l, describe)
-		if err != nil {
-			continue
-		}
-		tb := algo.(*tokenBucket)
-		ref, err := limiter.NewBucket(limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: l.RefillTokens, RefillInterval: l.RefillInterval})
-		if err != nil {
-			t.Fatalf("%+v: the limiter refuses a limit the adapter accepts: %v", l, err)
-		}
-		perToken := ref.CreditsPerToken()
-		for range 20 {
-			c := cells{pick(r), pick(r), pick(r)}
-			switch r.IntN(4) {
-			case 0, 1: // a state in range
-				c[0], c[2] = r.Int64N(l.Capacity)+r.Int64N(2), r.Int64N(perToken)
-				if c[0] >= l.Capacity {
-					c[0], c[2] = l.Capacity, 0
-				}
-			case 2:
-				c[2] = r.Int64N(perToken)
-			}
-			now, n := pick(r), pick(r)
-			switch r.IntN(3) {
-			case 0:
-				now, n = c[1]+r.Int64N(int64(10*time.Second)), r.Int64N(min(l.Capacity, 1e6)+2)
-			case 1:
-				now, n = c[1]+r.Int64N(400*day), 1+r.Int64N(min(l.Capacity, 1e6)+1)
-			}
-			gotCells, got := tb.take(c, now, n)
-			wantState, want := ref.Take(bucketState(c), now, n)
-			wantCells := bucketCells(wantState)
-			if !describe {
-				want.Remaining, want.Reset = 0, 0
-				if got.Remaining != 0 || got.Reset != 0 { // left to the limiter, which always describes
-					got.Remaining, got.Reset = 0, 0
-				}
-			}
-			if gotCells != wantCells || got != want {
-				t.Fatalf("%+v describe %v: take(%v, now %d, n %d) = %v %+v, the limiter %v %+v", l, describe, c, now, n, gotCells, got, wantCells, want)
-			}
-			if got, want := tb.valid(c), ref.Valid(bucketState(c)); got != want {
-				t.Fatalf("%+v: valid(%v) = %v, want %v", l, c, got, want)
-			}
-			if got, want := tb.idleAt(c), referenceIdleAt(ref, c); got != want {
-				t.Fatalf("%+v: idleAt(%v) = %d, want %d", l, c, got, want)
-			}
-			checked++
-		}
-	}
-}
-
-// referenceIdleAt is idleAt in big integers: the clamped state's last update plus the credits it
-// lacks divided by the credits per nanosecond, rounded up; math.MaxInt64 beyond it.
-func referenceIdleAt(b limiter.Bucket, c cells) int64 {
-	capacity, perToken := b.Limit().Capacity, b.CreditsPerToken()
-	tokens, credits := min(max(c[0], 0), capacity), min(max(c[2], 0), perToken-1)
-	if tokens == capacity {
-		return c[1]
-	}
-	missing := new(big.Int).Mul(big.NewInt(capacity-tokens), big.NewInt(perToken))
-	missing.Sub(missing, big.NewInt(credits))
-	wait, rem := new(big.Int).QuoRem(missing, big.NewInt(b.CreditsPerNano()), new(big.Int))
-	if rem.Sign() != 0 {
-		wait.Add(wait, big.NewInt(1))
-	}
-	idle := wait.Add(wait, big.NewInt(c[1]))
-	if !idle.IsInt64() {
-		return math.MaxInt64
-	}
-	return idle.Int64()
-}
 
 // countingRequest counts the reads a decision makes of a request.
 type countingRequest struct {
@@ -135,8 +28,7 @@ func (r countingRequest) Header(name string) (string, bool) {
 	return r.fakeRequest.Header(name)
 }
 
-// The fast path for the common rule shape, with the key table's shortcuts for a known key, decides
-// exactly as the general path taken plainly (Policy.plain): for random
+// The fast path for the common rule shape decides exactly as the general path: for random
 // configurations of that shape (missing-key policies, costs, one to three limits of every
 // algorithm, headers on or off, small tables that force sharing, short key limits) and random
 // requests (known, new, empty, missing and over-long keys) at random times, both give the same
@@ -193,7 +85,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 				t.Fatal(err)
 			}
 			if i == 1 {
-				p.fast, p.plain = nil, true // the general path, without shortcuts
+				p.fast = nil // the general path
 			}
 			gates[i] = NewGate(p)
 			gates[i].SetWallClock(wall)
@@ -284,71 +176,20 @@ func TestSlotKeyMatchesStrconv(t *testing.T) {
 	}
 }
 
-// undo gives back what the reference, on levels in big integers, says is still owed: n tokens,
-// or the room above the most the bucket can have held since the write (its written level
-// refilled to the later of now and the state's last update), whichever is less, added to the
-// state refilled to now; and nothing, leaving the state as it is, once the bucket may have been
-// full since. Random long and short limits, states and times.
-func TestTokenBucketUndoMatchesReference(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 8))
-	const day = int64(24 * time.Hour)
-	for checked := 0; checked < 100_000; {
-		l := config.Limit{Capacity: 1 + r.Int64N(1000), RefillTokens: 1 + r.Int64N(100), RefillInterval: time.Duration(1 + r.Int64N(int64(time.Hour)))}
-		if r.IntN(2) == 0 {
-			l = config.Limit{Capacity: []int64{53_376, 100_000, 1e9}[r.IntN(3)], RefillTokens: 1 + r.Int64N(3),
-				RefillInterval: time.Duration([]int64{day, 7 * day, 366 * day}[r.IntN(3)])}
+// For a known key, Gate.read works out only the first candidate slot, the owner mod the table's
+// size, and the others only when the first does not hold the key's bucket: the first is always
+// candidateSlots' first.
+func TestFirstCandidateIsOwnerModSize(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for i := range 100_000 {
+		owner := r.Uint64()
+		if i < len(interesting) {
+			owner = uint64(interesting[i])
 		}
-		algo, err := newAlgorithm(l, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tb := algo.(*tokenBucket)
-		perToken, perNano := tb.creditsPerToken, tb.creditsPerNano
-		level := func(c cells) *big.Int {
-			v := new(big.Int).Mul(big.NewInt(c[0]), big.NewInt(perToken))
-			return v.Add(v, big.NewInt(c[2]))
-		}
-		full := new(big.Int).Mul(big.NewInt(l.Capacity), big.NewInt(perToken))
-		refilled := func(c cells, at int64) *big.Int {
-			v := level(c)
-			if at > c[1] {
-				v.Add(v, new(big.Int).Mul(big.NewInt(at-c[1]), big.NewInt(perNano)))
+		for _, size := range []int{maxChoices, 16, 17, 1000, config.DefaultMaxKeys, math.MaxInt32} {
+			if got, want := candidateSlots(owner, size, maxChoices)[0], owner%uint64(size); got != want {
+				t.Fatalf("owner %d, size %d: first candidate %d, want %d", owner, size, got, want)
 			}
-			if v.Cmp(full) > 0 {
-				v.Set(full)
-			}
-			return v
-		}
-		state := func() cells {
-			tokens := r.Int64N(l.Capacity + 1)
-			credits := r.Int64N(perToken)
-			if tokens == l.Capacity {
-				credits = 0
-			}
-			return cells{tokens, int64(1e15) + r.Int64N(30*day), credits}
-		}
-		for range 10 {
-			written, c := state(), state()
-			c[1] = max(c[1], written[1]) // written first, then others
-			now, n := c[1]-r.Int64N(day)+r.Int64N(2*day), r.Int64N(l.Capacity+2)-1
-			got := level(tb.undo(c, written, now, n))
-			end := max(now, c[1])
-			want := level(c) // nothing owed: the state is left as it is
-			if peak := refilled(written, end); peak.Cmp(full) < 0 && n > 0 {
-				want = refilled(c, now)
-				owed := new(big.Int).Mul(big.NewInt(min(n, l.Capacity)), big.NewInt(perToken))
-				if room := new(big.Int).Sub(full, peak); room.Cmp(owed) < 0 {
-					owed = room
-				}
-				want.Add(want, owed)
-				if want.Cmp(full) > 0 {
-					want.Set(full)
-				}
-			}
-			if got.Cmp(want) != 0 {
-				t.Fatalf("%+v: undo(%v, written %v, now %d, n %d) = level %v, want %v", l, c, written, now, n, got, want)
-			}
-			checked++
 		}
 	}
 }

@@ -265,7 +265,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 			return Limited, worst, nil
 		}
 		ok, limited, err := true, (*applied)(nil), error(nil)
-		if claims || g.plain {
+		if claims {
 			ok, limited, err = g.claim(store, group, now)
 		}
 		if limited != nil {
@@ -280,8 +280,8 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 					continue // nothing to charge; the slot stays as it is
 				}
 				var idleAt int64
-				if tb, ok := a.limit.algo.(*tokenBucket); ok && !g.plain {
-					idleAt = tb.idleAt(a.next) // a direct call, inlined
+				if tb, ok := a.limit.algo.(*tokenBucket); ok && a.limit.maxWait == 0 {
+					idleAt = tb.b.IdleAt(bucketState(a.next)) // a direct call
 				} else {
 					idleAt = a.limit.algo.idleAt(a.next)
 				}
@@ -303,7 +303,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 			}
 			if err == nil {
 				raced, readErr := false, error(nil)
-				if overflow || g.plain {
+				if overflow {
 					raced, readErr = g.drawRaced(store, group)
 				}
 				if readErr == nil && !raced {
@@ -343,9 +343,6 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 	// only worked out when the first is not the key's bucket.
 	var slots [maxChoices]uint64
 	slots[0] = a.owner % uint64(g.table.MaxKeys)
-	if g.plain {
-		slots = candidateSlots(a.owner, g.table.MaxKeys, g.choices)
-	}
 	a.place = placeFull
 	busyUntil := int64(math.MaxInt64)
 	for i := 0; i < g.choices; i++ {
@@ -374,12 +371,11 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 			switch {
 			case s.owner == a.owner && s.kind == kindLive:
 				a.place, a.slot, a.choice, a.cas = placeLive, slots[i], i, cas
-				// resume and decideOn, written out for a token bucket whose stored state is
-				// its own (a known key): direct calls instead of interface ones.
-				if tb, ok := l.algo.(*tokenBucket); ok && !g.plain && !l.wall && l.maxWait == 0 && a.cost > 0 && s.algorithm == l.tag &&
-					s.fingerprint == l.fingerprint && tb.valid(s.cells) {
-					a.next, a.decision = tb.take(s.cells, now, a.cost)
-					return nil
+				// resume, written out for a token bucket that only rejects and whose stored
+				// state is its own (a known key): a direct call instead of interface ones.
+				if tb, ok := l.algo.(*tokenBucket); ok && !l.wall && l.maxWait == 0 && a.cost > 0 && s.algorithm == l.tag &&
+					s.fingerprint == l.fingerprint && tb.b.Valid(bucketState(s.cells)) {
+					return g.decideOn(a, s.cells, now)
 				}
 				return g.decideOn(a, l.resume(&s, a, now), a.when(now))
 			case s.owner == a.owner && s.kind == kindPending:
@@ -539,6 +535,13 @@ func (g *Gate) decideOn(a *applied, state cells, now int64) error {
 	}
 	if a.limit.maxWait > 0 {
 		return g.reserveOn(a, state, now)
+	}
+	if tb, ok := a.limit.algo.(*tokenBucket); ok {
+		// A direct call: the interface's would go through tokenBucket.take, one call more.
+		var next limiter.BucketState
+		next, a.decision = tb.b.Take(bucketState(state), now, a.cost)
+		a.next = bucketCells(next)
+		return nil
 	}
 	a.next, a.decision = a.limit.algo.take(state, now, a.cost)
 	return nil

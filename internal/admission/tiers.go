@@ -180,7 +180,7 @@ func remainingUnits(a algorithm, c cells, now int64) int64 {
 	var d limiter.Decision
 	switch t := a.(type) {
 	case *tokenBucket:
-		return t.b.Refill(bucketState(c), now).Tokens
+		_, d = t.b.Take(bucketState(c), now, 1)
 	case window:
 		_, d = t.algo.Take(windowState(c), now, 1)
 	case calendarWindow:
