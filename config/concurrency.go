@@ -85,26 +85,3 @@ func (r *Rule) HasConcurrency() bool {
 	}
 	return false
 }
-
-// renamedLimitFields maps the former names of a limit's fields to their names now, so that a
-// configuration written for the old name is told what to write instead.
-var renamedLimitFields = map[string]string{
-	// A concurrency slot's timeout was called lease, which is also a global limit's token lease.
-	"lease": "slot_timeout",
-}
-
-// withoutRenamedFields reports each field of a limit under a former name, with its new name, and
-// returns the limit without them for the check of unknown fields.
-func (v *validator) withoutRenamedFields(path string, value *jsonValue) *jsonValue {
-	others := *value
-	others.members = nil
-	for _, member := range value.members {
-		if now, renamed := renamedLimitFields[member.name]; renamed {
-			v.add(fieldPath(path, member.name), member.name+" is now called "+now+": write "+strconv.Quote(now)+
-				" instead (e.g. "+exampleConcurrencyLimit+")")
-			continue
-		}
-		others.members = append(others.members, member)
-	}
-	return &others
-}

@@ -83,7 +83,7 @@ func (v *validator) limit(path string, value *jsonValue) Limit {
 	if !v.wantKind(path, value, kindObject, "a limit is an object such as "+exampleLimit+" or "+exampleWindowLimit) {
 		return limit
 	}
-	v.checkFieldNames(path, v.withoutRenamedFields(path, value), limitFields)
+	v.checkFieldNames(path, value, limitFields)
 	algorithm := value.member("algorithm")
 	if algorithm != nil {
 		index, ok := v.enum(fieldPath(path, "algorithm"), algorithm, algorithmNames[:], "an algorithm", algorithmRule)

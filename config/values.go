@@ -150,6 +150,13 @@ func (v *validator) checkFieldNames(path string, object *jsonValue, known []stri
 		if containsString(known, member.name) {
 			continue
 		}
+		if member.name == "lease" && containsString(known, "slot_timeout") {
+			// The one renamed field: a concurrency limit's slot_timeout was called lease, which
+			// is also a global limit's token lease.
+			v.add(fieldPath(path, member.name), `lease is now called slot_timeout: write "slot_timeout" instead (e.g. `+
+				exampleConcurrencyLimit+")")
+			continue
+		}
 		message := "unknown field " + quoteClipped(member.name) + ": known fields are " + strings.Join(known, ", ")
 		if suggestion := closestName(member.name, known); suggestion != "" {
 			message += " (did you mean " + strconv.Quote(suggestion) + "?)"

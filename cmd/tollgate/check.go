@@ -48,7 +48,7 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s: rule %s: global limit from cluster %s, domain %s, timeout %s, failure_mode %s%s\n",
 				name, r.Name, g.Cluster, g.Domain, g.Timeout, g.FailureMode, lease)
 		}
-		printOutcome(stdout, name, r)
+		printSettlement(stdout, name, r)
 	}
 	return 0
 }

@@ -14,7 +14,7 @@
 //   - hold (held.go): a request may wait before it goes on, for its tokens (delay.go), for a free
 //     slot of a concurrency limit (slotwait.go), or for the rate limit service (global.go,
 //     lease.go); ticks and gRPC answers resume it;
-//   - response headers: rules with count or refund settle the charge by :status (outcome.go),
+//   - response headers: rules with count or refund settle the charge by :status (settle.go),
 //     and the rate-limit headers are added (headers.go);
 //   - stream end: what the request still holds is released (slots, leases, held entries), and a
 //     forwarded request's unsettled charge stands.

@@ -19,7 +19,7 @@ import (
 // timeout follows the rule's global failure_mode. A request rejected after all gets back what
 // its local limits were charged, and so does one whose stream ends while it is held.
 
-// globalMetrics are a global rule's counters, named tollgate.rule.<rule>.global_<outcome>.
+// globalMetrics are a global rule's counters, named tollgate.rule.<rule>.global_<result>.
 type globalMetrics struct {
 	ok, overLimit, failed, timeout, cancelled counter
 }
@@ -142,7 +142,7 @@ func (p *pluginContext) countAdmitted(rules []int) {
 	}
 }
 
-// onGlobalAnswer handles one call's outcome, with the request's stream as the effective context.
+// onGlobalAnswer handles the end of one call, with the request's stream as the effective context.
 func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, response []byte) {
 	p, w := h.plugin, h.global
 	if w == nil {
@@ -180,41 +180,62 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 	if w.decided {
 		return
 	}
-	failure := ""
+	switch kind, resp := p.readAnswer(rule, status, message, response, now-w.sent); {
+	case kind == answeredOverLimit:
+		h.rejectGlobal(rule, resp, now)
+		return
+	case kind == callFailed && g.config.FailureMode == config.FailureDeny:
+		h.denyGlobal(rule)
+		return
+	}
+	if len(w.pending) == 0 && w.leases == 0 {
+		h.admitGlobal()
+	}
+}
+
+// answerKind is what a call to the rate limit service came to.
+type answerKind uint8
+
+const (
+	answeredOK answerKind = iota
+	answeredOverLimit
+	callFailed // the call failed, or its answer cannot be used: the rule's failure mode applies
+)
+
+// readAnswer reads what a call to the rate limit service for a rule came to, elapsed
+// nanoseconds after it was made, and counts it in the rule's global_ok, global_over_limit,
+// global_timeout or global_error; a failure is logged once per distinct message.
+func (p *pluginContext) readAnswer(rule int, status uint32, message string, response []byte, elapsed int64) (answerKind, rls.Response) {
+	g := p.rules[rule].global
+	var resp rls.Response
+	var failure string
 	timedOut := false
-	if status == abi.GrpcStatusOK {
-		resp, err := rls.DecodeResponse(response)
+	if status != abi.GrpcStatusOK {
+		failure, timedOut = callFailure(status, message, elapsed, g.config.Timeout)
+	} else {
+		var err error
+		resp, err = rls.DecodeResponse(response)
 		switch {
 		case err != nil:
 			failure = "the rate limit service's answer cannot be read: " + err.Error()
 		case resp.OverallCode == rls.CodeOverLimit:
 			g.metrics.overLimit.add(1)
-			h.rejectGlobal(rule, resp, now)
-			return
+			return answeredOverLimit, resp
 		case resp.OverallCode == rls.CodeOK:
 			g.metrics.ok.add(1)
+			return answeredOK, resp
 		default:
 			failure = "the rate limit service answered UNKNOWN"
 		}
+	}
+	if timedOut {
+		g.metrics.timeout.add(1)
+		failure = "the rate limit service did not answer within " + g.config.Timeout.String()
 	} else {
-		failure, timedOut = callFailure(status, message, now-w.sent, g.config.Timeout)
+		g.metrics.failed.add(1)
 	}
-	if failure != "" {
-		if timedOut {
-			g.metrics.timeout.add(1)
-			failure = "the rate limit service did not answer within " + g.config.Timeout.String()
-		} else {
-			g.metrics.failed.add(1)
-		}
-		p.globalFailed(rule, failure)
-		if g.config.FailureMode == config.FailureDeny {
-			h.denyGlobal(rule)
-			return
-		}
-	}
-	if len(w.pending) == 0 && w.leases == 0 {
-		h.admitGlobal()
-	}
+	p.globalFailed(rule, failure)
+	return callFailed, resp
 }
 
 // callFailure describes a call to the rate limit service that ended with a gRPC status other than

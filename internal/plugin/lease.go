@@ -153,34 +153,15 @@ func (p *pluginContext) onLeaseAnswer(call *leaseCall, status uint32, message st
 			}
 		}
 	}()
-	failure, timedOut := "", false
-	if status == abi.GrpcStatusOK {
-		resp, err := rls.DecodeResponse(response)
-		switch {
-		case err != nil:
-			failure = "the rate limit service's answer cannot be read: " + err.Error()
-		case resp.OverallCode == rls.CodeOverLimit:
-			g.metrics.overLimit.add(1)
-			p.leaseRefused(g, call, resp, now)
-			return
-		case resp.OverallCode == rls.CodeOK:
-			g.metrics.ok.add(1)
-			p.leaseGranted(g, call, resp, now)
-			return
-		default:
-			failure = "the rate limit service answered UNKNOWN"
-		}
-	} else {
-		failure, timedOut = callFailure(status, message, now-call.sent, g.config.Timeout)
+	switch kind, resp := p.readAnswer(call.rule, status, message, response, now-call.sent); kind {
+	case answeredOverLimit:
+		p.leaseRefused(g, call, resp, now)
+		return
+	case answeredOK:
+		p.leaseGranted(g, call, resp, now)
+		return
 	}
-	if timedOut {
-		g.metrics.timeout.add(1)
-		failure = "the rate limit service did not answer within " + g.config.Timeout.String()
-	} else {
-		g.metrics.failed.add(1)
-	}
-	p.globalFailed(call.rule, failure)
-	// Every request that waited follows the failure mode, together.
+	// The call failed: every request that waited follows the failure mode, together.
 	for i := range call.waiters {
 		lw := &call.waiters[i]
 		if !lw.waiting() || abi.SetEffectiveContext(lw.h.id) != nil {
@@ -239,9 +220,9 @@ func (p *pluginContext) leaseGranted(g *globalRule, call *leaseCall, resp rls.Re
 			continue
 		}
 		lw.w.leases--
-		outcome := lw.h.checkLease(g, admission.GlobalCheck{Rule: call.rule, Key: call.key, Cost: lw.cost}, now, min(need, g.config.Lease.MaxTokens))
+		result := lw.h.checkLease(g, admission.GlobalCheck{Rule: call.rule, Key: call.key, Cost: lw.cost}, now, min(need, g.config.Lease.MaxTokens))
 		need -= lw.cost
-		switch outcome {
+		switch result {
 		case leaseServed:
 			lw.h.admitIfSettled()
 		case leaseDirect:

@@ -63,7 +63,7 @@ type pluginContext struct {
 	held    heldSet
 	mayHold bool
 
-	// settles: some rule has count or refund (outcome.go).
+	// settles: some rule has count or refund (settle.go).
 	settles bool
 	// hasConcurrency: some rule has a concurrency limit (concurrency.go).
 	hasConcurrency bool
@@ -180,7 +180,7 @@ func (h *httpContext) OnHttpStreamDone() {
 	h.releaseHeld()
 	h.leaveLeases() // gives back the whole charge, a count or refund rule's hold with it
 	if !h.pending.Empty() {
-		h.pending.Clear() // forwarded, and no response headers came: the charge stands (outcome.go)
+		h.pending.Clear() // forwarded, and no response headers came: the charge stands (settle.go)
 	}
 	if len(h.inFlight) > 0 { // checked here: a call on every stream's end otherwise
 		h.releaseSlots()
@@ -224,7 +224,7 @@ type httpContext struct {
 	id     uint32
 	global *globalWait // a request held for the rate limit service (global.go)
 	held   bool        // in the plugin's held set (held.go)
-	// pending is the charge kept until the response (outcome.go).
+	// pending is the charge kept until the response (settle.go).
 	pending admission.Pending
 	// inFlight are the concurrency slots the request holds until its stream ends (concurrency.go).
 	inFlight []admission.InFlight
@@ -269,24 +269,11 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		p.failed("cannot read a request attribute: " + p.req.err.Error())
 		return h.failOpenOrDeny()
 	}
-	if out.Corrupt > 0 {
-		p.failed("a value under Tollgate's shared-data keys was not written by Tollgate and was replaced " +
-			"(another plugin with the same name and vm_id?)")
-	}
 	if p.debug {
 		h.logDecision(out)
 	}
-	for _, i := range out.MissingKeys {
-		p.rules[i].missingKey.add(1)
-	}
-	if out.TableFull > 0 {
-		p.tableFull.add(uint64(out.TableFull))
-	}
-	for _, i := range out.InvalidCost {
-		p.rules[i].invalidCost.add(1)
-	}
-	if out.ShadowErr != nil {
-		p.failed("shadow rule: " + out.ShadowErr.Error())
+	if out.Corrupt > 0 || out.TableFull > 0 || out.ShadowErr != nil || len(out.MissingKeys) > 0 || len(out.InvalidCost) > 0 {
+		p.countAside(out) // checked here: a call on every request otherwise
 	}
 	switch out.Verdict {
 	case admission.Allow:
@@ -321,6 +308,38 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		}
 		h.rejectLimited(out)
 		return types.ActionPause
+	default:
+		return h.answerRefused(out)
+	}
+}
+
+// countAside counts and logs what a decision met besides its verdict: keys missing or costs
+// invalid for rules that let the request through, a full key table, a shadow rule's failure, a
+// value in shared data that Tollgate did not write.
+func (p *pluginContext) countAside(out *admission.Outcome) {
+	if out.Corrupt > 0 {
+		p.failed("a value under Tollgate's shared-data keys was not written by Tollgate and was replaced " +
+			"(another plugin with the same name and vm_id?)")
+	}
+	for _, i := range out.MissingKeys {
+		p.rules[i].missingKey.add(1)
+	}
+	if out.TableFull > 0 {
+		p.tableFull.add(uint64(out.TableFull))
+	}
+	for _, i := range out.InvalidCost {
+		p.rules[i].invalidCost.add(1)
+	}
+	if out.ShadowErr != nil {
+		p.failed("shadow rule: " + out.ShadowErr.Error())
+	}
+}
+
+// answerRefused answers a request that is neither admitted nor limited: its key is missing, its
+// path or cost header is refused, or the decision failed.
+func (h *httpContext) answerRefused(out *admission.Outcome) types.Action {
+	p := h.plugin
+	switch out.Verdict {
 	case admission.MissingKey:
 		p.rules[out.Rule].missingKey.add(1)
 		var challenge [][2]string
@@ -451,7 +470,9 @@ func (h *httpContext) logDecision(out *admission.Outcome) {
 	abi.Log(abi.LogLevelDebug, msg)
 }
 
-var verdictNames = map[admission.Verdict]string{
+// verdictNames are the verdicts' names in the debug log, by value (an array: a map's initializer
+// would cost the module more than a kilobyte).
+var verdictNames = [...]string{
 	admission.Allow: "allow", admission.Limited: "limited", admission.MissingKey: "missing_key",
 	admission.Exempt: "exempt", admission.BadCost: "invalid_cost", admission.Failed: "failed",
 	admission.EscapedSlash: "escaped_slash",

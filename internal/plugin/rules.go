@@ -15,7 +15,7 @@ type rule struct {
 	costHeader string
 
 	admitted, limited, shadowLimited, missingKey, invalidCost counter
-	// refunded counts the charges given back at the response (count or refund, outcome.go).
+	// refunded counts the charges given back at the response (count or refund, settle.go).
 	refunded counter
 	// inFlightLimited counts the rejections by a concurrency limit (concurrency.go).
 	inFlightLimited counter
@@ -26,6 +26,8 @@ type rule struct {
 	slotWait int64
 	// global is the rate limit service's side of a rule with a global limit (global.go).
 	global *globalRule
+	// A rule is never compared: comparable, it would cost the module an equality function.
+	_ [0]func()
 }
 
 // defineFunc defines a counter named name into c, and keeps it for flushing.

@@ -7,8 +7,8 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 )
 
-// printOutcome says, for `tollgate check`, what a rule with count or refund does at the response.
-func printOutcome(w io.Writer, file string, r config.Rule) {
+// printSettlement says, for `tollgate check`, what a rule with count or refund does at the response.
+func printSettlement(w io.Writer, file string, r config.Rule) {
 	switch {
 	case r.Count != nil:
 		fmt.Fprintf(w, "%s: rule %s: charges only the requests whose response status is %s "+

@@ -25,7 +25,7 @@ func statusUpstream(headers [][2]string) (*host.Response, error) {
 	return &host.Response{Status: status, Headers: [][2]string{{"content-type", "text/plain"}}, Body: []byte("from the upstream\n")}, nil
 }
 
-const outcomeConfig = `{"rules": [
+const settleConfig = `{"rules": [
   {"name": "failed-logins", "match": {"path": {"exact": "/login"}}, "key": [{"client_ip": {}}],
    "limits": [{"capacity": 2, "refill_tokens": 2, "refill_interval": "15m"}],
    "count": {"statuses": ["401", "403"]}},
@@ -34,14 +34,14 @@ const outcomeConfig = `{"rules": [
    "refund": {"statuses": ["5xx"]}}
 ]}`
 
-type outcomeE2EStep struct {
+type settleStep struct {
 	path, want string // want: the status the upstream is asked for
 	status     int    // the status the client gets
 	upstream   bool   // the request reached the upstream
 }
 
-// runOutcome sends the steps through the rig's VMs in turn, at 10ms intervals.
-func runOutcome(t *testing.T, g *rig, steps []outcomeE2EStep) {
+// runSettle sends the steps through the rig's VMs in turn, at 10ms intervals.
+func runSettle(t *testing.T, g *rig, steps []settleStep) {
 	t.Helper()
 	for i, s := range steps {
 		g.at(time.Duration(i) * 10 * time.Millisecond)
@@ -66,9 +66,9 @@ func runOutcome(t *testing.T, g *rig, steps []outcomeE2EStep) {
 func TestCountThroughTheModule(t *testing.T) {
 	t.Parallel()
 	for _, profile := range profiles {
-		g := newRig(t, profile, outcomeConfig, 2)
-		ok := outcomeE2EStep{"/login", "200", 200, true}
-		runOutcome(t, g, []outcomeE2EStep{
+		g := newRig(t, profile, settleConfig, 2)
+		ok := settleStep{"/login", "200", 200, true}
+		runSettle(t, g, []settleStep{
 			ok, ok, ok,
 			{"/login", "401", 401, true},
 			ok, ok,
@@ -89,10 +89,10 @@ func TestCountThroughTheModule(t *testing.T) {
 func TestRefundThroughTheModule(t *testing.T) {
 	t.Parallel()
 	for _, profile := range profiles {
-		g := newRig(t, profile, outcomeConfig, 2)
-		fail := outcomeE2EStep{"/api/x", "503", 503, true}
-		ok := outcomeE2EStep{"/api/x", "200", 200, true}
-		runOutcome(t, g, []outcomeE2EStep{
+		g := newRig(t, profile, settleConfig, 2)
+		fail := settleStep{"/api/x", "503", 503, true}
+		ok := settleStep{"/api/x", "200", 200, true}
+		runSettle(t, g, []settleStep{
 			fail, {"/api/x", "500", 500, true}, fail, {"/api/x", "504", 504, true},
 			ok, ok, {"/api/x", "404", 404, true},
 			{"/api/x", "200", 429, false},
@@ -112,7 +112,7 @@ func TestRefundThroughTheModule(t *testing.T) {
 // keeps its charge, for count and refund alike.
 func TestInFlightRequestsHoldTheirTokens(t *testing.T) {
 	t.Parallel()
-	g := newRig(t, host.Envoy139, outcomeConfig, 2)
+	g := newRig(t, host.Envoy139, settleConfig, 2)
 	login := httpReq("POST", "/login", peer)
 	start := func(vm *host.VM) (*host.Stream, host.Decision) {
 		t.Helper()
@@ -298,7 +298,7 @@ func TestCountEveryWayAForwardedStreamEnds(t *testing.T) {
 	} {
 		t.Run(c.ending, func(t *testing.T) {
 			t.Parallel()
-			g := newRig(t, host.Envoy139, outcomeConfig, 1)
+			g := newRig(t, host.Envoy139, settleConfig, 1)
 			vm := g.vms[0]
 			g.at(0)
 			s, d, err := vm.StartStream(httpReq("POST", "/login", peer))
@@ -311,9 +311,9 @@ func TestCountEveryWayAForwardedStreamEnds(t *testing.T) {
 			if err := s.Finish(); err != nil {
 				t.Fatal(err)
 			}
-			runOutcome(t, g, []outcomeE2EStep{
+			runSettle(t, g, []settleStep{
 				{"/login", "401", 401, true},
-				map[bool]outcomeE2EStep{true: {"/login", "200", 429, false}, false: {"/login", "200", 200, true}}[c.counted],
+				map[bool]settleStep{true: {"/login", "200", 429, false}, false: {"/login", "200", 200, true}}[c.counted],
 			})
 		})
 	}
