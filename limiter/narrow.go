@@ -12,7 +12,7 @@ import (
 // where the general code multiplies and divides in 128 bits. This is the request path of a proxy
 // built for WebAssembly, where every call and every 128-bit division (a call) is costly: the
 // functions here are small enough to be inlined, and call nothing. They return exactly what the
-// general code returns (TestNarrowMatchesGeneral). Take's narrow case is written in Take itself.
+// general code returns (TestNarrowAndWideMatchReference). Take's narrow case is written in Take itself.
 
 // narrow reports whether the bucket is narrow (the zero Bucket is not).
 func (b Bucket) narrow() bool {

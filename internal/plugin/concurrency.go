@@ -10,10 +10,10 @@ import (
 // created, however it ends (response complete, reset, local reply: envoy
 // source/extensions/common/wasm/context.cc, Context::onDestroy, run from the connection
 // manager's deferred stream destroy on every path), and the ABI layer turns it into
-// OnHttpStreamDone, where the slots are released. The leases are kept right after the
+// OnHttpStreamDone, where the slots are released. The slots are kept right after the
 // decision, before anything else can answer the request (a failure mode, a global limit), so
-// every later end releases them; a slot whose end never comes (the VM died) is freed by its
-// lease.
+// every later end releases them; a slot whose end never comes (the VM died) is freed once
+// its slot_timeout has passed (twice at most).
 
 // holdSlots keeps the slots the decision took with the stream. The context's slice is reused
 // from stream to stream: holding allocates nothing once it has grown.
@@ -30,7 +30,7 @@ func (h *httpContext) releaseSlots() {
 	p := h.plugin
 	now, err := abi.MonotonicNanos()
 	if err != nil {
-		// The slots stay taken until their lease runs out.
+		// The slots stay taken until their slot_timeout has passed.
 		p.failed("cannot read the monotonic clock to release a request's slots: " + err.Error())
 	} else {
 		p.gate.Release(sharedData, h.inFlight, now)

@@ -19,9 +19,6 @@
 //   - stream end: what the request still holds is released (slots, leases, held entries), and a
 //     forwarded request's unsettled charge stands.
 //
-// Counters: tollgate.rule.<rule>.{admitted,limited,shadow_limited,missing_key,invalid_cost},
-// for rules with count or refund also tollgate.rule.<rule>.refunded, for rules with a global
-// limit also tollgate.rule.<rule>.global_{ok,over_limit,error,timeout,cancelled};
-// tollgate.exempt, tollgate.internal_errors, tollgate.key_table_full,
-// tollgate.escaped_slashes_rejected.
+// Counters are named tollgate.rule.<rule>.<event> and tollgate.<event>; each feature defines its
+// own in its compile function, and docs/configuration.md's metrics table lists them all.
 package plugin

@@ -27,11 +27,11 @@ import (
 // the fewest units left) as X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
 // (seconds until it is whole again, on a rejection as on an admitted response; Retry-After says
 // when a rejected request would be admitted).
-func rateLimitHeaders(cfg *config.Config, out *admission.Outcome) [][2]string {
+func rateLimitHeaders(style config.HeaderStyle, rules []rule, out *admission.Outcome) [][2]string {
 	if len(out.Limits) == 0 {
 		return nil
 	}
-	switch cfg.RateLimitHeaders {
+	switch style {
 	case config.HeadersDraft:
 		rejected := out.Verdict == admission.Limited
 		var policy, state []byte
@@ -39,7 +39,7 @@ func rateLimitHeaders(cfg *config.Config, out *admission.Outcome) [][2]string {
 			if i > 0 {
 				policy = append(policy, ", "...)
 			}
-			name := policyName(cfg.Rules, l)
+			name := rules[l.Rule].policyNames[l.Limit]
 			policy = append(policy, '"')
 			policy = append(policy, name...)
 			policy = append(policy, `";q=`...)
@@ -82,12 +82,18 @@ func rateLimitHeaders(cfg *config.Config, out *admission.Outcome) [][2]string {
 	return nil
 }
 
-func policyName(rules []config.Rule, l admission.LimitStatus) string {
-	r := &rules[l.Rule]
-	if r.LimitPositions() == 1 {
-		return r.Name
+// policyNames are the names of a rule's limits in the draft headers: the rule's name, or
+// "<rule>/<position>" when some tier of the rule has more than one limit ('/' cannot occur in a
+// rule name).
+func policyNames(r *config.Rule) []string {
+	names := make([]string, r.LimitPositions())
+	for i := range names {
+		names[i] = r.Name
+		if len(names) > 1 {
+			names[i] += "/" + strconv.Itoa(i)
+		}
 	}
-	return r.Name + "/" + strconv.Itoa(l.Limit)
+	return names
 }
 
 // secondsUp is d in whole seconds, rounded up; it cannot overflow, as d may be close to the

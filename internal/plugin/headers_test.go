@@ -53,7 +53,7 @@ func TestRateLimitHeaders(t *testing.T) {
 		return ":" + base64.StdEncoding.EncodeToString(b[:]) + ":"
 	}
 	burstPK, dailyPK := pk(out.Limits[0]), pk(out.Limits[1])
-	draft := rateLimitHeaders(cfg, out)
+	draft := rateLimitHeaders(cfg.RateLimitHeaders, compiledNames(cfg), out)
 	wantPolicy := `"burst";q=10;w=60, "daily/0";q=1000;w=86400, "daily/1";q=2;w=2`
 	// t is the time until more quota: a token every 6 s, the window's end, a token every second.
 	wantState := `"burst";r=9;t=6;pk=` + burstPK + `, "daily/0";r=999;t=86400;pk=` + dailyPK + `, "daily/1";r=1;t=1;pk=` + dailyPK
@@ -63,28 +63,28 @@ func TestRateLimitHeaders(t *testing.T) {
 	if strings.Contains(draft[1][1], "secret-key") {
 		t.Fatalf("the partition key shows: %q", draft[1][1])
 	}
-	x := rateLimitHeaders(&xRateLimit, out)
+	x := rateLimitHeaders(xRateLimit.RateLimitHeaders, compiledNames(cfg), out)
 	if len(x) != 3 || x[0] != [2]string{"x-ratelimit-limit", "2"} || x[1] != [2]string{"x-ratelimit-remaining", "1"} || x[2] != [2]string{"x-ratelimit-reset", "1"} {
 		t.Fatalf("x-ratelimit: %q", x)
 	}
 
 	gate.Admit(request, store, 0)
 	out = gate.Admit(request, store, 0)
-	x = rateLimitHeaders(&xRateLimit, out)
+	x = rateLimitHeaders(xRateLimit.RateLimitHeaders, compiledNames(cfg), out)
 	// X-RateLimit-Reset is the time until the limit is whole again, on a rejection too (two tokens,
 	// 2 s); Retry-After is when the request would be admitted.
 	if out.Verdict != admission.Limited || x[0][1] != "2" || x[1][1] != "0" || x[2][1] != "2" {
 		t.Fatalf("rejected: %+v %q", out, x)
 	}
 	// On a rejection RateLimit carries the rejecting limit only, its t equal to Retry-After.
-	draft = rateLimitHeaders(cfg, out)
+	draft = rateLimitHeaders(cfg.RateLimitHeaders, compiledNames(cfg), out)
 	if draft[0][1] != wantPolicy || draft[1][1] != `"daily/1";r=0;t=1;pk=`+dailyPK {
 		t.Fatalf("rejected draft headers: %q", draft)
 	}
 
 	off := *cfg
 	off.RateLimitHeaders = config.HeadersOff
-	if got := rateLimitHeaders(&off, out); got != nil {
+	if got := rateLimitHeaders(off.RateLimitHeaders, compiledNames(cfg), out); got != nil {
 		t.Fatalf("headers off: %q", got)
 	}
 }
@@ -119,7 +119,7 @@ func TestRateLimitHeadersOfLongQuotas(t *testing.T) {
 	if out.Verdict != admission.Allow || len(out.Limits) != 3 {
 		t.Fatalf("first request: %+v", out)
 	}
-	draft := rateLimitHeaders(cfg, out)
+	draft := rateLimitHeaders(cfg.RateLimitHeaders, compiledNames(cfg), out)
 	wantPolicy := `"month";q=3;w=2505600, "long/0";q=50;w=2592000, "long/1";q=100000;w=8640000000`
 	if draft[0][1] != wantPolicy {
 		t.Errorf("RateLimit-Policy %q, want %q", draft[0][1], wantPolicy)
@@ -136,7 +136,7 @@ func TestRateLimitHeadersOfLongQuotas(t *testing.T) {
 	if out.Verdict != admission.Limited || out.RetryAfterSeconds() != 36*3600 {
 		t.Fatalf("fourth request in the month: %+v, want limited for 36 hours", out)
 	}
-	x := rateLimitHeaders(&xRateLimit, out)
+	x := rateLimitHeaders(xRateLimit.RateLimitHeaders, compiledNames(cfg), out)
 	if x[0] != [2]string{"x-ratelimit-limit", "3"} || x[1] != [2]string{"x-ratelimit-remaining", "0"} || x[2] != [2]string{"x-ratelimit-reset", "129600"} {
 		t.Errorf("x-ratelimit on the rejection: %q", x)
 	}
@@ -158,4 +158,13 @@ func TestAppendBase64(t *testing.T) {
 			t.Fatalf("appendBase64(%#x) = %q, want %q", v, got, want)
 		}
 	}
+}
+
+// compiledNames are the rules of cfg with what the rate-limit headers read of them compiled.
+func compiledNames(cfg *config.Config) []rule {
+	rules := make([]rule, len(cfg.Rules))
+	for i := range cfg.Rules {
+		rules[i].policyNames = policyNames(&cfg.Rules[i])
+	}
+	return rules
 }

@@ -295,7 +295,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 			h.markShadow(out)
 		}
 		if len(out.Limits) > 0 { // rate-limit headers are configured
-			h.responseHeaders = rateLimitHeaders(p.cfg, out)
+			h.responseHeaders = rateLimitHeaders(p.cfg.RateLimitHeaders, p.rules, out)
 		}
 		return types.ActionContinue
 	case admission.Exempt:
@@ -407,7 +407,7 @@ func (h *httpContext) rejectLimited(out *admission.Outcome) {
 	retryAfter := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
 	headers := append(buf.headers[:0], [2]string{"retry-after", retryAfter}, [2]string{"content-type", resp.ContentType})
 	headers = append(headers, resp.Headers...)
-	headers = append(headers, rateLimitHeaders(p.cfg, out)...)
+	headers = append(headers, rateLimitHeaders(p.cfg.RateLimitHeaders, p.rules, out)...)
 	buf.body = appendReplacing(buf.body[:0], resp.Body, "{retry_after}", retryAfter)
 	grpc := isGrpcRequest()
 	if err := abi.SendLocalReply(uint32(resp.Status), detailsRateLimited, headers, grpcBody(grpc, buf.body),
@@ -443,7 +443,7 @@ func (h *httpContext) failOpenOrDeny() types.Action {
 func (h *httpContext) OnHttpResponseHeaders(numHeaders int, endOfStream bool) types.Action {
 	faultPoint("response")
 	if !h.pending.Empty() {
-		h.settle(responseStatus())
+		h.settleByStatus()
 	}
 	for _, header := range h.responseHeaders {
 		// Replaced, not added: an upstream's own rate-limit headers would contradict ours.

@@ -13,6 +13,8 @@ type rule struct {
 	name string
 	// costHeader is the header a request's cost is read from, named in the 400 a bad one gets.
 	costHeader string
+	// policyNames name the rule's limits, by position, in the draft rate-limit headers.
+	policyNames []string
 
 	admitted, limited, shadowLimited, missingKey, invalidCost counter
 	// refunded counts the charges given back at the response (count or refund, settle.go).
@@ -42,6 +44,7 @@ func (p *pluginContext) compileRules(cfg *config.Config, define defineFunc) bool
 		r, c := &cfg.Rules[i], &p.rules[i]
 		c.name = r.Name
 		c.costHeader = r.Cost.Header
+		c.policyNames = policyNames(r)
 		prefix := "tollgate.rule." + r.Name + "."
 		if !define(prefix+"admitted", &c.admitted) || !define(prefix+"limited", &c.limited) ||
 			!define(prefix+"shadow_limited", &c.shadowLimited) || !define(prefix+"missing_key", &c.missingKey) ||

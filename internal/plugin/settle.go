@@ -19,7 +19,8 @@ import (
 // rejected it) settles as status 0, which no rule lists: a count rule gives its charge back,
 // a refund rule keeps it.
 
-// settle settles the charge the stream holds, for a response with status (0: none).
+// settle settles the charge the stream holds, for a response with status (0: the request never
+// reached the upstream).
 func (h *httpContext) settle(status int) {
 	p := h.plugin
 	now, err := abi.MonotonicNanos()
@@ -34,13 +35,17 @@ func (h *httpContext) settle(status int) {
 	}
 }
 
-// responseStatus is the response's :status, 0 if it cannot be read.
-func responseStatus() int {
+// settleByStatus settles the charge the stream holds by its response's :status. A status that
+// cannot be read settles nothing: the request was forwarded, so the charge stands, as for a
+// stream without a response (status 0 would mean it never reached the upstream).
+func (h *httpContext) settleByStatus() {
 	status, err := abi.GetHttpResponseStatus()
 	if err != nil {
-		return 0
+		h.plugin.failed("cannot read the response's :status to settle a count or refund rule: " + err.Error())
+		h.pending.Clear()
+		return
 	}
-	return status
+	h.settle(status)
 }
 
 // holdCharge keeps what an admitted request was charged by the rules that settle at the
