@@ -224,28 +224,19 @@ func (v *validator) globalEntries(path string, value *jsonValue) []GlobalEntry {
 	return entries
 }
 
+var globalTimeouts = durationBounds{parseDuration, minGlobalTimeout, maxGlobalTimeout, "1ms", "60s",
+	`quote the timeout and give it a unit, e.g. "20ms" or "1s"`}
+
 func (v *validator) globalTimeout(path string, value *jsonValue) duration.Duration {
-	if value.kind == kindNumber {
-		v.add(path, "got "+describe(value)+`, want a string: quote the timeout and give it a unit, e.g. "20ms" or "1s"`)
+	d, ok := v.boundedDuration(path, value, &globalTimeouts, globalTimeoutRule)
+	if !ok {
 		return DefaultGlobalTimeout
 	}
-	if !v.wantKind(path, value, kindString, globalTimeoutRule) {
-		return DefaultGlobalTimeout
-	}
-	d, problem := parseDuration(value.text)
-	switch {
-	case problem != "":
-		v.add(path, invalidDuration(value.text, problem, globalTimeoutRule))
-	case d < minGlobalTimeout:
-		v.add(path, quoteClipped(value.text)+" is shorter than 1ms: "+globalTimeoutRule)
-	case d > maxGlobalTimeout:
-		v.add(path, quoteClipped(value.text)+" is longer than 60s: "+globalTimeoutRule)
-	case d%duration.Millisecond != 0:
+	if d%duration.Millisecond != 0 {
 		v.add(path, quoteClipped(value.text)+" is not a whole number of milliseconds, which is what Envoy takes: "+globalTimeoutRule)
-	default:
-		return d
+		return DefaultGlobalTimeout
 	}
-	return DefaultGlobalTimeout
+	return d
 }
 
 // checkGlobalShadow reports a global limit on a rule that is a shadow rule, by its own shadow or

@@ -92,7 +92,7 @@ func (v *validator) maxDelay(path string, value *jsonValue) duration.Duration {
 			return 0
 		}
 	}
-	d, _ := v.duration(path, value, maxDelayRule)
+	d, _ := v.boundedDuration(path, value, &durations, maxDelayRule)
 	return d
 }
 
