@@ -29,10 +29,10 @@ var calendarNames = [...]string{NoCalendar: "", CalendarDay: "day", CalendarWeek
 
 // String returns the spelling used in the JSON configuration ("" for NoCalendar).
 func (c Calendar) String() string {
-	if int(c) < len(calendarNames) {
-		return calendarNames[c]
+	if c == NoCalendar {
+		return ""
 	}
-	return "Calendar(" + strconv.Itoa(int(c)) + ")"
+	return enumString(calendarNames[:], int(c), "Calendar")
 }
 
 const (
