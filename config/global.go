@@ -178,16 +178,8 @@ func (v *validator) globalCluster(path string, value *jsonValue) string {
 
 // globalText reads a string of 1 to 256 bytes without control characters.
 func (v *validator) globalText(path string, value *jsonValue, rule string) (string, bool) {
-	if !v.wantKind(path, value, kindString, rule) {
-		return "", false
-	}
-	s := value.text
-	switch {
-	case s == "":
-		v.add(path, `"" is not allowed: `+rule)
-		return "", false
-	case len(s) > maxGlobalTextLength:
-		v.add(path, quoteClipped(s)+" is "+strconv.Itoa(len(s))+" bytes long: "+rule)
+	s := v.boundedString(path, value, maxGlobalTextLength, rule)
+	if s == "" {
 		return "", false
 	}
 	if i := strings.IndexFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }); i >= 0 {
