@@ -33,7 +33,7 @@ func (v *validator) concurrency(path string, value *jsonValue, limit *Limit) {
 	}
 	if timeout := value.member("slot_timeout"); timeout != nil {
 		timeoutPath := fieldPath(path, "slot_timeout")
-		if d, ok := v.duration(timeoutPath, timeout, slotTimeoutRule); ok {
+		if d, ok := v.boundedDuration(timeoutPath, timeout, &durations, slotTimeoutRule); ok {
 			if d < minSlotTimeout {
 				v.add(timeoutPath, quoteClipped(timeout.text)+" is shorter than 1s: "+slotTimeoutRule)
 			} else {

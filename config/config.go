@@ -48,10 +48,16 @@ var escapedSlashesNames = [...]string{EscapedSlashesAllow: "allow", EscapedSlash
 
 // String returns the spelling used in the JSON configuration.
 func (e EscapedSlashes) String() string {
-	if int(e) < len(escapedSlashesNames) {
-		return escapedSlashesNames[e]
+	return enumString(escapedSlashesNames[:], int(e), "EscapedSlashes")
+}
+
+// enumString is the spelling of an enum value in the JSON configuration, from names, or the
+// type's name with the number for a value that has none.
+func enumString(names []string, value int, typeName string) string {
+	if value < len(names) && names[value] != "" {
+		return names[value]
 	}
-	return "EscapedSlashes(" + strconv.Itoa(int(e)) + ")"
+	return typeName + "(" + strconv.Itoa(value) + ")"
 }
 
 // KeyTable configures the fixed table of slots that holds every bucket in Envoy's shared data,
@@ -105,21 +111,12 @@ const (
 
 // String returns the spelling used in the JSON configuration.
 func (w WhenFull) String() string {
-	if int(w) < len(whenFullNames) {
-		return whenFullNames[w]
-	}
-	return "WhenFull(" + strconv.Itoa(int(w)) + ")"
+	return enumString(whenFullNames[:], int(w), "WhenFull")
 }
 
 // String returns the spelling used in the JSON configuration.
 func (m FailureMode) String() string {
-	switch m {
-	case FailureAllow:
-		return "allow"
-	case FailureDeny:
-		return "deny"
-	}
-	return "FailureMode(" + strconv.Itoa(int(m)) + ")"
+	return enumString(failureModeNames, int(m), "FailureMode")
 }
 
 // ClientIP configures how the client address is derived.
@@ -171,10 +168,7 @@ var headerMatchKindNames = [...]string{HeaderPresent: "present", HeaderAbsent: "
 
 // String returns "present", "absent" or "exact".
 func (k HeaderMatchKind) String() string {
-	if int(k) < len(headerMatchKindNames) && headerMatchKindNames[k] != "" {
-		return headerMatchKindNames[k]
-	}
-	return "HeaderMatchKind(" + strconv.Itoa(int(k)) + ")"
+	return enumString(headerMatchKindNames[:], int(k), "HeaderMatchKind")
 }
 
 // HeaderMatch checks one request header.
@@ -249,10 +243,7 @@ var keyKindNames = [...]string{
 
 // String returns the key part's field name in the JSON configuration, such as "client_ip".
 func (k KeyKind) String() string {
-	if int(k) < len(keyKindNames) && keyKindNames[k] != "" {
-		return keyKindNames[k]
-	}
-	return "KeyKind(" + strconv.Itoa(int(k)) + ")"
+	return enumString(keyKindNames[:], int(k), "KeyKind")
 }
 
 // KeyPart is one component of a rule's bucket key.
@@ -286,10 +277,7 @@ var missingKeyActionNames = [...]string{MissingKeyReject: "reject", MissingKeyAl
 
 // String returns the spelling used in the JSON configuration.
 func (a MissingKeyAction) String() string {
-	if int(a) < len(missingKeyActionNames) {
-		return missingKeyActionNames[a]
-	}
-	return "MissingKeyAction(" + strconv.Itoa(int(a)) + ")"
+	return enumString(missingKeyActionNames[:], int(a), "MissingKeyAction")
 }
 
 // MissingKey configures requests without the rule's key.
@@ -322,10 +310,7 @@ var algorithmNames = [...]string{TokenBucket: "token_bucket", FixedWindow: "fixe
 
 // String returns the spelling used in the JSON configuration.
 func (a Algorithm) String() string {
-	if int(a) < len(algorithmNames) {
-		return algorithmNames[a]
-	}
-	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
+	return enumString(algorithmNames[:], int(a), "Algorithm")
 }
 
 // Limit is one limit of a rule. TokenBucket uses Capacity, RefillTokens and RefillInterval; the
@@ -371,10 +356,7 @@ var headerStyleNames = [...]string{HeadersOff: "off", HeadersDraft: "draft", Hea
 
 // String returns the spelling used in the JSON configuration.
 func (s HeaderStyle) String() string {
-	if int(s) < len(headerStyleNames) {
-		return headerStyleNames[s]
-	}
-	return "HeaderStyle(" + strconv.Itoa(int(s)) + ")"
+	return enumString(headerStyleNames[:], int(s), "HeaderStyle")
 }
 
 // Response is the reply to a rejected request.

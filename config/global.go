@@ -178,16 +178,8 @@ func (v *validator) globalCluster(path string, value *jsonValue) string {
 
 // globalText reads a string of 1 to 256 bytes without control characters.
 func (v *validator) globalText(path string, value *jsonValue, rule string) (string, bool) {
-	if !v.wantKind(path, value, kindString, rule) {
-		return "", false
-	}
-	s := value.text
-	switch {
-	case s == "":
-		v.add(path, `"" is not allowed: `+rule)
-		return "", false
-	case len(s) > maxGlobalTextLength:
-		v.add(path, quoteClipped(s)+" is "+strconv.Itoa(len(s))+" bytes long: "+rule)
+	s := v.boundedString(path, value, maxGlobalTextLength, rule)
+	if s == "" {
 		return "", false
 	}
 	if i := strings.IndexFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }); i >= 0 {
@@ -224,28 +216,19 @@ func (v *validator) globalEntries(path string, value *jsonValue) []GlobalEntry {
 	return entries
 }
 
+var globalTimeouts = durationBounds{parseDuration, minGlobalTimeout, maxGlobalTimeout, "1ms", "60s",
+	`quote the timeout and give it a unit, e.g. "20ms" or "1s"`}
+
 func (v *validator) globalTimeout(path string, value *jsonValue) duration.Duration {
-	if value.kind == kindNumber {
-		v.add(path, "got "+describe(value)+`, want a string: quote the timeout and give it a unit, e.g. "20ms" or "1s"`)
+	d, ok := v.boundedDuration(path, value, &globalTimeouts, globalTimeoutRule)
+	if !ok {
 		return DefaultGlobalTimeout
 	}
-	if !v.wantKind(path, value, kindString, globalTimeoutRule) {
-		return DefaultGlobalTimeout
-	}
-	d, problem := parseDuration(value.text)
-	switch {
-	case problem != "":
-		v.add(path, invalidDuration(value.text, problem, globalTimeoutRule))
-	case d < minGlobalTimeout:
-		v.add(path, quoteClipped(value.text)+" is shorter than 1ms: "+globalTimeoutRule)
-	case d > maxGlobalTimeout:
-		v.add(path, quoteClipped(value.text)+" is longer than 60s: "+globalTimeoutRule)
-	case d%duration.Millisecond != 0:
+	if d%duration.Millisecond != 0 {
 		v.add(path, quoteClipped(value.text)+" is not a whole number of milliseconds, which is what Envoy takes: "+globalTimeoutRule)
-	default:
-		return d
+		return DefaultGlobalTimeout
 	}
-	return DefaultGlobalTimeout
+	return d
 }
 
 // checkGlobalShadow reports a global limit on a rule that is a shadow rule, by its own shadow or

@@ -124,6 +124,17 @@ func (p *jsonParser) skipSpace() {
 	}
 }
 
+// skipSpaceAnd skips space and then c, and reports whether c was there; if it was not, p.pos is
+// at the byte an error names.
+func (p *jsonParser) skipSpaceAnd(c byte) bool {
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == c {
+		p.pos++
+		return true
+	}
+	return false
+}
+
 // unexpected is the error for the byte at p.pos (or the end of the input) in a context
 // described as encoding/json does ("looking for beginning of value", "after array element").
 func (p *jsonParser) unexpected(context string) *jsonError {
@@ -366,9 +377,7 @@ func hex4(b []byte) rune {
 
 func (p *jsonParser) array(depth int) (*jsonValue, *jsonError) {
 	array := &jsonValue{kind: kindArray}
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
+	if p.skipSpaceAnd(']') {
 		return array, nil
 	}
 	for {
@@ -377,13 +386,10 @@ func (p *jsonParser) array(depth int) (*jsonValue, *jsonError) {
 			return nil, err
 		}
 		array.items = append(array.items, item)
-		p.skipSpace()
-		if p.pos < len(p.data) && p.data[p.pos] == ',' {
-			p.pos++
+		if p.skipSpaceAnd(',') {
 			continue
 		}
-		if p.pos < len(p.data) && p.data[p.pos] == ']' {
-			p.pos++
+		if p.skipSpaceAnd(']') {
 			return array, nil
 		}
 		return nil, p.unexpected("after array element")
@@ -392,9 +398,7 @@ func (p *jsonParser) array(depth int) (*jsonValue, *jsonError) {
 
 func (p *jsonParser) object(depth int) (*jsonValue, *jsonError) {
 	object := &jsonValue{kind: kindObject}
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
+	if p.skipSpaceAnd('}') {
 		return object, nil
 	}
 	// Appearances per name; a scan of members would be quadratic on hostile input.
@@ -408,11 +412,9 @@ func (p *jsonParser) object(depth int) (*jsonValue, *jsonError) {
 		if err != nil {
 			return nil, err
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+		if !p.skipSpaceAnd(':') {
 			return nil, p.unexpected("after object key")
 		}
-		p.pos++
 		value, err := p.value(depth + 1)
 		if err != nil {
 			return nil, err
@@ -424,13 +426,10 @@ func (p *jsonParser) object(depth int) (*jsonValue, *jsonError) {
 		case 2:
 			object.repeated = append(object.repeated, name)
 		}
-		p.skipSpace()
-		if p.pos < len(p.data) && p.data[p.pos] == ',' {
-			p.pos++
+		if p.skipSpaceAnd(',') {
 			continue
 		}
-		if p.pos < len(p.data) && p.data[p.pos] == '}' {
-			p.pos++
+		if p.skipSpaceAnd('}') {
 			return object, nil
 		}
 		return nil, p.unexpected("after object key:value pair")

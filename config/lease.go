@@ -45,29 +45,12 @@ func (v *validator) lease(path string, value *jsonValue) *GlobalLease {
 		}
 	}
 	if ttl := value.member("ttl"); ttl != nil {
-		l.TTL = v.leaseTTL(fieldPath(path, "ttl"), ttl)
+		if d, ok := v.boundedDuration(fieldPath(path, "ttl"), ttl, &leaseTTLs, leaseTTLRule); ok {
+			l.TTL = d
+		}
 	}
 	return l
 }
 
-func (v *validator) leaseTTL(path string, value *jsonValue) duration.Duration {
-	if value.kind == kindNumber {
-		v.add(path, "got "+describe(value)+`, want a string: quote the ttl and give it a unit, e.g. "1s" or "500ms"`)
-		return DefaultLeaseTTL
-	}
-	if !v.wantKind(path, value, kindString, leaseTTLRule) {
-		return DefaultLeaseTTL
-	}
-	d, problem := parseDuration(value.text)
-	switch {
-	case problem != "":
-		v.add(path, invalidDuration(value.text, problem, leaseTTLRule))
-	case d < MinLeaseTTL:
-		v.add(path, quoteClipped(value.text)+" is shorter than 10ms: "+leaseTTLRule)
-	case d > MaxLeaseTTL:
-		v.add(path, quoteClipped(value.text)+" is longer than 1h: "+leaseTTLRule)
-	default:
-		return d
-	}
-	return DefaultLeaseTTL
-}
+var leaseTTLs = durationBounds{parseDuration, MinLeaseTTL, MaxLeaseTTL, "10ms", "1h",
+	`quote the ttl and give it a unit, e.g. "1s" or "500ms"`}

@@ -128,7 +128,7 @@ func (v *validator) tokenBucket(path string, value *jsonValue, limit *Limit, def
 		}
 		refillInterval = v.required(value, path, "refill_interval", `"1s"`)
 		if refillInterval != nil {
-			limit.RefillInterval, _ = v.quotaDuration(fieldPath(path, "refill_interval"), refillInterval, refillIntervalRule)
+			limit.RefillInterval, _ = v.boundedDuration(fieldPath(path, "refill_interval"), refillInterval, &quotaDurations, refillIntervalRule)
 		}
 	}
 	if calendar := value.member("calendar"); calendar != nil {
@@ -175,7 +175,7 @@ func (v *validator) window(path string, value *jsonValue, limit *Limit) {
 		return
 	}
 	if window := v.required(value, path, "window", `"1m"`); window != nil {
-		limit.Window, _ = v.quotaDuration(fieldPath(path, "window"), window, windowRule)
+		limit.Window, _ = v.boundedDuration(fieldPath(path, "window"), window, &quotaDurations, windowRule)
 	}
 }
 

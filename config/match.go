@@ -168,16 +168,8 @@ func (v *validator) methods(path string, value *jsonValue) []string {
 	indexByMethod := make(map[string]int)
 	for i, item := range value.items {
 		itemPath := indexPath(path, i)
-		if !v.wantKind(itemPath, item, kindString, methodRule) {
-			continue
-		}
-		method := item.text
-		switch {
-		case method == "":
-			v.add(itemPath, `"" is not allowed: `+methodRule)
-			continue
-		case len(method) > maxMethodLength:
-			v.add(itemPath, quoteClipped(method)+" is "+strconv.Itoa(len(method))+" bytes long: "+methodRule)
+		method := v.boundedString(itemPath, item, maxMethodLength, methodRule)
+		if method == "" {
 			continue
 		}
 		if r, ok := firstNonToken(method); !ok {

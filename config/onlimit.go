@@ -1,10 +1,6 @@
 package config
 
-import (
-	"strconv"
-
-	"github.com/tollgate-proxy/tollgate/internal/duration"
-)
+import "github.com/tollgate-proxy/tollgate/internal/duration"
 
 // OnLimit is what a rule does with a request over its limits: reject it at once (429 with
 // Retry-After, the default), or hold it until its tokens are due, up to MaxDelay, which paces
@@ -29,10 +25,7 @@ const (
 var onLimitActionNames = []string{OnLimitReject: "reject", OnLimitDelay: "delay"}
 
 func (a OnLimitAction) String() string {
-	if int(a) < len(onLimitActionNames) {
-		return onLimitActionNames[a]
-	}
-	return "OnLimitAction(" + strconv.Itoa(int(a)) + ")"
+	return enumString(onLimitActionNames[:], int(a), "OnLimitAction")
 }
 
 // Delays reports whether the rule holds requests over its limits (and is not a shadow rule,
@@ -92,7 +85,7 @@ func (v *validator) maxDelay(path string, value *jsonValue) duration.Duration {
 			return 0
 		}
 	}
-	d, _ := v.duration(path, value, maxDelayRule)
+	d, _ := v.boundedDuration(path, value, &durations, maxDelayRule)
 	return d
 }
 

@@ -29,10 +29,10 @@ var calendarNames = [...]string{NoCalendar: "", CalendarDay: "day", CalendarWeek
 
 // String returns the spelling used in the JSON configuration ("" for NoCalendar).
 func (c Calendar) String() string {
-	if int(c) < len(calendarNames) {
-		return calendarNames[c]
+	if c == NoCalendar {
+		return ""
 	}
-	return "Calendar(" + strconv.Itoa(int(c)) + ")"
+	return enumString(calendarNames[:], int(c), "Calendar")
 }
 
 const (
@@ -45,30 +45,10 @@ const (
 		`read from the wall clock, for "algorithm": "fixed_window" only and instead of window`
 )
 
-// quotaDuration reads refill_interval or window: a duration from 1ms to 366d, in the units ms, s,
-// m and h plus whole days ("d") and weeks ("w"), e.g. "7d", "1w", "1d12h".
-func (v *validator) quotaDuration(path string, value *jsonValue, rule string) (duration.Duration, bool) {
-	if value.kind == kindNumber {
-		// Most likely seconds or milliseconds were meant; only a unit says which.
-		v.add(path, "got "+describe(value)+`, want a string: quote the duration and give it a unit, e.g. "1s" or "500ms"`)
-		return 0, false
-	}
-	if !v.wantKind(path, value, kindString, rule) {
-		return 0, false
-	}
-	duration, problem := parseQuotaDuration(value.text)
-	switch {
-	case problem != "":
-		v.add(path, invalidDuration(value.text, problem, rule))
-	case duration < minDuration:
-		v.add(path, quoteClipped(value.text)+" is shorter than 1ms: "+rule)
-	case duration > maxQuotaDuration:
-		v.add(path, quoteClipped(value.text)+` is longer than "366d": `+rule)
-	default:
-		return duration, true
-	}
-	return 0, false
-}
+// quotaDurations are refill_interval's and window's: from 1ms to 366d, in the units ms, s, m and
+// h plus whole days ("d") and weeks ("w"), e.g. "7d", "1w", "1d12h".
+var quotaDurations = durationBounds{parseQuotaDuration, minDuration, maxQuotaDuration, "1ms", `"366d"`,
+	`quote the duration and give it a unit, e.g. "1s" or "500ms"`}
 
 // parseQuotaDuration parses a Go duration in which whole numbers of days ("d", 24h) and weeks
 // ("w", 7d) may also appear: "7d", "1w", "2w3d", "1d12h". Anything else goes to parseDuration

@@ -90,16 +90,12 @@ func (r *Response) RejectionGrpcStatus() int {
 }
 
 func (v *validator) contentType(path string, value *jsonValue) (string, bool) {
-	if !v.wantKind(path, value, kindString, contentTypeRule) {
-		return "", false
-	}
-	text := value.text
-	switch {
-	case text == "":
+	if value.kind == kindString && value.text == "" {
 		v.add(path, `"" is not allowed: `+contentTypeRule+`; remove content_type to use the default`)
 		return "", false
-	case len(text) > maxContentTypeLength:
-		v.add(path, quoteClipped(text)+" is "+strconv.Itoa(len(text))+" bytes long: "+contentTypeRule)
+	}
+	text := v.boundedString(path, value, maxContentTypeLength, contentTypeRule)
+	if text == "" {
 		return "", false
 	}
 	for _, r := range text {

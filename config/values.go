@@ -26,26 +26,39 @@ func (v *validator) wholeNumber(path string, value *jsonValue, lowest, highest i
 	return 0, false
 }
 
-// duration reads a duration from minDuration to maxDuration.
-func (v *validator) duration(path string, value *jsonValue, rule string) (duration.Duration, bool) {
+// durationBounds are what differs between the duration fields: how a duration is parsed, its
+// bounds as they are compared and as the messages write them, and the fix for a bare number.
+type durationBounds struct {
+	parse            func(text string) (duration.Duration, string)
+	min, max         duration.Duration
+	minText, maxText string
+	numberFix        string
+}
+
+// durations: from 1ms to 24h.
+var durations = durationBounds{parseDuration, minDuration, maxDuration, "1ms", "24h",
+	`quote the duration and give it a unit, e.g. "1s" or "500ms"`}
+
+// boundedDuration reads a duration within bounds.
+func (v *validator) boundedDuration(path string, value *jsonValue, bounds *durationBounds, rule string) (duration.Duration, bool) {
 	if value.kind == kindNumber {
 		// Most likely seconds or milliseconds were meant; only a unit says which.
-		v.add(path, "got "+describe(value)+`, want a string: quote the duration and give it a unit, e.g. "1s" or "500ms"`)
+		v.add(path, "got "+describe(value)+", want a string: "+bounds.numberFix)
 		return 0, false
 	}
 	if !v.wantKind(path, value, kindString, rule) {
 		return 0, false
 	}
-	duration, problem := parseDuration(value.text)
+	d, problem := bounds.parse(value.text)
 	switch {
 	case problem != "":
 		v.add(path, invalidDuration(value.text, problem, rule))
-	case duration < minDuration:
-		v.add(path, quoteClipped(value.text)+" is shorter than 1ms: "+rule)
-	case duration > maxDuration:
-		v.add(path, quoteClipped(value.text)+" is longer than 24h: "+rule)
+	case d < bounds.min:
+		v.add(path, quoteClipped(value.text)+" is shorter than "+bounds.minText+": "+rule)
+	case d > bounds.max:
+		v.add(path, quoteClipped(value.text)+" is longer than "+bounds.maxText+": "+rule)
 	default:
-		return duration, true
+		return d, true
 	}
 	return 0, false
 }

@@ -84,7 +84,7 @@ func NewSlidingWindow(l WindowLimit) (SlidingWindow, error) {
 	return SlidingWindow{limit: l}, nil
 }
 
-// BucketLimit returns the WindowLimit the window was made from.
+// Limit returns the WindowLimit the window was made from.
 func (w FixedWindow) Limit() WindowLimit { return w.limit }
 
 // Initial returns the state of a key never seen: the window containing now,
@@ -144,7 +144,7 @@ func (w FixedWindow) Give(s WindowState, now int64, n int64) WindowState {
 	return w.limit.give(s, now, n, false)
 }
 
-// BucketLimit returns the WindowLimit the window was made from.
+// Limit returns the WindowLimit the window was made from.
 func (w SlidingWindow) Limit() WindowLimit { return w.limit }
 
 // Initial returns the state of a key never seen: the window containing now,

@@ -27,6 +27,7 @@ import (
 	"math"
 
 	"github.com/tollgate-proxy/tollgate/internal/duration"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // The gRPC service and method of the protocol, as proxy_grpc_call takes them.
@@ -47,16 +48,16 @@ func AppendRequest(dst []byte, domain string, entries []Entry, hitsAddend uint32
 		n := entrySize(e)
 		descriptor += 1 + varintSize(uint64(n)) + n
 	}
-	dst = appendTag(dst, 2, wireBytes)
+	dst = appendTag(dst, 2, wire.ProtoBytes)
 	dst = appendVarint(dst, uint64(descriptor))
 	for _, e := range entries {
-		dst = appendTag(dst, 1, wireBytes)
+		dst = appendTag(dst, 1, wire.ProtoBytes)
 		dst = appendVarint(dst, uint64(entrySize(e)))
 		dst = appendString(dst, 1, e.Key)
 		dst = appendString(dst, 2, e.Value)
 	}
 	if hitsAddend != 0 {
-		dst = appendTag(dst, 3, wireVarint)
+		dst = appendTag(dst, 3, wire.ProtoVarint)
 		dst = appendVarint(dst, uint64(hitsAddend))
 	}
 	return dst
@@ -158,11 +159,11 @@ var ErrMalformed = errors.New("malformed RateLimitResponse")
 // DecodeResponse decodes a RateLimitResponse.
 func DecodeResponse(b []byte) (Response, error) {
 	var r Response
-	err := fields(b, func(num uint64, wire int, v uint64, data []byte) error {
+	err := fields(b, func(num uint64, wireType int, v uint64, data []byte) error {
 		switch {
-		case num == 1 && wire == wireVarint:
+		case num == 1 && wireType == wire.ProtoVarint:
 			r.OverallCode = code(v)
-		case num == 2 && wire == wireBytes:
+		case num == 2 && wireType == wire.ProtoBytes:
 			var s Status
 			if err := decodeStatus(data, &s); err != nil {
 				return err
@@ -178,17 +179,17 @@ func DecodeResponse(b []byte) (Response, error) {
 }
 
 func decodeStatus(b []byte, s *Status) error {
-	return fields(b, func(num uint64, wire int, v uint64, data []byte) error {
+	return fields(b, func(num uint64, wireType int, v uint64, data []byte) error {
 		switch {
-		case num == 1 && wire == wireVarint:
+		case num == 1 && wireType == wire.ProtoVarint:
 			s.Code = code(v)
-		case num == 2 && wire == wireBytes:
+		case num == 2 && wireType == wire.ProtoBytes:
 			// A message field given twice is merged: later values win field by field.
-			return fields(data, func(num uint64, wire int, v uint64, _ []byte) error {
+			return fields(data, func(num uint64, wireType int, v uint64, _ []byte) error {
 				switch {
-				case num == 1 && wire == wireVarint:
+				case num == 1 && wireType == wire.ProtoVarint:
 					s.RequestsPerUnit = uint32(v)
-				case num == 2 && wire == wireVarint:
+				case num == 2 && wireType == wire.ProtoVarint:
 					s.Unit = UnitUnknown
 					if v <= uint64(UnitWeek) {
 						s.Unit = Unit(v)
@@ -196,16 +197,16 @@ func decodeStatus(b []byte, s *Status) error {
 				}
 				return nil
 			})
-		case num == 3 && wire == wireVarint:
+		case num == 3 && wireType == wire.ProtoVarint:
 			s.LimitRemaining = uint32(v)
-		case num == 4 && wire == wireBytes:
+		case num == 4 && wireType == wire.ProtoBytes:
 			s.HasReset = true
 			seconds, nanos := int64(s.DurationUntilReset/duration.Second), int64(s.DurationUntilReset%duration.Second)
-			err := fields(data, func(num uint64, wire int, v uint64, _ []byte) error {
+			err := fields(data, func(num uint64, wireType int, v uint64, _ []byte) error {
 				switch {
-				case num == 1 && wire == wireVarint:
+				case num == 1 && wireType == wire.ProtoVarint:
 					seconds = int64(v)
-				case num == 2 && wire == wireVarint:
+				case num == 2 && wireType == wire.ProtoVarint:
 					nanos = int64(int32(v))
 				}
 				return nil
@@ -237,109 +238,24 @@ func code(v uint64) Code {
 	return CodeUnknown
 }
 
-// Wire types (protobuf encoding spec).
-const (
-	wireVarint = 0
-	wireI64    = 1
-	wireBytes  = 2
-	wireStart  = 3
-	wireEnd    = 4
-	wireI32    = 5
-)
-
 // fields walks the fields of a message, calling f with each field's number and wire type, its
 // value for varints and its bytes for length-delimited fields. Fixed-size fields and groups (a
 // deprecated encoding, never used by these messages) are skipped, as parsers skip unknown fields.
-func fields(b []byte, f func(num uint64, wire int, v uint64, data []byte) error) error {
+func fields(b []byte, f func(num uint64, wireType int, v uint64, data []byte) error) error {
 	for len(b) > 0 {
-		num, wire, v, data, rest, ok := field(b, 0)
-		if !ok || wire == wireEnd {
+		num, wireType, v, data, rest, ok := wire.ReadProtoField(b)
+		if !ok || wireType == wire.ProtoEndGroup {
 			return ErrMalformed
 		}
 		b = rest
-		if wire == wireStart {
+		if wireType == wire.ProtoStartGroup {
 			continue
 		}
-		if err := f(num, wire, v, data); err != nil {
+		if err := f(num, wireType, v, data); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// maxGroupDepth bounds the nesting of skipped groups, as protobuf-go bounds recursion (its default limit).
-const maxGroupDepth = 10000
-
-// field reads one field from b and returns what follows it. A group is read to its end and
-// returned with wireStart; its end tag alone comes back as wireEnd.
-func field(b []byte, depth int) (num uint64, wire int, v uint64, data, rest []byte, ok bool) {
-	tag, n := varint(b)
-	if n == 0 {
-		return 0, 0, 0, nil, nil, false
-	}
-	b = b[n:]
-	num, wire = tag>>3, int(tag&7)
-	if num == 0 || num > 1<<29-1 {
-		return 0, 0, 0, nil, nil, false
-	}
-	switch wire {
-	case wireVarint:
-		if v, n = varint(b); n == 0 {
-			return 0, 0, 0, nil, nil, false
-		}
-		return num, wire, v, nil, b[n:], true
-	case wireI64:
-		if len(b) < 8 {
-			return 0, 0, 0, nil, nil, false
-		}
-		return num, wire, 0, nil, b[8:], true
-	case wireI32:
-		if len(b) < 4 {
-			return 0, 0, 0, nil, nil, false
-		}
-		return num, wire, 0, nil, b[4:], true
-	case wireBytes:
-		size, n := varint(b)
-		if n == 0 || size > uint64(len(b)-n) {
-			return 0, 0, 0, nil, nil, false
-		}
-		return num, wire, 0, b[n : n+int(size)], b[n+int(size):], true
-	case wireEnd:
-		return num, wire, 0, nil, b, true
-	case wireStart:
-		if depth >= maxGroupDepth {
-			return 0, 0, 0, nil, nil, false
-		}
-		for {
-			inner, innerWire, _, _, after, ok := field(b, depth+1)
-			if !ok {
-				return 0, 0, 0, nil, nil, false
-			}
-			b = after
-			if innerWire == wireEnd {
-				if inner != num {
-					return 0, 0, 0, nil, nil, false
-				}
-				return num, wire, 0, nil, b, true
-			}
-		}
-	}
-	return 0, 0, 0, nil, nil, false
-}
-
-// varint reads a base-128 varint; n is 0 if b holds no complete varint of at most 10 bytes.
-func varint(b []byte) (v uint64, n int) {
-	for i := 0; i < len(b) && i < 10; i++ {
-		c := b[i]
-		if i == 9 && c > 1 {
-			return 0, 0 // more than 64 bits
-		}
-		v |= uint64(c&0x7f) << (7 * i)
-		if c < 0x80 {
-			return v, i + 1
-		}
-	}
-	return 0, 0
 }
 
 func appendVarint(dst []byte, v uint64) []byte {
@@ -359,8 +275,8 @@ func varintSize(v uint64) int {
 	return n
 }
 
-func appendTag(dst []byte, num int, wire int) []byte {
-	return appendVarint(dst, uint64(num)<<3|uint64(wire))
+func appendTag(dst []byte, num int, wireType int) []byte {
+	return appendVarint(dst, uint64(num)<<3|uint64(wireType))
 }
 
 // appendString appends a string field; proto3 leaves out empty strings.
@@ -368,7 +284,7 @@ func appendString(dst []byte, num int, s string) []byte {
 	if s == "" {
 		return dst
 	}
-	dst = appendTag(dst, num, wireBytes)
+	dst = appendTag(dst, num, wire.ProtoBytes)
 	dst = appendVarint(dst, uint64(len(s)))
 	return append(dst, s...)
 }

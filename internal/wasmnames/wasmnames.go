@@ -160,20 +160,10 @@ func parse(module []byte) (*parsed, error) {
 	r := &reader{b: module, off: len(header)}
 	for r.off < len(module) {
 		start := r.off
-		id, err := r.byte()
-		if err != nil {
-			return nil, err
-		}
-		size, err := r.u32()
+		id, s, err := r.section()
 		if err != nil {
 			return nil, fmt.Errorf("section %d at byte %d: %w", id, start, err)
 		}
-		bodyOff := r.off
-		body, err := r.bytes(size)
-		if err != nil {
-			return nil, fmt.Errorf("section %d at byte %d: %w", id, start, err)
-		}
-		s := &reader{b: module[:bodyOff+len(body)], off: bodyOff}
 		switch id {
 		case exportSection:
 			if exports {
@@ -237,15 +227,7 @@ func (p *parsed) readNames(r *reader) error {
 	seen := map[byte]bool{}
 	for r.off < len(r.b) {
 		start := r.off
-		id, err := r.byte()
-		if err != nil {
-			return err
-		}
-		size, err := r.u32()
-		if err != nil {
-			return err
-		}
-		content, err := r.bytes(size)
+		id, sub, err := r.section()
 		if err != nil {
 			return err
 		}
@@ -253,7 +235,7 @@ func (p *parsed) readNames(r *reader) error {
 			return fmt.Errorf("a second subsection %d at byte %d", id, start)
 		}
 		seen[id] = true
-		sub := &reader{b: r.b[:r.off], off: r.off - len(content)}
+		content := sub.b[sub.off:]
 		switch id {
 		case moduleNameSubsection:
 			if _, err := sub.name(); err != nil {
@@ -353,6 +335,24 @@ func (r *reader) name() (string, error) {
 	}
 	b, err := r.bytes(n)
 	return string(b), err
+}
+
+// section reads a section, or a subsection of the name section, which are laid out alike: an id,
+// then the content's size and the content, which comes back as a reader of its own. Callers read
+// a section only where a byte is left, so the id's read cannot fail.
+func (r *reader) section() (id byte, content *reader, err error) {
+	if id, err = r.byte(); err != nil {
+		return 0, nil, err
+	}
+	size, err := r.u32()
+	if err != nil {
+		return id, nil, err
+	}
+	start := r.off
+	if _, err := r.bytes(size); err != nil {
+		return id, nil, err
+	}
+	return id, &reader{b: r.b[:r.off], off: start}, nil
 }
 
 // end checks that the reader read all its bytes: a section or subsection has no trailing bytes.
