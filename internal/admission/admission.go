@@ -119,7 +119,7 @@ type Outcome struct {
 	enforced  []applied
 	decidedAt int64
 	// shadowCharged are the shadow rules' groups that admitted and were charged, when some
-	// rule settles at the response (outcome.go).
+	// rule settles at the response (settle.go).
 	shadowCharged [][]applied
 }
 
@@ -147,7 +147,7 @@ type Policy struct {
 	// fast is the policy's one rule when it has the common shape that Admit decides without the
 	// general machinery (fastShape), nil otherwise.
 	fast *rule
-	// settles: some rule has count or refund (outcome.go).
+	// settles: some rule has count or refund (settle.go).
 	settles bool
 	// delays: some rule holds requests over its limits (delay.go).
 	delays bool
@@ -311,7 +311,7 @@ type Gate struct {
 	wallAt    int64
 	wallRead  bool
 
-	// settleBuf and settledRules are Settle's scratch (outcome.go).
+	// settleBuf and settledRules are Settle's scratch (settle.go).
 	settleBuf    []applied
 	settledRules []int
 
