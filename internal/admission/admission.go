@@ -24,6 +24,18 @@ var (
 	ErrCasMismatch = errors.New("the key was written since it was read (CAS mismatch)")
 )
 
+// causeError is a failure with the error that caused it: its text is msg, ": " and the cause's,
+// and errors.Is and errors.As reach the cause (fmt.Errorf's %w would link fmt into the module).
+type causeError struct {
+	msg   string
+	cause error
+}
+
+func (e *causeError) Error() string { return e.msg + ": " + e.cause.Error() }
+func (e *causeError) Unwrap() error { return e.cause }
+
+func wrapError(msg string, cause error) error { return &causeError{msg: msg, cause: cause} }
+
 // Verdict is what the filter must do with the request.
 type Verdict uint8
 
@@ -221,7 +233,7 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 		for j, l := range r.Limits {
 			compiledLimit, err := p.compileLimit(r.Name, j, l, p.limitCount, namespace)
 			if err != nil {
-				return nil, errors.New("rules[" + strconv.Itoa(i) + "].limits[" + strconv.Itoa(j) + "]: " + err.Error())
+				return nil, wrapError("rules["+strconv.Itoa(i)+"].limits["+strconv.Itoa(j)+"]", err)
 			}
 			compiled.limits = append(compiled.limits, compiledLimit)
 			p.limitCount++

@@ -194,7 +194,7 @@ func (g *Gate) findLease(store Store, ref *leaseRef, now int64) (leaseFound, err
 			}
 			continue
 		case err != nil:
-			return leaseFound{}, errors.New("cannot read shared data: " + err.Error())
+			return leaseFound{}, wrapError("cannot read shared data", err)
 		}
 		s, valid := decodeLease(value)
 		if valid && s.owner == ref.owner {
@@ -242,7 +242,7 @@ func (g *Gate) TakeLease(store Store, rule int, key string, cost, now int64) (Le
 				if isCasMismatch(err) {
 					continue
 				}
-				return LeaseTake{Expired: expired}, errors.New("cannot write to shared data: " + err.Error())
+				return LeaseTake{Expired: expired}, wrapError("cannot write to shared data", err)
 			}
 			expired += dropped
 			continue
@@ -259,7 +259,7 @@ func (g *Gate) TakeLease(store Store, rule int, key string, cost, now int64) (Le
 			if isCasMismatch(err) {
 				continue
 			}
-			return LeaseTake{Expired: expired}, errors.New("cannot write to shared data: " + err.Error())
+			return LeaseTake{Expired: expired}, wrapError("cannot write to shared data", err)
 		}
 		return LeaseTake{Verdict: LeaseServed, Expired: expired}, nil
 	}
@@ -367,7 +367,7 @@ func (g *Gate) PutLease(store Store, rule int, key string, grant LeaseGrant, now
 			if isCasMismatch(err) {
 				continue
 			}
-			return expired + grant.Tokens, errors.New("cannot write to shared data: " + err.Error())
+			return expired + grant.Tokens, wrapError("cannot write to shared data", err)
 		}
 		return expired + dropped, nil
 	}
@@ -405,7 +405,7 @@ func (g *Gate) RefuseLease(store Store, rule int, key string, untilReset duratio
 			if isCasMismatch(err) {
 				continue
 			}
-			return errors.New("cannot write to shared data: " + err.Error())
+			return wrapError("cannot write to shared data", err)
 		}
 		return nil
 	}

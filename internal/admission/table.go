@@ -318,7 +318,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 		}
 		g.release(store, group, now)
 		if err != nil && !isCasMismatch(err) {
-			return Failed, nil, errors.New("cannot write to shared data: " + err.Error())
+			return Failed, nil, wrapError("cannot write to shared data", err)
 		}
 	}
 	return Failed, nil, errContended
@@ -355,7 +355,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		case isNotFound(err):
 			free, cas = true, casCreate
 		case err != nil:
-			return errors.New("cannot read shared data: " + err.Error())
+			return wrapError("cannot read shared data", err)
 		default:
 			s, ok := decodeSlot(value)
 			if !ok {
@@ -427,7 +427,7 @@ func (g *Gate) readOverflow(store Store, a *applied, now int64) error {
 	case isNotFound(err):
 		cas = casCreate
 	case err != nil:
-		return errors.New("cannot read shared data: " + err.Error())
+		return wrapError("cannot read shared data", err)
 	default:
 		if s, ok := decodeSlot(value); !ok {
 			g.out.Corrupt++
@@ -469,7 +469,7 @@ func (g *Gate) drawRaced(store Store, group []applied) (bool, error) {
 			case isNotFound(err):
 				continue
 			case err != nil:
-				return false, errors.New("cannot read shared data: " + err.Error())
+				return false, wrapError("cannot read shared data", err)
 			}
 			if s, ok := decodeSlot(value); ok && s.owner == a.owner && (s.kind == kindLive || s.kind == kindPending) {
 				return true, nil
@@ -494,7 +494,7 @@ func (g *Gate) startState(store Store, a *applied) (cells, error) {
 	case isNotFound(err):
 		return l.algo.initial(a.when(a.stamp)), nil
 	case err != nil:
-		return cells{}, errors.New("cannot read shared data: " + err.Error())
+		return cells{}, wrapError("cannot read shared data", err)
 	}
 	s, ok := decodeSlot(value)
 	if !ok || s.kind != kindLive || s.owner != l.overflowOwner {
@@ -603,7 +603,7 @@ func (g *Gate) check(store Store, a *applied, now int64) (bool, error) {
 	case isNotFound(err):
 		return false, nil
 	case err != nil:
-		return false, errors.New("cannot read shared data: " + err.Error())
+		return false, wrapError("cannot read shared data", err)
 	}
 	s, ok := decodeSlot(value)
 	if !ok || s.kind != kindPending || s.owner != a.owner {
@@ -620,7 +620,7 @@ func (g *Gate) check(store Store, a *applied, now int64) (bool, error) {
 		case isNotFound(err):
 			continue
 		case err != nil:
-			return false, errors.New("cannot read shared data: " + err.Error())
+			return false, wrapError("cannot read shared data", err)
 		}
 		s, ok := decodeSlot(value)
 		if !ok {

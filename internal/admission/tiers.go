@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"errors"
 	"strconv"
 	"unsafe"
 
@@ -50,7 +49,7 @@ func (p *Policy) compileTiers(r *rule, namespace string) error {
 		for j, l := range tier.Limits {
 			compiled, err := p.compileLimit(r.config.Name, j, l, p.limitCount+j, namespace)
 			if err != nil {
-				return errors.New("rules[" + strconv.Itoa(r.index) + "].limits_by.tiers." + tier.Name + "[" + strconv.Itoa(j) + "]: " + err.Error())
+				return wrapError("rules["+strconv.Itoa(r.index)+"].limits_by.tiers."+tier.Name+"["+strconv.Itoa(j)+"]", err)
 			}
 			t.limits[i] = append(t.limits[i], compiled)
 		}
