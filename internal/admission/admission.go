@@ -146,7 +146,6 @@ type Policy struct {
 	rules    []rule
 	exempt   config.Exemptions
 	clientIP config.ClientIP
-	shadow   bool
 	table    config.KeyTable
 	// collectStatus fills Outcome.Limits: rate-limit headers are configured.
 	collectStatus bool
@@ -172,9 +171,21 @@ type Policy struct {
 	choices    int // candidate slots per bucket
 }
 
+// rule is one configured rule compiled for deciding: everything a request reads of it, copied
+// from the configuration once.
 type rule struct {
-	index  int
-	config *config.Rule
+	index int
+	name  string
+	// shadow: the rule, or the whole configuration, only tries its limits and never rejects.
+	shadow     bool
+	match      config.Match
+	key        []config.KeyPart
+	missingKey config.MissingKey
+	cost       config.Cost
+	// global: the rule has a global limit; leased: with a lease, whose terms are lease.
+	global bool
+	leased bool
+	lease  config.GlobalLease
 	limits []limit
 	// settle is what the rule does with its charge at the response (count, refund); nil for
 	// the rules that settle at admission.
@@ -211,7 +222,7 @@ type limit struct {
 // Compile compiles a validated configuration. namespace separates the keys of different
 // plugins: Istio gives every WasmPlugin of a proxy one shared-data namespace.
 func Compile(cfg *config.Config, namespace string) (*Policy, error) {
-	p := &Policy{exempt: cfg.Exempt, clientIP: cfg.ClientIP, shadow: cfg.Shadow, table: cfg.KeyTable, escaped: cfg.EscapedSlashes,
+	p := &Policy{exempt: cfg.Exempt, clientIP: cfg.ClientIP, table: cfg.KeyTable, escaped: cfg.EscapedSlashes,
 		collectStatus: cfg.RateLimitHeaders != config.HeadersOff,
 		secretKey:     "tollgate/v2/" + namespace + "/secret", slotPrefix: "tollgate/v2/" + namespace + "/slot/",
 		choices: defaultChoices}
@@ -223,33 +234,47 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 	}
 	for i := range cfg.Rules {
 		r := &cfg.Rules[i]
-		compiled := rule{index: i, config: r, settle: compileSettlement(r)}
-		p.settles = p.settles || compiled.settle != nil
-		if r.LimitsBy != nil {
-			if err := p.compileTiers(&compiled, namespace); err != nil {
-				return nil, err
-			}
-		}
-		for j, l := range r.Limits {
-			compiledLimit, err := p.compileLimit(r.Name, j, l, p.limitCount, namespace)
-			if err != nil {
-				return nil, wrapError("rules["+strconv.Itoa(i)+"].limits["+strconv.Itoa(j)+"]", err)
-			}
-			compiled.limits = append(compiled.limits, compiledLimit)
-			p.limitCount++
-		}
-		if maxWait := ruleDelay(cfg, r); maxWait > 0 {
-			compiled.delay(maxWait)
-			p.delays = true
+		compiled, err := p.compileRule(cfg, i, namespace)
+		if err != nil {
+			return nil, err
 		}
 		p.rules = append(p.rules, compiled)
-		p.hasGlobal = p.hasGlobal || r.Global != nil
+		p.settles = p.settles || compiled.settle != nil
+		p.delays = p.delays || ruleDelay(cfg, r) > 0
+		p.hasGlobal = p.hasGlobal || compiled.global
 		p.hasConcurrency = p.hasConcurrency || ruleHasConcurrency(r)
 	}
 	if fastShape(cfg) {
 		p.fast = &p.rules[0]
 	}
 	return p, nil
+}
+
+// compileRule compiles the rule at index i of cfg, its limits numbered from p.limitCount on.
+func (p *Policy) compileRule(cfg *config.Config, i int, namespace string) (rule, error) {
+	r := &cfg.Rules[i]
+	compiled := rule{index: i, name: r.Name, shadow: cfg.Shadow || r.Shadow, match: r.Match, key: r.Key,
+		missingKey: r.MissingKey, cost: r.Cost, global: r.Global != nil, settle: compileSettlement(r)}
+	if r.Global != nil && r.Global.Lease != nil {
+		compiled.leased, compiled.lease = true, *r.Global.Lease
+	}
+	if r.LimitsBy != nil {
+		if err := p.compileTiers(&compiled, r, namespace); err != nil {
+			return rule{}, err
+		}
+	}
+	for j, l := range r.Limits {
+		compiledLimit, err := p.compileLimit(r.Name, j, l, p.limitCount, namespace)
+		if err != nil {
+			return rule{}, wrapError("rules["+strconv.Itoa(i)+"].limits["+strconv.Itoa(j)+"]", err)
+		}
+		compiled.limits = append(compiled.limits, compiledLimit)
+		p.limitCount++
+	}
+	if maxWait := ruleDelay(cfg, r); maxWait > 0 {
+		compiled.delay(maxWait)
+	}
+	return compiled, nil
 }
 
 // compileLimit compiles the limit at index j of a rule (of a tier, for limits_by), numbered seq.
@@ -420,8 +445,8 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	for pass := 0; pass < 2; pass++ {
 		for i := range g.rules {
 			r := &g.rules[i]
-			shadow := g.shadow || r.config.Shadow
-			if shadow != (pass == 1) || !view.matches(&r.config.Match) {
+			shadow := r.shadow
+			if shadow != (pass == 1) || !view.matches(&r.match) {
 				continue
 			}
 			key, verdict := g.ruleKey(&view, r, shadow)
@@ -431,7 +456,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			if key == nil {
 				continue // missing key, and the rule lets such requests through
 			}
-			cost, ok := ruleCost(req, &r.config.Cost)
+			cost, ok := ruleCost(req, &r.cost)
 			if !ok && shadow {
 				// A shadow rule never rejects: the request goes on without it.
 				out.InvalidCost = append(out.InvalidCost, r.index)
@@ -446,11 +471,11 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 			}
 			var pkHash uint64
 			if g.collectStatus && !shadow {
-				pkHash = g.partitionHash(r.config.Name, key)
+				pkHash = g.partitionHash(r.name, key)
 			}
 			var global string
-			if r.config.Global != nil && !shadow {
-				global = globalKey(r.config.Name, key)
+			if r.global && !shadow {
+				global = globalKey(r.name, key)
 			}
 			limits := r.limits
 			if r.tiers != nil {
@@ -536,7 +561,7 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 // longer than fastKeyBytes; g.held then answers the header for the general path.
 func (g *Gate) admitFast(req Request, store Store, now int64) bool {
 	r := g.fast
-	name := r.config.Key[0].Header
+	name := r.key[0].Header
 	value, found := req.Header(name)
 	if !found || value == "" || len(value) > fastKeyBytes {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
@@ -558,7 +583,7 @@ func (g *Gate) admitFast(req Request, store Store, now int64) bool {
 	out := &g.out
 	var pkHash uint64
 	if g.collectStatus {
-		pkHash = g.partitionHash(r.config.Name, key)
+		pkHash = g.partitionHash(r.name, key)
 	}
 	g.applied = g.applied[:0]
 	for j := range r.limits {
@@ -569,7 +594,7 @@ func (g *Gate) admitFast(req Request, store Store, now int64) bool {
 		} else {
 			owner = g.owner(l, key)
 		}
-		g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner, pkHash: pkHash, cost: r.config.Cost.Units})
+		g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner, pkHash: pkHash, cost: r.cost.Units})
 	}
 	enforced := g.applied
 	verdict, worst, err := g.decide(store, enforced, now)
@@ -625,12 +650,12 @@ func (h *heldHeader) Header(name string) (string, bool) {
 // Gate's (valid until the next call). A nil key with verdict Allow means the rule does not
 // apply; another verdict has been set in g.out.
 func (g *Gate) ruleKey(view *requestView, r *rule, shadow bool) ([]byte, Verdict) {
-	key, missing := view.appendPartitionKey(g.keyBuf[:0], r.config.Key)
+	key, missing := view.appendPartitionKey(g.keyBuf[:0], r.key)
 	g.keyBuf = key
 	if missing == nil {
 		return key, Allow
 	}
-	mk := &r.config.MissingKey
+	mk := &r.missingKey
 	switch {
 	case shadow || mk.Action == config.MissingKeyAllow:
 		// A shadow rule never rejects: counted, and the request goes on without it.

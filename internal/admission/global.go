@@ -20,7 +20,7 @@ func appendGlobalChecks(dst []GlobalCheck, enforced []applied) []GlobalCheck {
 		if i > 0 && enforced[i-1].rule == a.rule {
 			continue // one check per rule, not per limit
 		}
-		if a.rule.config.Global == nil || a.cost == 0 {
+		if !a.rule.global || a.cost == 0 {
 			continue
 		}
 		dst = append(dst, GlobalCheck{Rule: a.rule.index, Key: a.globalKey, Cost: a.cost})

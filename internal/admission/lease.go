@@ -136,7 +136,7 @@ type LeaseTake struct {
 
 // leaseRef is the lease of one rule and key.
 type leaseRef struct {
-	lease *config.GlobalLease
+	lease config.GlobalLease
 	owner uint64
 	slots [leaseChoices]uint64
 }
@@ -144,17 +144,17 @@ type leaseRef struct {
 var errNoLease = errors.New("the rule has no lease")
 
 func (g *Gate) leaseRef(rule int, key string) (leaseRef, error) {
-	if rule < 0 || rule >= len(g.rules) || g.rules[rule].config.Global == nil || g.rules[rule].config.Global.Lease == nil {
+	if rule < 0 || rule >= len(g.rules) || !g.rules[rule].leased {
 		return leaseRef{}, errNoLease
 	}
-	r := g.rules[rule].config
-	buf := make([]byte, 0, 8+len(r.Name)+len(key))
+	r := &g.rules[rule]
+	buf := make([]byte, 0, 8+len(r.name)+len(key))
 	buf = append(buf, "lease\x00"...)
-	buf = append(buf, r.Name...)
+	buf = append(buf, r.name...)
 	buf = append(buf, 0)
 	buf = append(buf, key...)
 	owner := sipHash24(g.secret[0], g.secret[1], buf)
-	ref := leaseRef{lease: r.Global.Lease, owner: owner}
+	ref := leaseRef{lease: r.lease, owner: owner}
 	n := uint64(g.leaseSlots())
 	ref.slots[0] = owner % n
 	ref.slots[1] = mix64(owner+0x9e3779b97f4a7c15) % n
