@@ -422,80 +422,20 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
 		Global: out.Global[:0], shadowCharged: out.shadowCharged[:0], inFlight: out.inFlight[:0]}
 	g.wallRead = false
-	if g.fast != nil {
-		if g.admitFast(req, store, now) {
-			return out
+	// The limits to charge: a policy of the fast shape takes its one key straight from the
+	// request (gatherFast), unless the key needs the general way.
+	if g.fast == nil || !g.gatherFast(req) {
+		if g.fast != nil {
+			req = &g.held // the header gatherFast read, not read again
 		}
-		// A missing, empty or long key: decided the general way, with the header already read.
-		req = &g.held
-	}
-	view := requestView{req: req, clientIP: g.clientIP, secret: g.secret, maxKeyBytes: g.table.MaxKeyBytes, paths: &g.paths}
-	if g.escaped == config.EscapedSlashesReject && view.hasEscapedSlash() {
-		out.Verdict = EscapedSlash
-		return out
-	}
-	if view.exempt(&g.exempt) {
-		out.Verdict = Exempt
-		return out
-	}
-
-	// Gather the limits of the matching rules: enforced ones first, then each shadow rule's.
-	g.applied = g.applied[:0]
-	shadowStart := g.starts[:0] // indexes in g.applied where each shadow rule's limits start
-	for pass := 0; pass < 2; pass++ {
-		for i := range g.rules {
-			r := &g.rules[i]
-			shadow := r.shadow
-			if shadow != (pass == 1) || !view.matches(&r.match) {
-				continue
-			}
-			key, verdict := g.ruleKey(&view, r, shadow)
-			if verdict != Allow {
-				return out
-			}
-			if key == nil {
-				continue // missing key, and the rule lets such requests through
-			}
-			cost, ok := ruleCost(req, &r.cost)
-			if !ok && shadow {
-				// A shadow rule never rejects: the request goes on without it.
-				out.InvalidCost = append(out.InvalidCost, r.index)
-				continue
-			}
-			if !ok {
-				out.Verdict, out.Rule = BadCost, r.index
-				return out
-			}
-			if shadow {
-				shadowStart = append(shadowStart, len(g.applied))
-			}
-			var pkHash uint64
-			if g.collectStatus && !shadow {
-				pkHash = g.partitionHash(r.name, key)
-			}
-			var global string
-			if r.global && !shadow {
-				global = globalKey(r.name, key)
-			}
-			limits := r.limits
-			if r.tiers != nil {
-				limits = g.tierLimits(&view, r.tiers)
-			}
-			for j := range limits {
-				l := &limits[j]
-				owner := g.owner(l, key)
-				g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner,
-					pkHash: pkHash, globalKey: global, cost: cost})
-			}
+		if !g.gather(req) {
+			return out // decided before any limit was read
 		}
 	}
-
-	g.starts = shadowStart
-	enforcedEnd := len(g.applied)
-	if len(shadowStart) > 0 {
-		enforcedEnd = shadowStart[0]
+	enforced := g.applied
+	if len(g.starts) > 0 {
+		enforced = g.applied[:g.starts[0]]
 	}
-	enforced := g.applied[:enforcedEnd]
 	verdict, worst, err := g.decide(store, enforced, now)
 	switch {
 	case err != nil:
@@ -526,40 +466,92 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 		requestDelay(out, enforced, now)
 	}
 	out.enforced, out.decidedAt = enforced, now
-	for s, start := range shadowStart {
-		end := len(g.applied)
-		if s+1 < len(shadowStart) {
-			end = shadowStart[s+1]
-		}
-		group := g.applied[start:end]
-		verdict, _, err := g.decide(store, group, now)
-		switch {
-		case err != nil:
-			// A shadow rule never rejects, not even when the limiter fails.
-			out.ShadowErr = err
-		case verdict == Limited:
-			out.ShadowLimited = append(out.ShadowLimited, group[0].rule.index)
-		default:
-			// Shadow limits stay out of the rate-limit headers: clients would throttle
-			// themselves on a limit that is only being tried.
-			g.admitted(group)
-			if g.settles {
-				out.shadowCharged = append(out.shadowCharged, group)
-			}
-			if g.hasConcurrency {
-				out.inFlight = appendInFlight(out.inFlight, group)
-			}
-		}
+	if len(g.starts) > 0 {
+		g.decideShadows(store, now)
 	}
 	out.Verdict = Allow
 	return out
 }
 
-// admitFast decides a request of the fast shape (Policy.fast) as the general path would, without
-// its generality: the key is the one header's value, read once, and the rule's limits are
-// decided directly. It returns false, having decided nothing, when the key is missing, empty or
-// longer than fastKeyBytes; g.held then answers the header for the general path.
-func (g *Gate) admitFast(req Request, store Store, now int64) bool {
+// gather lists in g.applied the limits of the rules that apply to req, enforced rules' first,
+// then each shadow rule's from where g.starts says. It returns false when the request is
+// decided before any limit: its path has an escaped slash to refuse, it is exempt, a rule's key
+// is missing, or its cost header is bad (g.out says which).
+func (g *Gate) gather(req Request) bool {
+	view := requestView{req: req, clientIP: g.clientIP, secret: g.secret, maxKeyBytes: g.table.MaxKeyBytes, paths: &g.paths}
+	if g.escaped == config.EscapedSlashesReject && view.hasEscapedSlash() {
+		g.out.Verdict = EscapedSlash
+		return false
+	}
+	if view.exempt(&g.exempt) {
+		g.out.Verdict = Exempt
+		return false
+	}
+	g.applied, g.starts = g.applied[:0], g.starts[:0]
+	for pass := 0; pass < 2; pass++ {
+		for i := range g.rules {
+			r := &g.rules[i]
+			if r.shadow != (pass == 1) || !view.matches(&r.match) {
+				continue
+			}
+			if !g.gatherRule(&view, r) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// gatherRule appends the limits of a rule that matches the request, with the owner of each;
+// a shadow rule's start a group of their own. It returns false when the rule decided the
+// request (a missing key it rejects, a bad cost header).
+func (g *Gate) gatherRule(view *requestView, r *rule) bool {
+	key, verdict := g.ruleKey(view, r, r.shadow)
+	if verdict != Allow {
+		return false
+	}
+	if key == nil {
+		return true // missing key, and the rule lets such requests through
+	}
+	cost, ok := ruleCost(view.req, &r.cost)
+	switch {
+	case !ok && r.shadow:
+		// A shadow rule never rejects: the request goes on without it.
+		g.out.InvalidCost = append(g.out.InvalidCost, r.index)
+		return true
+	case !ok:
+		g.out.Verdict, g.out.Rule = BadCost, r.index
+		return false
+	}
+	var pkHash uint64
+	var global string
+	if r.shadow {
+		g.starts = append(g.starts, len(g.applied))
+	} else {
+		if g.collectStatus {
+			pkHash = g.partitionHash(r.name, key)
+		}
+		if r.global {
+			global = globalKey(r.name, key)
+		}
+	}
+	limits := r.limits
+	if r.tiers != nil {
+		limits = g.tierLimits(view, r.tiers)
+	}
+	for j := range limits {
+		l := &limits[j]
+		g.applied = append(g.applied, applied{rule: r, limit: l, owner: g.owner(l, key),
+			pkHash: pkHash, globalKey: global, cost: cost})
+	}
+	return true
+}
+
+// gatherFast lists the limits of a request of the fast shape (Policy.fast) as gather would,
+// without its generality: the key is the one header's value, read once, and written where the
+// first limit's owner is hashed. It returns false, having listed nothing, when the key is
+// missing, empty or longer than fastKeyBytes; g.held then answers the header for gather.
+func (g *Gate) gatherFast(req Request) bool {
 	r := g.fast
 	name := r.key[0].Header
 	value, found := req.Header(name)
@@ -580,12 +572,11 @@ func (g *Gate) admitFast(req Request, store Store, now int64) bool {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
 		return false
 	}
-	out := &g.out
 	var pkHash uint64
 	if g.collectStatus {
 		pkHash = g.partitionHash(r.name, key)
 	}
-	g.applied = g.applied[:0]
+	g.applied, g.starts = g.applied[:0], g.starts[:0]
 	for j := range r.limits {
 		l := &r.limits[j]
 		var owner uint64
@@ -596,26 +587,37 @@ func (g *Gate) admitFast(req Request, store Store, now int64) bool {
 		}
 		g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner, pkHash: pkHash, cost: r.cost.Units})
 	}
-	enforced := g.applied
-	verdict, worst, err := g.decide(store, enforced, now)
-	switch {
-	case err != nil:
-		out.Verdict, out.Err = Failed, err
-		return true
-	case verdict == Limited:
-		out.Verdict, out.Rule, out.RetryAfter = Limited, r.index, worst.decision.RetryAfter
-		if g.collectStatus {
-			g.collect(enforced, worst, now)
-		}
-		return true
-	}
-	if g.collectStatus {
-		g.collect(enforced, nil, now)
-	}
-	out.Admitted = append(out.Admitted, r.index)
-	out.enforced, out.decidedAt = enforced, now
-	out.Verdict = Allow
 	return true
+}
+
+// decideShadows decides each shadow rule's group of limits on its own, after the enforced ones
+// admitted the request: a shadow rule never rejects, not even when the limiter fails.
+func (g *Gate) decideShadows(store Store, now int64) {
+	out := &g.out
+	for s, start := range g.starts {
+		end := len(g.applied)
+		if s+1 < len(g.starts) {
+			end = g.starts[s+1]
+		}
+		group := g.applied[start:end]
+		verdict, _, err := g.decide(store, group, now)
+		switch {
+		case err != nil:
+			out.ShadowErr = err
+		case verdict == Limited:
+			out.ShadowLimited = append(out.ShadowLimited, group[0].rule.index)
+		default:
+			// Shadow limits stay out of the rate-limit headers: clients would throttle
+			// themselves on a limit that is only being tried.
+			g.admitted(group)
+			if g.settles {
+				out.shadowCharged = append(out.shadowCharged, group)
+			}
+			if g.hasConcurrency {
+				out.inFlight = appendInFlight(out.inFlight, group)
+			}
+		}
+	}
 }
 
 // appendDecimal appends n >= 0 in decimal, as strconv.AppendInt would, a byte at a time: the
