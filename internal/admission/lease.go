@@ -210,6 +210,21 @@ func (g *Gate) findLease(store Store, ref *leaseRef, now int64) (leaseFound, err
 	return free, nil
 }
 
+// writeLease writes s into the slot f found, with the CAS it was read with. retry is true when
+// another worker wrote the slot first: the caller reads it again.
+func (g *Gate) writeLease(store Store, f *leaseFound, s *leaseSlot) (retry bool, err error) {
+	var buf [LeaseSize]byte
+	encodeLease(buf[:], s)
+	switch err := store.Set(g.leaseKey(f.index), buf[:], f.cas); {
+	case err == nil:
+		return false, nil
+	case isCasMismatch(err):
+		return true, nil
+	default:
+		return false, wrapError("cannot write to shared data", err)
+	}
+}
+
 // TakeLease takes cost tokens from the lease of a rule's key (GlobalCheck.Key) at now, or says
 // what to ask the service for, or that the service's OVER_LIMIT stands.
 func (g *Gate) TakeLease(store Store, rule int, key string, cost, now int64) (LeaseTake, error) {
@@ -236,13 +251,11 @@ func (g *Gate) TakeLease(store Store, rule int, key string, cost, now int64) (Le
 			dropped := s.tokens
 			s.tokens, s.size = 0, max(s.size/2, 1)
 			s.stamp = max(s.stamp, now)
-			var buf [LeaseSize]byte
-			encodeLease(buf[:], &s)
-			if err := store.Set(g.leaseKey(f.index), buf[:], f.cas); err != nil {
-				if isCasMismatch(err) {
-					continue
+			if retry, err := g.writeLease(store, &f, &s); retry || err != nil {
+				if err != nil {
+					return LeaseTake{Expired: expired}, err
 				}
-				return LeaseTake{Expired: expired}, wrapError("cannot write to shared data", err)
+				continue
 			}
 			expired += dropped
 			continue
@@ -253,13 +266,11 @@ func (g *Gate) TakeLease(store Store, rule int, key string, cost, now int64) (Le
 			return LeaseTake{Verdict: LeaseAsk, Ask: s.ask(cost, ref.lease.MaxTokens, now), Expired: expired}, nil
 		}
 		s.stamp = max(s.stamp, now)
-		var buf [LeaseSize]byte
-		encodeLease(buf[:], &s)
-		if err := store.Set(g.leaseKey(f.index), buf[:], f.cas); err != nil {
-			if isCasMismatch(err) {
-				continue
+		if retry, err := g.writeLease(store, &f, &s); retry || err != nil {
+			if err != nil {
+				return LeaseTake{Expired: expired}, err
 			}
-			return LeaseTake{Expired: expired}, wrapError("cannot write to shared data", err)
+			continue
 		}
 		return LeaseTake{Verdict: LeaseServed, Expired: expired}, nil
 	}
@@ -361,13 +372,11 @@ func (g *Gate) PutLease(store Store, rule int, key string, grant LeaseGrant, now
 			s.quota, s.unit = grant.Quota, grant.Unit
 		}
 		s.stamp, s.grantedAt = max(s.stamp, now), now
-		var buf [LeaseSize]byte
-		encodeLease(buf[:], &s)
-		if err := store.Set(g.leaseKey(f.index), buf[:], f.cas); err != nil {
-			if isCasMismatch(err) {
-				continue
+		if retry, err := g.writeLease(store, &f, &s); retry || err != nil {
+			if err != nil {
+				return expired + grant.Tokens, err
 			}
-			return expired + grant.Tokens, wrapError("cannot write to shared data", err)
+			continue
 		}
 		return expired + dropped, nil
 	}
@@ -399,13 +408,11 @@ func (g *Gate) RefuseLease(store Store, rule int, key string, untilReset duratio
 			s.quota, s.unit = quota, unit
 		}
 		s.stamp = max(s.stamp, now)
-		var buf [LeaseSize]byte
-		encodeLease(buf[:], &s)
-		if err := store.Set(g.leaseKey(f.index), buf[:], f.cas); err != nil {
-			if isCasMismatch(err) {
-				continue
+		if retry, err := g.writeLease(store, &f, &s); retry || err != nil {
+			if err != nil {
+				return err
 			}
-			return wrapError("cannot write to shared data", err)
+			continue
 		}
 		return nil
 	}
