@@ -114,8 +114,7 @@ func appendPending(dst []pendingCharge, group []applied, shadow bool) []pendingC
 		if a.rule.settle == nil || a.skip || a.cost == 0 || a.limit.isConcurrency() {
 			continue
 		}
-		dst = append(dst, pendingCharge{rule: a.rule, shadow: shadow,
-			charged: charged{limit: a.limit, slot: a.slot, owner: a.writeOwner, cost: a.cost, next: a.next}})
+		dst = append(dst, pendingCharge{rule: a.rule, shadow: shadow, charged: a.charge()})
 	}
 	return dst
 }
@@ -141,7 +140,7 @@ func (g *Gate) Settle(store Store, p *Pending, status int, now int64) []int {
 		if g.chargedWindowOver(e, p.at, now) {
 			continue // counted in a window that is over: nothing of it is felt any more
 		}
-		group = append(group, applied{limit: e.limit, slot: e.slot, writeOwner: e.owner, cost: e.cost, next: e.next})
+		group = append(group, e.undo())
 	}
 	if len(group) > 0 {
 		g.refund(store, group, now, true)
