@@ -33,6 +33,9 @@ type causeError struct {
 func (e *causeError) Error() string { return e.msg + ": " + e.cause.Error() }
 func (e *causeError) Unwrap() error { return e.cause }
 
+// wrapError is not inlined: its callers are the rare failures, which need not each carry a copy.
+//
+//go:noinline
 func wrapError(msg string, cause error) error { return &causeError{msg: msg, cause: cause} }
 
 // Gate decides requests by a Policy, in buffers it reuses from one request to the next so that
