@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/tollgate-proxy/tollgate/config"
-	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
@@ -24,264 +23,20 @@ var (
 	ErrCasMismatch = errors.New("the key was written since it was read (CAS mismatch)")
 )
 
-// Verdict is what the filter must do with the request.
-type Verdict uint8
-
-const (
-	// Allow: every enforced limit of every matching rule admitted the request and was charged.
-	Allow Verdict = iota
-	// Limited: an enforced limit rejected the request; nothing was charged.
-	Limited
-	// MissingKey: a matching rule's key could not be built and the rule rejects such requests.
-	MissingKey
-	// Exempt: the request matched an exemption; no rule applied.
-	Exempt
-	// BadCost: the rule's cost header is not a whole number.
-	BadCost
-	// Failed: shared data failed or stayed contended; the failure mode decides.
-	Failed
-	// EscapedSlash: the path has %2F or %5C and escaped_slashes is "reject": answer 400.
-	EscapedSlash
-)
-
-// LimitStatus describes one applied limit after the decision, for rate-limit headers.
-type LimitStatus struct {
-	Rule          int   // index in the configuration's rules
-	Limit         int   // index in the rule's limits
-	Quota         int64 // the limit's capacity
-	WindowSeconds int64 // time to restore the whole quota
-	Remaining     int64 // whole units left
-	// Reset is the time until the limit is whole again (X-RateLimit-Reset), on a rejection too:
-	// Retry-After and Next say when the request would be admitted.
-	Reset duration.Duration
-	// Next is the time until one more unit than Remaining is available (0 when whole); for the
-	// limit that rejected, the time until the request would be admitted.
-	Next duration.Duration
-	// Rejecting is true for the limit whose wait decided a rejection.
-	Rejecting bool
-	// PartitionHash identifies the partition key without revealing it.
-	PartitionHash uint64
+// causeError is a failure with the error that caused it: its text is msg, ": " and the cause's,
+// and errors.Is and errors.As reach the cause (fmt.Errorf's %w would link fmt into the module).
+type causeError struct {
+	msg   string
+	cause error
 }
 
-// Outcome is the decision for one request, with what the caller needs next. Its slices belong to
-// the Gate that made it and are valid until that Gate's next Admit; Charge makes a copy that
-// outlives it.
-type Outcome struct {
-	Verdict Verdict
-	// Rule is the index of the rule that limited the request, whose key was missing, or whose
-	// cost header was bad; -1 otherwise.
-	Rule int
-	// Status is the response status for MissingKey (the rule's missing_key status).
-	Status int
-	// MissingPart describes the key part that was missing, for the response body.
-	MissingPart string
-	// RetryAfter is the exact wait before the request would be admitted (Limited).
-	RetryAfter duration.Duration
-	// Admitted lists the rules that applied and admitted the request (Allow).
-	Admitted []int
-	// InvalidCost lists the shadow rules skipped because their cost header was bad.
-	InvalidCost []int
-	// ShadowErr is why a shadow rule could not be decided (the request went on).
-	ShadowErr error
-	// Corrupt counts the slots that held a value Tollgate did not write (replaced).
-	Corrupt int
-	// TableFull counts the limits none of whose candidate slots was free (when_full).
-	TableFull int
-	// ShadowLimited lists the shadow rules that would have limited the request.
-	ShadowLimited []int
-	// MissingKeys lists the rules whose key was missing and which let the request through or
-	// fell back to their fallback key.
-	MissingKeys []int
-	// Limits describes every limit applied, when rate-limit headers are configured.
-	Limits []LimitStatus
-	// Err is why shared data failed (Failed).
-	Err error
-	// Global lists the global checks the request still needs (Allow only): one per enforced rule
-	// with a global limit, in rule order.
-	Global []GlobalCheck
-	// Delay is how long the request must be held before it goes on (Allow, a rule with
-	// on_limit delay): its tokens are reserved, and due then (delay.go). DelayRule is the rule
-	// whose tokens are due last, DelayOwner that bucket's owner hash (for logs: it does not
-	// reveal the key).
-	Delay      duration.Duration
-	DelayRule  int
-	DelayOwner uint64
-	// InFlightLimited is true when the limit that rejected the request (Limited) is a
-	// concurrency limit: every slot of the key was taken. InFlightOwner is that limit's owner
-	// hash (its limit and key), to tell requests waiting for the same slots apart.
-	InFlightLimited bool
-	InFlightOwner   uint64
-	// inFlight are the concurrency slots the request took (AppendInFlight).
-	inFlight []InFlight
+func (e *causeError) Error() string { return e.msg + ": " + e.cause.Error() }
+func (e *causeError) Unwrap() error { return e.cause }
 
-	// enforced are the enforced limits as decided (Allow only), at decidedAt: what Charge
-	// copies, read only when it is asked for.
-	enforced  []applied
-	decidedAt int64
-	// shadowCharged are the shadow rules' groups that admitted and were charged, when some
-	// rule settles at the response (outcome.go).
-	shadowCharged [][]applied
-}
-
-// RetryAfterSeconds is the Retry-After header value: whole seconds, rounded up, at least 1.
-func (o *Outcome) RetryAfterSeconds() int64 { return max(ceilSeconds(o.RetryAfter), 1) }
-
-// Policy is one plugin configuration compiled for deciding: its rules and limits, the key table's
-// shape and the names of its shared-data keys. Compile builds it and LoadSecret completes it,
-// once per configuration and outside the request path; after that nothing writes it, so any
-// number of Gates may decide by it.
-type Policy struct {
-	rules    []rule
-	exempt   config.Exemptions
-	clientIP config.ClientIP
-	shadow   bool
-	table    config.KeyTable
-	// collectStatus fills Outcome.Limits: rate-limit headers are configured.
-	collectStatus bool
-	escaped       config.EscapedSlashes
-	// hasGlobal: some rule has a global limit, so an admitted request's global checks and charge
-	// are recorded.
-	hasGlobal bool
-	// hasConcurrency: some rule has a concurrency limit, whose slots admitted requests hold.
-	hasConcurrency bool
-	// fast is the policy's one rule when it has the common shape that Admit decides without the
-	// general machinery (fastShape), nil otherwise.
-	fast *rule
-	// settles: some rule has count or refund (outcome.go).
-	settles bool
-	// delays: some rule holds requests over its limits (delay.go).
-	delays bool
-
-	limitCount int // over all rules
-
-	secret     [2]uint64
-	secretKey  string
-	slotPrefix string
-	choices    int // candidate slots per bucket
-}
-
-type rule struct {
-	index  int
-	config *config.Rule
-	limits []limit
-	// settle is what the rule does with its charge at the response (count, refund); nil for
-	// the rules that settle at admission.
-	settle *settlement
-	// tiers chooses the limits by a tier (limits_by); nil for a rule with limits.
-	tiers *tierSet
-}
-
-type limit struct {
-	index       int
-	seq         int // the limit's number in the policy, over all rules
-	algo        algorithm
-	tag         uint8 // the config.Algorithm, stored in the slot
-	fingerprint uint32
-	// ownerPrefix goes before the partition key in the owner hash: rule name and limit index.
-	ownerPrefix string
-	// overflowKey holds the bucket shared by the keys that find no free slot; overflowOwner
-	// is the owner written in it.
-	overflowKey          string
-	overflowOwner        uint64
-	quota, windowSeconds int64
-	// wall: the limit decides on the wall clock (a calendar window, calendar.go).
-	wall bool
-	// peers are the other tiers' limits at the same position (limits_by), whose states this
-	// limit carries over when a key changes tier (switchTier).
-	peers []*limit
-	// wallPeer: a peer is a calendar window, whose state is read on the wall clock.
-	wallPeer bool
-	// maxWait is how far ahead the limit reserves (its rule's max_delay; delay.go), 0 if it
-	// only rejects.
-	maxWait duration.Duration
-}
-
-// Compile compiles a validated configuration. namespace separates the keys of different
-// plugins: Istio gives every WasmPlugin of a proxy one shared-data namespace.
-func Compile(cfg *config.Config, namespace string) (*Policy, error) {
-	p := &Policy{exempt: cfg.Exempt, clientIP: cfg.ClientIP, shadow: cfg.Shadow, table: cfg.KeyTable, escaped: cfg.EscapedSlashes,
-		collectStatus: cfg.RateLimitHeaders != config.HeadersOff,
-		secretKey:     "tollgate/v2/" + namespace + "/secret", slotPrefix: "tollgate/v2/" + namespace + "/slot/",
-		choices: defaultChoices}
-	if p.table.MaxKeys < 1 {
-		p.table.MaxKeys = config.DefaultMaxKeys
-	}
-	if p.table.MaxKeyBytes < 1 {
-		p.table.MaxKeyBytes = config.DefaultMaxKeyBytes
-	}
-	for i := range cfg.Rules {
-		r := &cfg.Rules[i]
-		compiled := rule{index: i, config: r, settle: compileSettlement(r)}
-		p.settles = p.settles || compiled.settle != nil
-		if r.LimitsBy != nil {
-			if err := p.compileTiers(&compiled, namespace); err != nil {
-				return nil, err
-			}
-		}
-		for j, l := range r.Limits {
-			compiledLimit, err := p.compileLimit(r.Name, j, l, p.limitCount, namespace)
-			if err != nil {
-				return nil, errors.New("rules[" + strconv.Itoa(i) + "].limits[" + strconv.Itoa(j) + "]: " + err.Error())
-			}
-			compiled.limits = append(compiled.limits, compiledLimit)
-			p.limitCount++
-		}
-		if maxWait := ruleDelay(cfg, r); maxWait > 0 {
-			compiled.delay(maxWait)
-			p.delays = true
-		}
-		p.rules = append(p.rules, compiled)
-		p.hasGlobal = p.hasGlobal || r.Global != nil
-		p.hasConcurrency = p.hasConcurrency || ruleHasConcurrency(r)
-	}
-	if fastShape(cfg) {
-		p.fast = &p.rules[0]
-	}
-	return p, nil
-}
-
-// compileLimit compiles the limit at index j of a rule (of a tier, for limits_by), numbered seq.
-func (p *Policy) compileLimit(ruleName string, j int, l config.Limit, seq int, namespace string) (limit, error) {
-	algo, err := newAlgorithm(l)
-	if err != nil {
-		return limit{}, err
-	}
-	quota, window := algo.policy()
-	prefix := ruleName + "\x00" + strconv.Itoa(j) + "\x00"
-	return limit{
-		index:         j,
-		seq:           seq,
-		algo:          algo,
-		tag:           uint8(l.Algorithm),
-		fingerprint:   algo.fingerprint(),
-		ownerPrefix:   prefix,
-		overflowKey:   "tollgate/v2/" + namespace + "/overflow/" + strconv.Itoa(j) + "/" + ruleName,
-		overflowOwner: sipHash24(0, 0, []byte("overflow\x00"+prefix)),
-		quota:         quota,
-		windowSeconds: window,
-		wall:          l.Calendar != config.NoCalendar,
-	}, nil
-}
-
-// fastShape reports whether a configuration is the common one: one enforced rule that applies
-// to every request, keyed by one header, at a fixed cost, without a global limit, and no
-// exemptions, nor escaped slashes to refuse (which needs the path). Admit then reads the key directly; TestFastPathMatchesGeneral holds it to the
-// general path's decisions.
-func fastShape(cfg *config.Config) bool {
-	if len(cfg.Rules) != 1 || cfg.Shadow || cfg.EscapedSlashes == config.EscapedSlashesReject {
-		return false
-	}
-	e, r := &cfg.Exempt, &cfg.Rules[0]
-	m := &r.Match
-	return len(e.Paths) == 0 && len(e.ClientCIDRs) == 0 && len(e.Headers) == 0 &&
-		m.Path == nil && len(m.Methods) == 0 && len(m.Hosts) == 0 && len(m.Headers) == 0 &&
-		len(r.Limits) > 0 && len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow &&
-		r.Global == nil && r.LimitsBy == nil && r.OnLimit.Action == config.OnLimitReject && !ruleHasConcurrency(r)
-}
-
-// fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,
-// whatever that does with long keys.
-const fastKeyBytes = 256
+// wrapError is not inlined: its callers are the rare failures, which need not each carry a copy.
+//
+//go:noinline
+func wrapError(msg string, cause error) error { return &causeError{msg: msg, cause: cause} }
 
 // Gate decides requests by a Policy, in buffers it reuses from one request to the next so that
 // deciding allocates nothing. It holds the scratch of one decision at a time: one Gate per VM
@@ -311,7 +66,7 @@ type Gate struct {
 	wallAt    int64
 	wallRead  bool
 
-	// settleBuf and settledRules are Settle's scratch (outcome.go).
+	// settleBuf and settledRules are Settle's scratch (settle.go).
 	settleBuf    []applied
 	settledRules []int
 
@@ -385,80 +140,20 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
 		Global: out.Global[:0], shadowCharged: out.shadowCharged[:0], inFlight: out.inFlight[:0]}
 	g.wallRead = false
-	if g.fast != nil {
-		if g.admitFast(req, store, now) {
-			return out
+	// The limits to charge: a policy of the fast shape takes its one key straight from the
+	// request (gatherFast), unless the key needs the general way.
+	if g.fast == nil || !g.gatherFast(req) {
+		if g.fast != nil {
+			req = &g.held // the header gatherFast read, not read again
 		}
-		// A missing, empty or long key: decided the general way, with the header already read.
-		req = &g.held
-	}
-	view := requestView{req: req, clientIP: g.clientIP, secret: g.secret, maxKeyBytes: g.table.MaxKeyBytes, paths: &g.paths}
-	if g.escaped == config.EscapedSlashesReject && view.hasEscapedSlash() {
-		out.Verdict = EscapedSlash
-		return out
-	}
-	if view.exempt(&g.exempt) {
-		out.Verdict = Exempt
-		return out
-	}
-
-	// Gather the limits of the matching rules: enforced ones first, then each shadow rule's.
-	g.applied = g.applied[:0]
-	shadowStart := g.starts[:0] // indexes in g.applied where each shadow rule's limits start
-	for pass := 0; pass < 2; pass++ {
-		for i := range g.rules {
-			r := &g.rules[i]
-			shadow := g.shadow || r.config.Shadow
-			if shadow != (pass == 1) || !view.matches(&r.config.Match) {
-				continue
-			}
-			key, verdict := g.ruleKey(&view, r, shadow)
-			if verdict != Allow {
-				return out
-			}
-			if key == nil {
-				continue // missing key, and the rule lets such requests through
-			}
-			cost, ok := ruleCost(req, &r.config.Cost)
-			if !ok && shadow {
-				// A shadow rule never rejects: the request goes on without it.
-				out.InvalidCost = append(out.InvalidCost, r.index)
-				continue
-			}
-			if !ok {
-				out.Verdict, out.Rule = BadCost, r.index
-				return out
-			}
-			if shadow {
-				shadowStart = append(shadowStart, len(g.applied))
-			}
-			var pkHash uint64
-			if g.collectStatus && !shadow {
-				pkHash = g.partitionHash(r.config.Name, key)
-			}
-			var global string
-			if r.config.Global != nil && !shadow {
-				global = globalKey(r.config.Name, key)
-			}
-			limits := r.limits
-			if r.tiers != nil {
-				limits = g.tierLimits(&view, r.tiers)
-			}
-			for j := range limits {
-				l := &limits[j]
-				owner := g.owner(l, key)
-				g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner,
-					pkHash: pkHash, globalKey: global, cost: cost})
-			}
+		if !g.gather(req) {
+			return out // decided before any limit was read
 		}
 	}
-
-	g.starts = shadowStart
-	enforcedEnd := len(g.applied)
-	if len(shadowStart) > 0 {
-		enforcedEnd = shadowStart[0]
+	enforced := g.applied
+	if len(g.starts) > 0 {
+		enforced = g.applied[:g.starts[0]]
 	}
-	enforced := g.applied[:enforcedEnd]
 	verdict, worst, err := g.decide(store, enforced, now)
 	switch {
 	case err != nil:
@@ -489,42 +184,94 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 		requestDelay(out, enforced, now)
 	}
 	out.enforced, out.decidedAt = enforced, now
-	for s, start := range shadowStart {
-		end := len(g.applied)
-		if s+1 < len(shadowStart) {
-			end = shadowStart[s+1]
-		}
-		group := g.applied[start:end]
-		verdict, _, err := g.decide(store, group, now)
-		switch {
-		case err != nil:
-			// A shadow rule never rejects, not even when the limiter fails.
-			out.ShadowErr = err
-		case verdict == Limited:
-			out.ShadowLimited = append(out.ShadowLimited, group[0].rule.index)
-		default:
-			// Shadow limits stay out of the rate-limit headers: clients would throttle
-			// themselves on a limit that is only being tried.
-			g.admitted(group)
-			if g.settles {
-				out.shadowCharged = append(out.shadowCharged, group)
-			}
-			if g.hasConcurrency {
-				out.inFlight = appendInFlight(out.inFlight, group)
-			}
-		}
+	if len(g.starts) > 0 {
+		g.decideShadows(store, now)
 	}
 	out.Verdict = Allow
 	return out
 }
 
-// admitFast decides a request of the fast shape (Policy.fast) as the general path would, without
-// its generality: the key is the one header's value, read once, and the rule's limits are
-// decided directly. It returns false, having decided nothing, when the key is missing, empty or
-// longer than fastKeyBytes; g.held then answers the header for the general path.
-func (g *Gate) admitFast(req Request, store Store, now int64) bool {
+// gather lists in g.applied the limits of the rules that apply to req, enforced rules' first,
+// then each shadow rule's from where g.starts says. It returns false when the request is
+// decided before any limit: its path has an escaped slash to refuse, it is exempt, a rule's key
+// is missing, or its cost header is bad (g.out says which).
+func (g *Gate) gather(req Request) bool {
+	view := requestView{req: req, clientIP: g.clientIP, secret: g.secret, maxKeyBytes: g.table.MaxKeyBytes, paths: &g.paths}
+	if g.escaped == config.EscapedSlashesReject && view.hasEscapedSlash() {
+		g.out.Verdict = EscapedSlash
+		return false
+	}
+	if view.exempt(&g.exempt) {
+		g.out.Verdict = Exempt
+		return false
+	}
+	g.applied, g.starts = g.applied[:0], g.starts[:0]
+	for pass := 0; pass < 2; pass++ {
+		for i := range g.rules {
+			r := &g.rules[i]
+			if r.shadow != (pass == 1) || !view.matches(&r.match) {
+				continue
+			}
+			if !g.gatherRule(&view, r) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// gatherRule appends the limits of a rule that matches the request, with the owner of each;
+// a shadow rule's start a group of their own. It returns false when the rule decided the
+// request (a missing key it rejects, a bad cost header).
+func (g *Gate) gatherRule(view *requestView, r *rule) bool {
+	key, verdict := g.ruleKey(view, r, r.shadow)
+	if verdict != Allow {
+		return false
+	}
+	if key == nil {
+		return true // missing key, and the rule lets such requests through
+	}
+	cost, ok := ruleCost(view.req, &r.cost)
+	switch {
+	case !ok && r.shadow:
+		// A shadow rule never rejects: the request goes on without it.
+		g.out.InvalidCost = append(g.out.InvalidCost, r.index)
+		return true
+	case !ok:
+		g.out.Verdict, g.out.Rule = BadCost, r.index
+		return false
+	}
+	var pkHash uint64
+	var global string
+	if r.shadow {
+		g.starts = append(g.starts, len(g.applied))
+	} else {
+		if g.collectStatus {
+			pkHash = g.partitionHash(r.name, key)
+		}
+		if r.global {
+			global = globalKey(r.name, key)
+		}
+	}
+	limits := r.limits
+	if r.tiers != nil {
+		limits = g.tierLimits(view, r.tiers)
+	}
+	for j := range limits {
+		l := &limits[j]
+		g.applied = append(g.applied, applied{rule: r, limit: l, owner: g.owner(l, key),
+			pkHash: pkHash, globalKey: global, cost: cost})
+	}
+	return true
+}
+
+// gatherFast lists the limits of a request of the fast shape (Policy.fast) as gather would,
+// without its generality: the key is the one header's value, read once, and written where the
+// first limit's owner is hashed. It returns false, having listed nothing, when the key is
+// missing, empty or longer than fastKeyBytes; g.held then answers the header for gather.
+func (g *Gate) gatherFast(req Request) bool {
 	r := g.fast
-	name := r.config.Key[0].Header
+	name := r.key[0].Header
 	value, found := req.Header(name)
 	if !found || value == "" || len(value) > fastKeyBytes {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
@@ -543,12 +290,11 @@ func (g *Gate) admitFast(req Request, store Store, now int64) bool {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
 		return false
 	}
-	out := &g.out
 	var pkHash uint64
 	if g.collectStatus {
-		pkHash = g.partitionHash(r.config.Name, key)
+		pkHash = g.partitionHash(r.name, key)
 	}
-	g.applied = g.applied[:0]
+	g.applied, g.starts = g.applied[:0], g.starts[:0]
 	for j := range r.limits {
 		l := &r.limits[j]
 		var owner uint64
@@ -557,28 +303,39 @@ func (g *Gate) admitFast(req Request, store Store, now int64) bool {
 		} else {
 			owner = g.owner(l, key)
 		}
-		g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner, pkHash: pkHash, cost: r.config.Cost.Units})
+		g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner, pkHash: pkHash, cost: r.cost.Units})
 	}
-	enforced := g.applied
-	verdict, worst, err := g.decide(store, enforced, now)
-	switch {
-	case err != nil:
-		out.Verdict, out.Err = Failed, err
-		return true
-	case verdict == Limited:
-		out.Verdict, out.Rule, out.RetryAfter = Limited, r.index, worst.decision.RetryAfter
-		if g.collectStatus {
-			g.collect(enforced, worst, now)
-		}
-		return true
-	}
-	if g.collectStatus {
-		g.collect(enforced, nil, now)
-	}
-	out.Admitted = append(out.Admitted, r.index)
-	out.enforced, out.decidedAt = enforced, now
-	out.Verdict = Allow
 	return true
+}
+
+// decideShadows decides each shadow rule's group of limits on its own, after the enforced ones
+// admitted the request: a shadow rule never rejects, not even when the limiter fails.
+func (g *Gate) decideShadows(store Store, now int64) {
+	out := &g.out
+	for s, start := range g.starts {
+		end := len(g.applied)
+		if s+1 < len(g.starts) {
+			end = g.starts[s+1]
+		}
+		group := g.applied[start:end]
+		verdict, _, err := g.decide(store, group, now)
+		switch {
+		case err != nil:
+			out.ShadowErr = err
+		case verdict == Limited:
+			out.ShadowLimited = append(out.ShadowLimited, group[0].rule.index)
+		default:
+			// Shadow limits stay out of the rate-limit headers: clients would throttle
+			// themselves on a limit that is only being tried.
+			g.admitted(group)
+			if g.settles {
+				out.shadowCharged = append(out.shadowCharged, group)
+			}
+			if g.hasConcurrency {
+				out.inFlight = appendInFlight(out.inFlight, group)
+			}
+		}
+	}
 }
 
 // appendDecimal appends n >= 0 in decimal, as strconv.AppendInt would, a byte at a time: the
@@ -613,12 +370,12 @@ func (h *heldHeader) Header(name string) (string, bool) {
 // Gate's (valid until the next call). A nil key with verdict Allow means the rule does not
 // apply; another verdict has been set in g.out.
 func (g *Gate) ruleKey(view *requestView, r *rule, shadow bool) ([]byte, Verdict) {
-	key, missing := view.appendPartitionKey(g.keyBuf[:0], r.config.Key)
+	key, missing := view.appendPartitionKey(g.keyBuf[:0], r.key)
 	g.keyBuf = key
 	if missing == nil {
 		return key, Allow
 	}
-	mk := &r.config.MissingKey
+	mk := &r.missingKey
 	switch {
 	case shadow || mk.Action == config.MissingKeyAllow:
 		// A shadow rule never rejects: counted, and the request goes on without it.
@@ -677,49 +434,6 @@ func (g *Gate) admitted(group []applied) {
 		if i == 0 || group[i].rule != group[i-1].rule {
 			g.out.Admitted = append(g.out.Admitted, group[i].rule.index)
 		}
-	}
-}
-
-// collect records the status of a group's limits for rate-limit headers.
-func (g *Gate) collect(group []applied, rejecting *applied, now int64) {
-	if !g.collectStatus {
-		return
-	}
-	for i := range group {
-		a := &group[i]
-		status := LimitStatus{
-			Rule: a.rule.index, Limit: a.limit.index, Quota: a.limit.quota, WindowSeconds: a.limit.windowSeconds,
-			Remaining: a.decision.Remaining, Reset: a.decision.Reset,
-			PartitionHash: a.pkHash,
-		}
-		at := now
-		if a.limit.wall {
-			// A calendar window decides on the wall clock, and a month's length depends on
-			// the month.
-			at = a.at
-			if c, ok := a.limit.algo.(calendarWindow); ok {
-				status.WindowSeconds = c.windowSeconds(a.next)
-			}
-		}
-		switch {
-		case a == rejecting:
-			status.Next, status.Rejecting = a.decision.RetryAfter, true
-		case a.skip:
-			continue
-		default:
-			state := a.next
-			if rejecting != nil && a.decision.Allowed && a.cost > 0 {
-				// Decided as if charged, but the group was rejected: nothing was taken.
-				status.Remaining += a.cost
-				state = a.limit.algo.give(a.next, at, a.cost)
-			}
-			if status.Remaining < a.limit.quota {
-				if _, d := a.limit.algo.take(state, at, status.Remaining+1); !d.Allowed {
-					status.Next = d.RetryAfter
-				}
-			}
-		}
-		g.out.Limits = append(g.out.Limits, status)
 	}
 }
 

@@ -41,8 +41,14 @@ func storeError(st wire.Status) error {
 	case wire.StatusCasMismatch:
 		return ErrCasMismatch
 	}
-	return errors.New("shared data failed with status " + strconv.Itoa(int(st)))
+	return statusError(st)
 }
+
+// statusError is a failure status of shared data: comparable, so errors.Is finds it as the cause
+// of whatever the Gate returns.
+type statusError wire.Status
+
+func (e statusError) Error() string { return "shared data failed with status " + strconv.Itoa(int(e)) }
 
 // value is what is stored under key, nil if nothing.
 func (m *memStore) value(key string) []byte {
@@ -277,6 +283,45 @@ func TestStoreFailures(t *testing.T) {
 	store.onSet(func(string) error { sets++; return ErrCasMismatch })
 	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Failed || sets != MaxAttempts {
 		t.Fatalf("contention: %+v after %d sets", out, sets)
+	}
+}
+
+// A failure of shared data reaches the caller as the cause of the Gate's error, whichever call
+// and operation failed: errors.Is finds the store's own error.
+func TestStoreErrorsAreWrapped(t *testing.T) {
+	failed := statusError(wire.StatusInternalFailure)
+	cases := []struct {
+		name  string
+		fault func(store *memStore)
+		call  func(g *Gate, store *memStore) error
+	}{
+		{"admit, a read", (*memStore).failGets, func(g *Gate, store *memStore) error {
+			return g.Admit(header("k", "x"), store, sec).Err
+		}},
+		{"admit, a write", func(store *memStore) { store.onSet(func(string) error { return failed }) },
+			func(g *Gate, store *memStore) error { return g.Admit(header("k", "x"), store, sec).Err }},
+		{"take a lease, a read", (*memStore).failGets, func(g *Gate, store *memStore) error {
+			_, err := g.TakeLease(store, 0, "key", 1, sec)
+			return err
+		}},
+		{"put a lease, a write", func(store *memStore) { store.onSet(func(string) error { return failed }) },
+			func(g *Gate, store *memStore) error {
+				_, err := g.PutLease(store, 0, "key", LeaseGrant{Tokens: 3, Asked: 3, SentAt: sec, Remaining: -1}, sec)
+				return err
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g, _, store := leaseGates(t, 100)
+			c.fault(store)
+			err := c.call(g, store)
+			if !errors.Is(err, failed) {
+				t.Fatalf("%v: errors.Is(%v) is false", err, failed)
+			}
+			if want := "shared data: " + failed.Error(); !strings.HasSuffix(err.Error(), want) {
+				t.Errorf("%q does not end with %q", err, want)
+			}
+		})
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 func (g *Gate) PartitionKey(req Request, rule int) (key []byte, matched bool) {
 	r := &g.rules[rule]
 	view := requestView{req: req, clientIP: g.clientIP}
-	if !view.matches(&r.config.Match) {
+	if !view.matches(&r.match) {
 		return nil, false
 	}
 	// ruleKey records a missing key in g.out, which this Gate does not otherwise use.

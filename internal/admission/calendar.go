@@ -96,7 +96,7 @@ func (g *Gate) wallNow() (int64, error) {
 	}
 	at, err := g.wallClock()
 	if err != nil {
-		return 0, errors.New("cannot read the wall clock: " + err.Error())
+		return 0, wrapError("cannot read the wall clock", err)
 	}
 	g.wallAt, g.wallRead = at, true
 	return at, nil

@@ -158,10 +158,7 @@ func (c concurrency) policy() (int64, int64) { return c.max, 1 }
 // InFlight is a slot of a concurrency limit an admitted request holds until its stream ends:
 // what Gate.Release needs to give it back.
 type InFlight struct {
-	limit   *limit
-	slot    uint64
-	owner   uint64
-	written cells
+	charged // at cost 1: a request takes one slot whatever its cost
 }
 
 // appendInFlight appends the concurrency slots a group that was charged took.
@@ -171,7 +168,9 @@ func appendInFlight(dst []InFlight, group []applied) []InFlight {
 		if a.skip || a.cost == 0 || !a.limit.isConcurrency() {
 			continue
 		}
-		dst = append(dst, InFlight{limit: a.limit, slot: a.slot, owner: a.writeOwner, written: a.next})
+		c := a.charge()
+		c.cost = 1
+		dst = append(dst, InFlight{c})
 	}
 	return dst
 }
@@ -193,8 +192,7 @@ func (o *Outcome) AppendInFlight(dst []InFlight) []InFlight {
 func (g *Gate) Release(store Store, held []InFlight, now int64) {
 	group := g.releasing[:0]
 	for i := range held {
-		l := &held[i]
-		group = append(group, applied{limit: l.limit, slot: l.slot, writeOwner: l.owner, cost: 1, next: l.written})
+		group = append(group, held[i].undo())
 	}
 	g.refund(store, group, now, true)
 	clear(group) // drop the references to the limits

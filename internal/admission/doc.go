@@ -11,10 +11,13 @@
 // Charge to give back if the request is rejected after all.
 //
 // A decision reads top-down: request.go (the request's attributes, rule matching, partition
-// keys), admission.go (Admit: the enforced limits all or nothing, then each shadow rule),
-// table.go (the key table in shared data: slot layout, read, decide, write, refund). Beside
-// them, algorithm.go adapts package limiter to the cells a slot stores, hash.go holds the keyed
-// hashes, and global.go what an admitted request still owes the rate limit service.
+// keys), admission.go (Admit: the limits the request's rules apply, the enforced ones decided
+// all or nothing, then each shadow rule), table.go (the key table in shared data: find, decide,
+// claim, write, refund), slot.go (a slot's value and key, a bucket's candidate slots). Beside
+// them, policy.go compiles a configuration into a Policy, outcome.go is what Admit returns,
+// algorithm.go adapts package limiter to the cells a slot stores, hash.go holds the keyed
+// hashes, global.go what an admitted request still owes the rate limit service, and settle.go
+// what rules with count or refund give back at the response.
 //
 // Shared state is updated with compare-and-swap: read (value, cas), decide with package
 // limiter, write with that cas, and on a CAS mismatch (another worker VM wrote first) read

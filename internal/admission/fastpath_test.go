@@ -51,7 +51,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 	costs := []string{``, `, "cost": 0`, `, "cost": 2`}
 	// Count and refund keep a rule on the fast path: the decision is the same, and the charge
 	// is held from the Outcome, which both paths fill alike; the steps settle it on both.
-	outcomes := []string{``, `, "count": {"statuses": ["401"]}`, `, "refund": {"statuses": ["5xx"]}`}
+	settlements := []string{``, `, "count": {"statuses": ["401"]}`, `, "refund": {"statuses": ["5xx"]}`}
 	r := rand.New(rand.NewPCG(3, 4))
 	longKey := strings.Repeat("k", fastKeyBytes+1)
 	for round := range 300 {
@@ -64,7 +64,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		doc := `{"rate_limit_headers": ` + headers + `, "key_table": {"max_keys": ` + []string{"16", "100000"}[r.IntN(2)] +
 			`, "when_full": "` + whenFull + `", "max_key_bytes": ` + []string{"16", "1024"}[r.IntN(2)] + `},
 		  "rules": [{"name": "r", "key": [{"header": "x-api-key"}], "limits": [` + strings.Join(ls, ", ") + `]` +
-			missing[r.IntN(len(missing))] + costs[r.IntN(len(costs))] + outcomes[r.IntN(len(outcomes))] + `}]}`
+			missing[r.IntN(len(missing))] + costs[r.IntN(len(costs))] + settlements[r.IntN(len(settlements))] + `}]}`
 		cfg, err := config.Parse([]byte(doc))
 		if err != nil {
 			continue // a cost above a capacity

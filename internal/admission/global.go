@@ -20,7 +20,7 @@ func appendGlobalChecks(dst []GlobalCheck, enforced []applied) []GlobalCheck {
 		if i > 0 && enforced[i-1].rule == a.rule {
 			continue // one check per rule, not per limit
 		}
-		if a.rule.config.Global == nil || a.cost == 0 {
+		if !a.rule.global || a.cost == 0 {
 			continue
 		}
 		dst = append(dst, GlobalCheck{Rule: a.rule.index, Key: a.globalKey, Cost: a.cost})
@@ -45,6 +45,16 @@ type charged struct {
 	next  cells
 }
 
+// charge is what a's write took from its limit, kept to give back.
+func (a *applied) charge() charged {
+	return charged{limit: a.limit, slot: a.slot, owner: a.writeOwner, cost: a.cost, next: a.next}
+}
+
+// undo is the limit to refund that gives c back.
+func (c *charged) undo() applied {
+	return applied{limit: c.limit, slot: c.slot, writeOwner: c.owner, cost: c.cost, next: c.next}
+}
+
 // Empty reports whether the charge took nothing.
 func (c Charge) Empty() bool { return len(c.entries) == 0 }
 
@@ -55,7 +65,7 @@ func appendCharged(dst []charged, enforced []applied) []charged {
 		if a.skip || a.cost == 0 || a.limit.isConcurrency() {
 			continue // a concurrency slot is a Lease, released by Release
 		}
-		dst = append(dst, charged{limit: a.limit, slot: a.slot, owner: a.writeOwner, cost: a.cost, next: a.next})
+		dst = append(dst, a.charge())
 	}
 	return dst
 }
@@ -86,7 +96,7 @@ func (g *Gate) GiveBack(store Store, c Charge, now int64) {
 		if w := windowLength(e.limit.algo); w > 0 && floorDiv(c.at, w) != floorDiv(now, w) {
 			continue
 		}
-		group = append(group, applied{limit: e.limit, slot: e.slot, writeOwner: e.owner, cost: e.cost, next: e.next})
+		group = append(group, e.undo())
 	}
 	if len(group) > 0 {
 		g.refund(store, group, now, true)

@@ -136,7 +136,7 @@ type LeaseTake struct {
 
 // leaseRef is the lease of one rule and key.
 type leaseRef struct {
-	lease *config.GlobalLease
+	lease config.GlobalLease
 	owner uint64
 	slots [leaseChoices]uint64
 }
@@ -144,17 +144,17 @@ type leaseRef struct {
 var errNoLease = errors.New("the rule has no lease")
 
 func (g *Gate) leaseRef(rule int, key string) (leaseRef, error) {
-	if rule < 0 || rule >= len(g.rules) || g.rules[rule].config.Global == nil || g.rules[rule].config.Global.Lease == nil {
+	if rule < 0 || rule >= len(g.rules) || !g.rules[rule].leased {
 		return leaseRef{}, errNoLease
 	}
-	r := g.rules[rule].config
-	buf := make([]byte, 0, 8+len(r.Name)+len(key))
+	r := &g.rules[rule]
+	buf := make([]byte, 0, 8+len(r.name)+len(key))
 	buf = append(buf, "lease\x00"...)
-	buf = append(buf, r.Name...)
+	buf = append(buf, r.name...)
 	buf = append(buf, 0)
 	buf = append(buf, key...)
 	owner := sipHash24(g.secret[0], g.secret[1], buf)
-	ref := leaseRef{lease: r.Global.Lease, owner: owner}
+	ref := leaseRef{lease: r.lease, owner: owner}
 	n := uint64(g.leaseSlots())
 	ref.slots[0] = owner % n
 	ref.slots[1] = mix64(owner+0x9e3779b97f4a7c15) % n
@@ -194,7 +194,7 @@ func (g *Gate) findLease(store Store, ref *leaseRef, now int64) (leaseFound, err
 			}
 			continue
 		case err != nil:
-			return leaseFound{}, errors.New("cannot read shared data: " + err.Error())
+			return leaseFound{}, wrapError("cannot read shared data", err)
 		}
 		s, valid := decodeLease(value)
 		if valid && s.owner == ref.owner {
@@ -208,6 +208,21 @@ func (g *Gate) findLease(store Store, ref *leaseRef, now int64) (leaseFound, err
 		}
 	}
 	return free, nil
+}
+
+// writeLease writes s into the slot f found, with the CAS it was read with. retry is true when
+// another worker wrote the slot first: the caller reads it again.
+func (g *Gate) writeLease(store Store, f *leaseFound, s *leaseSlot) (retry bool, err error) {
+	var buf [LeaseSize]byte
+	encodeLease(buf[:], s)
+	switch err := store.Set(g.leaseKey(f.index), buf[:], f.cas); {
+	case err == nil:
+		return false, nil
+	case isCasMismatch(err):
+		return true, nil
+	default:
+		return false, wrapError("cannot write to shared data", err)
+	}
 }
 
 // TakeLease takes cost tokens from the lease of a rule's key (GlobalCheck.Key) at now, or says
@@ -236,13 +251,11 @@ func (g *Gate) TakeLease(store Store, rule int, key string, cost, now int64) (Le
 			dropped := s.tokens
 			s.tokens, s.size = 0, max(s.size/2, 1)
 			s.stamp = max(s.stamp, now)
-			var buf [LeaseSize]byte
-			encodeLease(buf[:], &s)
-			if err := store.Set(g.leaseKey(f.index), buf[:], f.cas); err != nil {
-				if isCasMismatch(err) {
-					continue
+			if retry, err := g.writeLease(store, &f, &s); retry || err != nil {
+				if err != nil {
+					return LeaseTake{Expired: expired}, err
 				}
-				return LeaseTake{Expired: expired}, errors.New("cannot write to shared data: " + err.Error())
+				continue
 			}
 			expired += dropped
 			continue
@@ -253,13 +266,11 @@ func (g *Gate) TakeLease(store Store, rule int, key string, cost, now int64) (Le
 			return LeaseTake{Verdict: LeaseAsk, Ask: s.ask(cost, ref.lease.MaxTokens, now), Expired: expired}, nil
 		}
 		s.stamp = max(s.stamp, now)
-		var buf [LeaseSize]byte
-		encodeLease(buf[:], &s)
-		if err := store.Set(g.leaseKey(f.index), buf[:], f.cas); err != nil {
-			if isCasMismatch(err) {
-				continue
+		if retry, err := g.writeLease(store, &f, &s); retry || err != nil {
+			if err != nil {
+				return LeaseTake{Expired: expired}, err
 			}
-			return LeaseTake{Expired: expired}, errors.New("cannot write to shared data: " + err.Error())
+			continue
 		}
 		return LeaseTake{Verdict: LeaseServed, Expired: expired}, nil
 	}
@@ -361,13 +372,11 @@ func (g *Gate) PutLease(store Store, rule int, key string, grant LeaseGrant, now
 			s.quota, s.unit = grant.Quota, grant.Unit
 		}
 		s.stamp, s.grantedAt = max(s.stamp, now), now
-		var buf [LeaseSize]byte
-		encodeLease(buf[:], &s)
-		if err := store.Set(g.leaseKey(f.index), buf[:], f.cas); err != nil {
-			if isCasMismatch(err) {
-				continue
+		if retry, err := g.writeLease(store, &f, &s); retry || err != nil {
+			if err != nil {
+				return expired + grant.Tokens, err
 			}
-			return expired + grant.Tokens, errors.New("cannot write to shared data: " + err.Error())
+			continue
 		}
 		return expired + dropped, nil
 	}
@@ -399,13 +408,11 @@ func (g *Gate) RefuseLease(store Store, rule int, key string, untilReset duratio
 			s.quota, s.unit = quota, unit
 		}
 		s.stamp = max(s.stamp, now)
-		var buf [LeaseSize]byte
-		encodeLease(buf[:], &s)
-		if err := store.Set(g.leaseKey(f.index), buf[:], f.cas); err != nil {
-			if isCasMismatch(err) {
-				continue
+		if retry, err := g.writeLease(store, &f, &s); retry || err != nil {
+			if err != nil {
+				return err
 			}
-			return errors.New("cannot write to shared data: " + err.Error())
+			continue
 		}
 		return nil
 	}

@@ -1,173 +1,148 @@
 package admission
 
-import (
-	"github.com/tollgate-proxy/tollgate/config"
+import "github.com/tollgate-proxy/tollgate/internal/duration"
+
+// Verdict is what the filter must do with the request.
+type Verdict uint8
+
+const (
+	// Allow: every enforced limit of every matching rule admitted the request and was charged.
+	Allow Verdict = iota
+	// Limited: an enforced limit rejected the request; nothing was charged.
+	Limited
+	// MissingKey: a matching rule's key could not be built and the rule rejects such requests.
+	MissingKey
+	// Exempt: the request matched an exemption; no rule applied.
+	Exempt
+	// BadCost: the rule's cost header is not a whole number.
+	BadCost
+	// Failed: shared data failed or stayed contended; the failure mode decides.
+	Failed
+	// EscapedSlash: the path has %2F or %5C and escaped_slashes is "reject": answer 400.
+	EscapedSlash
 )
 
-// Rules that settle at the response (count and refund) are charged when the request is admitted,
-// exactly as any rule, and the charge is kept with the stream (Pending) until the response
-// headers say the status. Then a count rule gives the charge back unless the status is one it
-// counts, and a refund rule gives it back if the status is one it refunds. Charging first keeps
-// the decision before the upstream exact: a request in flight holds its tokens, so however many
-// requests run at once, no more are admitted than the limits allow, and the price is that a
-// request in flight holds its tokens until its response even if it will not be counted.
-//
-// A give-back is the one a global rejection uses (undo): all of a rule's limits or none; a token
-// bucket gets the cost back, or only the room between its capacity and the level the request
-// left plus the refill since, whichever is less (so never a refill the full bucket would have
-// lost, which errs towards admitting less when other requests drew meanwhile); a window only
-// while the window charged lasts.
-
-// settlement is what a rule does with its charge at the response.
-type settlement struct {
-	statuses statusBits
-	// refund: give back when the status is in the set (refund); otherwise give back when it is
-	// not (count).
-	refund bool
+// LimitStatus describes one applied limit after the decision, for rate-limit headers.
+type LimitStatus struct {
+	Rule          int   // index in the configuration's rules
+	Limit         int   // index in the rule's limits
+	Quota         int64 // the limit's capacity
+	WindowSeconds int64 // time to restore the whole quota
+	Remaining     int64 // whole units left
+	// Reset is the time until the limit is whole again (X-RateLimit-Reset), on a rejection too:
+	// Retry-After and Next say when the request would be admitted.
+	Reset duration.Duration
+	// Next is the time until one more unit than Remaining is available (0 when whole); for the
+	// limit that rejected, the time until the request would be admitted.
+	Next duration.Duration
+	// Rejecting is true for the limit whose wait decided a rejection.
+	Rejecting bool
+	// PartitionHash identifies the partition key without revealing it.
+	PartitionHash uint64
 }
 
-// statusBits holds one bit per status 0..639.
-type statusBits [10]uint64
+// Outcome is the decision for one request, with what the caller needs next. Its slices belong to
+// the Gate that made it and are valid until that Gate's next Admit; Charge makes a copy that
+// outlives it.
+type Outcome struct {
+	Verdict Verdict
+	// Rule is the index of the rule that limited the request, whose key was missing, or whose
+	// cost header was bad; -1 otherwise.
+	Rule int
+	// Status is the response status for MissingKey (the rule's missing_key status).
+	Status int
+	// MissingPart describes the key part that was missing, for the response body.
+	MissingPart string
+	// RetryAfter is the exact wait before the request would be admitted (Limited).
+	RetryAfter duration.Duration
+	// Admitted lists the rules that applied and admitted the request (Allow).
+	Admitted []int
+	// InvalidCost lists the shadow rules skipped because their cost header was bad.
+	InvalidCost []int
+	// ShadowErr is why a shadow rule could not be decided (the request went on).
+	ShadowErr error
+	// Corrupt counts the slots that held a value Tollgate did not write (replaced).
+	Corrupt int
+	// TableFull counts the limits none of whose candidate slots was free (when_full).
+	TableFull int
+	// ShadowLimited lists the shadow rules that would have limited the request.
+	ShadowLimited []int
+	// MissingKeys lists the rules whose key was missing and which let the request through or
+	// fell back to their fallback key.
+	MissingKeys []int
+	// Limits describes every limit applied, when rate-limit headers are configured.
+	Limits []LimitStatus
+	// Err is why shared data failed (Failed).
+	Err error
+	// Global lists the global checks the request still needs (Allow only): one per enforced rule
+	// with a global limit, in rule order.
+	Global []GlobalCheck
+	// Delay is how long the request must be held before it goes on (Allow, a rule with
+	// on_limit delay): its tokens are reserved, and due then (delay.go). DelayRule is the rule
+	// whose tokens are due last, DelayOwner that bucket's owner hash (for logs: it does not
+	// reveal the key).
+	Delay      duration.Duration
+	DelayRule  int
+	DelayOwner uint64
+	// InFlightLimited is true when the limit that rejected the request (Limited) is a
+	// concurrency limit: every slot of the key was taken. InFlightOwner is that limit's owner
+	// hash (its limit and key), to tell requests waiting for the same slots apart.
+	InFlightLimited bool
+	InFlightOwner   uint64
+	// inFlight are the concurrency slots the request took (AppendInFlight).
+	inFlight []InFlight
 
-func compileSettlement(r *config.Rule) *settlement {
-	s, refund := r.Count, false
-	if s == nil {
-		s, refund = r.Refund, true
-	}
-	if s == nil {
-		return nil
-	}
-	out := &settlement{refund: refund}
-	for status := 100; status <= 599; status++ {
-		if s.Match(status) {
-			out.statuses[status>>6] |= 1 << (status & 63)
-		}
-	}
-	return out
+	// enforced are the enforced limits as decided (Allow only), at decidedAt: what Charge
+	// copies, read only when it is asked for.
+	enforced  []applied
+	decidedAt int64
+	// shadowCharged are the shadow rules' groups that admitted and were charged, when some
+	// rule settles at the response (settle.go).
+	shadowCharged [][]applied
 }
 
-// givesBack reports whether a response with status returns the charge; status 0 stands for a
-// request that never reached the upstream, which matches no status.
-func (s *settlement) givesBack(status int) bool {
-	in := status > 0 && status < 640 && s.statuses[status>>6]&(1<<(status&63)) != 0
-	return in == s.refund
-}
+// RetryAfterSeconds is the Retry-After header value: whole seconds, rounded up, at least 1.
+func (o *Outcome) RetryAfterSeconds() int64 { return max(ceilSeconds(o.RetryAfter), 1) }
 
-// SettlesAtResponse reports whether some rule has count or refund: then an admitted request's
-// charge by those rules is kept (Outcome.Hold) and settled at the response (Gate.Settle).
-func (p *Policy) SettlesAtResponse() bool { return p.settles }
-
-// Pending is what an admitted request was charged by the rules that settle at the response, kept
-// with the stream until then. Its zero value holds nothing; it is reused from one request to the
-// next, so keeping a charge allocates only until its buffer has grown.
-type Pending struct {
-	entries []pendingCharge
-	at      int64 // when the charge was taken
-}
-
-type pendingCharge struct {
-	charged
-	rule   *rule
-	shadow bool // a shadow rule's: not part of the request's Charge
-}
-
-// Empty reports whether nothing is held.
-func (p *Pending) Empty() bool { return len(p.entries) == 0 }
-
-// Clear forgets what is held, without giving it back.
-func (p *Pending) Clear() {
-	clear(p.entries)
-	p.entries = p.entries[:0]
-}
-
-// DropEnforced forgets what the enforced rules were charged and keeps the shadow rules' part:
-// for a request whose Charge (the enforced part) was given back whole, which the shadow rules'
-// charge is not part of.
-func (p *Pending) DropEnforced() {
-	kept := p.entries[:0]
-	for _, e := range p.entries {
-		if e.shadow {
-			kept = append(kept, e)
-		}
-	}
-	clear(p.entries[len(kept):])
-	p.entries = kept
-}
-
-// Hold replaces what dst holds with what an admitted request (Allow) was charged by the rules
-// that settle at the response, enforced and shadow rules alike.
-func (o *Outcome) Hold(dst *Pending) {
-	dst.Clear()
-	if o.Verdict != Allow {
+// collect records the status of a group's limits for rate-limit headers.
+func (g *Gate) collect(group []applied, rejecting *applied, now int64) {
+	if !g.collectStatus {
 		return
 	}
-	dst.at = o.decidedAt
-	dst.entries = appendPending(dst.entries, o.enforced, false)
-	for _, group := range o.shadowCharged {
-		dst.entries = appendPending(dst.entries, group, true)
-	}
-}
-
-func appendPending(dst []pendingCharge, group []applied, shadow bool) []pendingCharge {
 	for i := range group {
 		a := &group[i]
-		if a.rule.settle == nil || a.skip || a.cost == 0 || a.limit.isConcurrency() {
+		status := LimitStatus{
+			Rule: a.rule.index, Limit: a.limit.index, Quota: a.limit.quota, WindowSeconds: a.limit.windowSeconds,
+			Remaining: a.decision.Remaining, Reset: a.decision.Reset,
+			PartitionHash: a.pkHash,
+		}
+		at := now
+		if a.limit.wall {
+			// A calendar window decides on the wall clock, and a month's length depends on
+			// the month.
+			at = a.at
+			if c, ok := a.limit.algo.(calendarWindow); ok {
+				status.WindowSeconds = c.windowSeconds(a.next)
+			}
+		}
+		switch {
+		case a == rejecting:
+			status.Next, status.Rejecting = a.decision.RetryAfter, true
+		case a.skip:
 			continue
+		default:
+			state := a.next
+			if rejecting != nil && a.decision.Allowed && a.cost > 0 {
+				// Decided as if charged, but the group was rejected: nothing was taken.
+				status.Remaining += a.cost
+				state = a.limit.algo.give(a.next, at, a.cost)
+			}
+			if status.Remaining < a.limit.quota {
+				if _, d := a.limit.algo.take(state, at, status.Remaining+1); !d.Allowed {
+					status.Next = d.RetryAfter
+				}
+			}
 		}
-		dst = append(dst, pendingCharge{rule: a.rule, shadow: shadow,
-			charged: charged{limit: a.limit, slot: a.slot, owner: a.writeOwner, cost: a.cost, next: a.next}})
+		g.out.Limits = append(g.out.Limits, status)
 	}
-	return dst
-}
-
-// Settle ends what p holds, for a response with status at now (monotonic nanoseconds): every
-// rule whose settlement says so gets its charge back, and the others keep it. status 0 means the
-// request never reached the upstream (it was given back or rejected while held): a count rule
-// then gives its charge back (nothing it counts happened) and a refund rule keeps it. A request
-// that was forwarded and got no response is not settled at all: its charge stands (Clear). It returns the indexes of the rules that gave
-// their charge back, in a buffer of the Gate's valid until the next call, and leaves p empty.
-func (g *Gate) Settle(store Store, p *Pending, status int, now int64) []int {
-	g.wallRead = false // a calendar window's refund reads the wall clock of now, once
-	given := g.settledRules[:0]
-	group := g.settleBuf[:0]
-	for i := range p.entries {
-		e := &p.entries[i]
-		if !e.rule.settle.givesBack(status) {
-			continue
-		}
-		if n := len(given); n == 0 || given[n-1] != e.rule.index {
-			given = append(given, e.rule.index)
-		}
-		if g.chargedWindowOver(e, p.at, now) {
-			continue // counted in a window that is over: nothing of it is felt any more
-		}
-		group = append(group, applied{limit: e.limit, slot: e.slot, writeOwner: e.owner, cost: e.cost, next: e.next})
-	}
-	if len(group) > 0 {
-		g.refund(store, group, now, true)
-	}
-	clear(group)
-	g.settleBuf, g.settledRules = group[:0], given
-	p.Clear()
-	return given
-}
-
-// chargedWindowOver reports whether a window limit's charge, taken at at, was counted in a
-// window that is over by now; a token bucket's never is. A window of the monotonic clock is
-// found from at, a calendar window from the state the charge wrote (its window's start), against
-// the wall clock of now: a refund must never be taken off what a later window counted.
-func (g *Gate) chargedWindowOver(e *pendingCharge, at, now int64) bool {
-	switch w := e.limit.algo.(type) {
-	case window:
-		length := int64(w.limit.Window)
-		return floorDiv(at, length) != floorDiv(now, length)
-	case calendarWindow:
-		wall, err := g.wallNow()
-		if err != nil {
-			return true // the charge stands: that errs towards admitting less
-		}
-		start, _ := w.algo.Bounds(wall)
-		return start != e.next[0]
-	}
-	return false
 }

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"errors"
 	"strconv"
 	"unsafe"
 
@@ -41,16 +40,16 @@ type tierSet struct {
 // compileTiers compiles a rule's tiers. The limits at position j of every tier share the number
 // seq (their owner prefixes are the same) and know each other as peers, to carry a state over
 // when a key changes tier.
-func (p *Policy) compileTiers(r *rule, namespace string) error {
-	by := r.config.LimitsBy
+func (p *Policy) compileTiers(r *rule, cr *config.Rule, namespace string) error {
+	by := cr.LimitsBy
 	t := &tierSet{part: by.Part, defaultTier: by.Default, names: make([]string, len(by.Tiers)), limits: make([][]limit, len(by.Tiers))}
-	positions := r.config.LimitPositions()
+	positions := cr.LimitPositions()
 	for i, tier := range by.Tiers {
 		t.names[i] = tier.Name
 		for j, l := range tier.Limits {
-			compiled, err := p.compileLimit(r.config.Name, j, l, p.limitCount+j, namespace)
+			compiled, err := p.compileLimit(r.name, j, l, p.limitCount+j, namespace)
 			if err != nil {
-				return errors.New("rules[" + strconv.Itoa(r.index) + "].limits_by.tiers." + tier.Name + "[" + strconv.Itoa(j) + "]: " + err.Error())
+				return wrapError("rules["+strconv.Itoa(r.index)+"].limits_by.tiers."+tier.Name+"["+strconv.Itoa(j)+"]", err)
 			}
 			t.limits[i] = append(t.limits[i], compiled)
 		}

@@ -321,7 +321,7 @@ func TestTierSwitchingNeverGains(t *testing.T) {
 			if cost > specs[tier].capacity || r.IntN(2) == 0 {
 				cost = 1
 			}
-			g.Policy.rules[0].config.Cost.Units = cost
+			g.Policy.rules[0].cost.Units = cost
 			out := g.Admit(fakeRequest{headers: headers}, store, now)
 			want := model.admit(tier, now, cost)
 			if got := out.Verdict == Allow; got != want || (out.Verdict != Allow && out.Verdict != Limited) {

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// outcomeStep is one event of a request at a fixed instant: its admission, its response headers
+// settleStep is one event of a request at a fixed instant: its admission, its response headers
 // with a status, or the end of its stream without response headers.
-type outcomeStep struct {
+type settleStep struct {
 	at  int64  // ms
 	op  string // "admit", "respond" or "end"
 	id  string // the request (stream) the event belongs to
@@ -23,19 +23,19 @@ type outcomeStep struct {
 	retry time.Duration
 }
 
-func admit(at int64, id, key string, want Verdict) outcomeStep {
-	return outcomeStep{at: at, op: "admit", id: id, key: key, want: want}
+func admit(at int64, id, key string, want Verdict) settleStep {
+	return settleStep{at: at, op: "admit", id: id, key: key, want: want}
 }
-func respond(at int64, id string, status int, given ...int) outcomeStep {
-	return outcomeStep{at: at, op: "respond", id: id, status: status, given: given}
+func respond(at int64, id string, status int, given ...int) settleStep {
+	return settleStep{at: at, op: "respond", id: id, status: status, given: given}
 }
-func end(at int64, id string, given ...int) outcomeStep {
-	return outcomeStep{at: at, op: "end", id: id, given: given}
+func end(at int64, id string, given ...int) settleStep {
+	return settleStep{at: at, op: "end", id: id, given: given}
 }
 
-// runOutcomeSteps runs steps on a fresh store, keying requests by header k or, with byAddress,
+// runSettleSteps runs steps on a fresh store, keying requests by header k or, with byAddress,
 // by the client address (which does not take the fast path).
-func runOutcomeSteps(t *testing.T, doc string, byAddress bool, steps []outcomeStep) {
+func runSettleSteps(t *testing.T, doc string, byAddress bool, steps []settleStep) {
 	t.Helper()
 	g := mustGate(t, doc)
 	store := newMemStore()
@@ -107,7 +107,7 @@ func replaceOnce(s, old, new string) string {
 // rejected before the upstream, whatever its response would have been. Decided the same on the
 // fast path (a header key) and the general one (the client address).
 func TestCountChargesOnlyListedStatuses(t *testing.T) {
-	steps := []outcomeStep{
+	steps := []settleStep{
 		admit(0, "ok1", "a", Allow), respond(10, "ok1", 200, 0),
 		admit(20, "ok2", "a", Allow), respond(30, "ok2", 200, 0),
 		admit(40, "ok3", "a", Allow), respond(50, "ok3", 404, 0),
@@ -123,7 +123,7 @@ func TestCountChargesOnlyListedStatuses(t *testing.T) {
 	}
 	for _, byAddress := range []bool{false, true} {
 		t.Run("by address "+strconv.FormatBool(byAddress), func(t *testing.T) {
-			runOutcomeSteps(t, withKey(countRule, byAddress), byAddress, steps)
+			runSettleSteps(t, withKey(countRule, byAddress), byAddress, steps)
 		})
 	}
 }
@@ -132,7 +132,7 @@ func TestCountChargesOnlyListedStatuses(t *testing.T) {
 // while two are in flight is rejected, whatever their responses will be (no over-admission), and
 // a success gives its token back to the next one.
 func TestCountInFlightHoldTheirTokens(t *testing.T) {
-	runOutcomeSteps(t, withKey(countRule, false), false, []outcomeStep{
+	runSettleSteps(t, withKey(countRule, false), false, []settleStep{
 		admit(0, "a", "x", Allow),
 		admit(1, "b", "x", Allow),
 		admit(2, "c", "x", Limited),
@@ -148,12 +148,12 @@ func TestCountInFlightHoldTheirTokens(t *testing.T) {
 // A stream that ends without response headers (the client went away, the stream was reset):
 // nothing a count rule counts happened, so its charge is given back; a refund rule keeps it.
 func TestStreamEndedWithoutResponse(t *testing.T) {
-	runOutcomeSteps(t, withKey(countRule, false), false, []outcomeStep{
+	runSettleSteps(t, withKey(countRule, false), false, []settleStep{
 		admit(0, "a", "x", Allow), end(1, "a", 0),
 		admit(2, "b", "x", Allow), end(3, "b", 0),
 		admit(4, "c", "x", Allow), admit(5, "d", "x", Allow), admit(6, "e", "x", Limited),
 	})
-	runOutcomeSteps(t, withKey(refundRule, false), false, []outcomeStep{
+	runSettleSteps(t, withKey(refundRule, false), false, []settleStep{
 		admit(0, "a", "x", Allow), end(1, "a"),
 		admit(2, "b", "x", Allow), admit(3, "c", "x", Allow), admit(4, "d", "x", Limited),
 	})
@@ -166,7 +166,7 @@ const refundRule = `{"rules": [{"name": "api", "key": [KEY],
 
 // Four upstream failures, then the whole quota is still there; other statuses are charged.
 func TestRefundGivesBackListedStatuses(t *testing.T) {
-	steps := []outcomeStep{
+	steps := []settleStep{
 		admit(0, "f1", "a", Allow), respond(10, "f1", 500, 0),
 		admit(20, "f2", "a", Allow), respond(30, "f2", 502, 0),
 		admit(40, "f3", "a", Allow), respond(50, "f3", 503, 0),
@@ -178,7 +178,7 @@ func TestRefundGivesBackListedStatuses(t *testing.T) {
 	}
 	for _, byAddress := range []bool{false, true} {
 		t.Run("by address "+strconv.FormatBool(byAddress), func(t *testing.T) {
-			runOutcomeSteps(t, withKey(refundRule, byAddress), byAddress, steps)
+			runSettleSteps(t, withKey(refundRule, byAddress), byAddress, steps)
 		})
 	}
 }
@@ -187,9 +187,9 @@ func TestRefundGivesBackListedStatuses(t *testing.T) {
 // charged at 0 (2 left), given back at 500ms when the bucket holds 2.5: it is full (3), not 3.5,
 // so three requests pass at 500ms and the fourth waits exactly a second.
 func TestRefundNeverAboveCapacity(t *testing.T) {
-	runOutcomeSteps(t, `{"rules": [{"name": "api", "key": [{"header": "k"}],
+	runSettleSteps(t, `{"rules": [{"name": "api", "key": [{"header": "k"}],
 	  "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}],
-	  "refund": {"statuses": ["5xx"]}}]}`, false, []outcomeStep{
+	  "refund": {"statuses": ["5xx"]}}]}`, false, []settleStep{
 		admit(0, "f", "a", Allow),
 		respond(500, "f", 503, 0),
 		admit(500, "a1", "a", Allow), admit(500, "a2", "a", Allow), admit(500, "a3", "a", Allow),
@@ -203,9 +203,9 @@ func TestRefundNeverAboveCapacity(t *testing.T) {
 // bucket holds 2 then, two requests pass, and the third waits a whole second. (Had f never been
 // charged it would hold 2.5: the refund errs towards admitting less, as documented.)
 func TestRefundOwesNoMoreThanTheRoomLeft(t *testing.T) {
-	runOutcomeSteps(t, `{"rules": [{"name": "api", "key": [{"header": "k"}],
+	runSettleSteps(t, `{"rules": [{"name": "api", "key": [{"header": "k"}],
 	  "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}],
-	  "refund": {"statuses": ["5xx"]}}]}`, false, []outcomeStep{
+	  "refund": {"statuses": ["5xx"]}}]}`, false, []settleStep{
 		admit(0, "f", "a", Allow), admit(0, "g", "a", Allow),
 		respond(500, "f", 503, 0),
 		admit(500, "a1", "a", Allow), admit(500, "a2", "a", Allow),
@@ -226,7 +226,7 @@ func TestRefundOnlyWithinTheChargedWindow(t *testing.T) {
 			doc := `{"rules": [{"name": "w", "key": [{"header": "k"}],
 			  "limits": [{"algorithm": "` + algorithm + `", "capacity": 2, "window": "1s"}],
 			  "refund": {"statuses": ["5xx"]}}]}`
-			steps := []outcomeStep{
+			steps := []settleStep{
 				admit(900, "old", "a", Allow),
 				// A refund within the window is taken off it.
 				admit(950, "in", "a", Allow), respond(960, "in", 500, 0),
@@ -242,7 +242,7 @@ func TestRefundOnlyWithinTheChargedWindow(t *testing.T) {
 				// 0.8 + 1 + 1 > 2.
 				steps = append(steps, admit(1200, "d", "a", Limited))
 			}
-			runOutcomeSteps(t, doc, false, steps)
+			runSettleSteps(t, doc, false, steps)
 		})
 	}
 }
@@ -259,7 +259,7 @@ func TestSettleByRule(t *testing.T) {
 	    "refund": {"statuses": ["5xx"]}},
 	  {"name": "count", "key": [{"header": "k"}], "limits": [{"capacity": 9, "refill_tokens": 9, "refill_interval": "1h"}],
 	    "count": {"statuses": ["500"]}}]}`
-	runOutcomeSteps(t, doc, false, []outcomeStep{
+	runSettleSteps(t, doc, false, []settleStep{
 		// 503: refunded by two-limits (both limits), not counted by count; plain keeps it.
 		admit(0, "a", "x", Allow), respond(1, "a", 503, 1, 2),
 		admit(2, "b", "x", Allow), respond(3, "b", 503, 1, 2),
@@ -273,7 +273,7 @@ func TestSettleByRule(t *testing.T) {
 	})
 	// And the two limits of two-limits were given back together: two more requests pass it once
 	// plain has room (a new key, the same steps with successes last).
-	runOutcomeSteps(t, doc, false, []outcomeStep{
+	runSettleSteps(t, doc, false, []settleStep{
 		admit(0, "a", "y", Allow), respond(1, "a", 502, 1, 2),
 		admit(2, "b", "y", Allow), respond(3, "b", 502, 1, 2),
 		admit(4, "c", "y", Allow), admit(5, "d", "y", Allow),
