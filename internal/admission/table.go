@@ -204,11 +204,14 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 			switch {
 			case s.owner == a.owner && s.kind == kindLive:
 				a.place, a.slot, a.choice, a.cas = placeLive, slots[i], i, cas
-				// resume, written out for a token bucket that only rejects and whose stored
-				// state is its own (a known key): a direct call instead of interface ones.
+				// resume and decideOn, written out for a token bucket that only rejects and
+				// whose stored state is its own (a known key): one direct call to the bucket.
 				if tb, ok := l.algo.(*tokenBucket); ok && !l.wall && l.maxWait == 0 && a.cost > 0 && s.algorithm == l.tag &&
 					s.fingerprint == l.fingerprint && tb.b.Valid(bucketState(s.cells)) {
-					return g.decideOn(a, s.cells, now)
+					var next limiter.BucketState
+					next, a.decision = tb.b.Take(bucketState(s.cells), now, a.cost)
+					a.next = bucketCells(next)
+					return nil
 				}
 				return g.decideOn(a, l.resume(&s, a, now), a.when(now))
 			case s.owner == a.owner && s.kind == kindPending:

@@ -5,7 +5,6 @@ import (
 	"unsafe"
 
 	"github.com/tollgate-proxy/tollgate/config"
-	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
 // A rule with limits_by has a set of limits per tier; the value of one key part names the tier
@@ -174,23 +173,13 @@ func switchWindow(from, to window, c cells, now int64) cells {
 	return cells{c[0], count, kept}
 }
 
-// remainingUnits is how many whole units a limit's state has left at now.
+// remainingUnits is how many whole units a limit's state has left at now; a concurrency limit's
+// slots are not carried over a tier switch.
 func remainingUnits(a algorithm, c cells, now int64) int64 {
-	var d limiter.Decision
-	switch t := a.(type) {
-	case *tokenBucket:
-		_, d = t.b.Take(bucketState(c), now, 1)
-	case window:
-		_, d = t.algo.Take(windowState(c), now, 1)
-	case calendarWindow:
-		_, d = t.algo.Take(windowState(c), now, 1)
-	default:
-		return 0 // an algorithm this does not know: nothing left, which never admits more
+	if _, ok := a.(concurrency); ok {
+		return 0
 	}
-	if d.Allowed {
-		return d.Remaining + 1
-	}
-	return d.Remaining
+	return peek(a, c, now).Remaining
 }
 
 // startWithRemaining is a fresh state of a that has only remaining units left at now (at most
