@@ -17,18 +17,8 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	name := args[0]
-	data, err := readInput(name, stdin)
-	if errors.Is(err, config.ErrTooLarge) {
-		printProblems(stderr, name, err)
-		return 1
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "tollgate check: %v%s\n", err, stdinHint(err))
-		return 1
-	}
-	cfg, err := config.Parse(data)
-	if err != nil {
-		printProblems(stderr, name, err)
+	_, cfg, ok := loadConfig("check", name, stdin, stderr)
+	if !ok {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: valid: %d rule(s), failure_mode %s\n", name, len(cfg.Rules), cfg.FailureMode)

@@ -71,13 +71,39 @@ func readRegularFile(name string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// stdinHint is what check and serve add to an error about their configuration file.
+// stdinHint is what check and serve (loadConfig) add to an error about their configuration file.
 func stdinHint(err error) string {
 	var notRegular *notRegularError
 	if errors.As(err, &notRegular) {
 		return ", or - to read standard input"
 	}
 	return ""
+}
+
+// loadConfig reads a configuration with readInput and parses it. What is wrong with it goes to
+// stderr, under the command's name or as printProblems' lines, and it reports false: the
+// command then exits with 1. A command that reads standard input (stdin not nil) points from a
+// file that is not a regular one to "-".
+func loadConfig(cmd, name string, stdin io.Reader, stderr io.Writer) ([]byte, *config.Config, bool) {
+	data, err := readInput(name, stdin)
+	if errors.Is(err, config.ErrTooLarge) {
+		printProblems(stderr, name, err)
+		return nil, nil, false
+	}
+	if err != nil {
+		hint := ""
+		if stdin != nil {
+			hint = stdinHint(err)
+		}
+		fmt.Fprintf(stderr, "tollgate %s: %v%s\n", cmd, err, hint)
+		return nil, nil, false
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		printProblems(stderr, name, err)
+		return nil, nil, false
+	}
+	return data, cfg, true
 }
 
 // readInput reads a configuration from a regular file, or from stdin for "-" (errNoStdin when

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/gateway"
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
@@ -35,30 +34,11 @@ func serve(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 	errorLog := log.New(stderr, "tollgate serve: ", 0)
 	if opts.noFilter {
-		ln, err := net.Listen("tcp", opts.listen)
-		if err != nil {
-			fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
-			return 1
-		}
-		gw := gateway.NewPassThrough(opts.upstream, errorLog)
-		gw.SetUpstreamTimeout(opts.upstreamTimeout)
-		srv := &http.Server{Handler: gw, ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
-		fmt.Fprintf(stdout, "tollgate serve: listening on http://%s, proxying to %s without the filter\n", ln.Addr(), opts.upstream)
-		return serveUntilSignal(srv, ln, opts, stderr)
+		return servePassThrough(opts, errorLog, stdout, stderr)
 	}
-	pluginConfig, err := readInput(opts.configPath, opts.stdin)
-	if errors.Is(err, config.ErrTooLarge) {
-		printProblems(stderr, opts.configPath, err)
-		return 1
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "tollgate serve: %v%s\n", err, stdinHint(err))
-		return 1
-	}
-	// The module would reject it too, but the file's own problems read better from here.
-	cfg, err := config.Parse(pluginConfig)
-	if err != nil {
-		printProblems(stderr, opts.configPath, err)
+	// The module would reject a bad one too, but the file's own problems read better from here.
+	pluginConfig, cfg, ok := loadConfig("serve", opts.configPath, opts.stdin, stderr)
+	if !ok {
 		return 1
 	}
 	if missing := opts.clusters.missingClusters(cfg); len(missing) > 0 {
@@ -74,20 +54,7 @@ func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 	}
 
 	ctx := context.Background()
-	h, err := host.New(ctx, wasm, host.Options{
-		Profile:      opts.profile,
-		PluginName:   opts.pluginName,
-		RootID:       opts.pluginName,
-		VMID:         opts.pluginName,
-		PluginConfig: pluginConfig,
-		LogLevel:     uint32(opts.minLevel),
-		GrpcClusters: opts.clusters,
-		Log: func(e host.LogEntry) {
-			if int(e.Level) >= opts.minLevel {
-				fmt.Fprintf(stderr, "[vm %d] %s: %s\n", e.VM, logLevelNames[min(int(e.Level), 5)], e.Message)
-			}
-		},
-	})
+	h, err := host.New(ctx, wasm, serveHostOptions(opts, pluginConfig, stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate serve: load %s: %v\n", opts.wasmPath, err)
 		return 1
@@ -114,25 +81,68 @@ func runServe(opts serveOptions, stdout, stderr io.Writer) int {
 		ln.Addr(), opts.upstream, opts.workers, opts.profile)
 
 	if opts.admin != "" {
-		adminLn, err := net.Listen("tcp", opts.admin)
+		adminSrv, err := serveAdmin(h, opts.admin, errorLog, stdout)
 		if err != nil {
 			fmt.Fprintf(stderr, "tollgate serve: admin: %v\n", err)
 			return 1
 		}
-		// The module hands its counters over on its ticks; the admin endpoints fire them first,
-		// so that they show every request answered so far (Envoy's show the last tick's).
-		stats := gateway.AdminHandler(h.Metrics())
-		current := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_ = h.Tick(r.Context()) // a failed VM is reported by its requests, not here
-			stats.ServeHTTP(w, r)
-		})
-		adminSrv := &http.Server{Handler: current, ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
-		go adminSrv.Serve(adminLn)
 		defer adminSrv.Close()
-		fmt.Fprintf(stdout, "tollgate serve: metrics on http://%s/stats and /stats/prometheus\n", adminLn.Addr())
 	}
 
 	return serveUntilSignal(srv, ln, opts, stderr)
+}
+
+// servePassThrough serves --no-filter: the gateway proxies every request, no module runs.
+func servePassThrough(opts serveOptions, errorLog *log.Logger, stdout, stderr io.Writer) int {
+	ln, err := net.Listen("tcp", opts.listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate serve: %v\n", err)
+		return 1
+	}
+	gw := gateway.NewPassThrough(opts.upstream, errorLog)
+	gw.SetUpstreamTimeout(opts.upstreamTimeout)
+	srv := &http.Server{Handler: gw, ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "tollgate serve: listening on http://%s, proxying to %s without the filter\n", ln.Addr(), opts.upstream)
+	return serveUntilSignal(srv, ln, opts, stderr)
+}
+
+// serveHostOptions are the host's options for the flags: the plugin named as Envoy names it from
+// config.name, and the module's log lines from --log-level up on stderr.
+func serveHostOptions(opts serveOptions, pluginConfig []byte, stderr io.Writer) host.Options {
+	return host.Options{
+		Profile:      opts.profile,
+		PluginName:   opts.pluginName,
+		RootID:       opts.pluginName,
+		VMID:         opts.pluginName,
+		PluginConfig: pluginConfig,
+		LogLevel:     uint32(opts.minLevel),
+		GrpcClusters: opts.clusters,
+		Log: func(e host.LogEntry) {
+			if int(e.Level) >= opts.minLevel {
+				fmt.Fprintf(stderr, "[vm %d] %s: %s\n", e.VM, logLevelNames[min(int(e.Level), 5)], e.Message)
+			}
+		},
+	}
+}
+
+// serveAdmin starts the admin listener on addr, serving the host's metrics at /stats and
+// /stats/prometheus, and says where on stdout.
+func serveAdmin(h *host.Host, addr string, errorLog *log.Logger, stdout io.Writer) (*http.Server, error) {
+	adminLn, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	// The module hands its counters over on its ticks; the admin endpoints fire them first,
+	// so that they show every request answered so far (Envoy's show the last tick's).
+	stats := gateway.AdminHandler(h.Metrics())
+	current := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = h.Tick(r.Context()) // a failed VM is reported by its requests, not here
+		stats.ServeHTTP(w, r)
+	})
+	adminSrv := &http.Server{Handler: current, ErrorLog: errorLog, ReadHeaderTimeout: 10 * time.Second}
+	go adminSrv.Serve(adminLn)
+	fmt.Fprintf(stdout, "tollgate serve: metrics on http://%s/stats and /stats/prometheus\n", adminLn.Addr())
+	return adminSrv, nil
 }
 
 // serveUntilSignal serves until the listener fails or SIGINT/SIGTERM asks for a graceful stop:

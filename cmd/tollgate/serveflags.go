@@ -73,20 +73,11 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, bool) {
 	if *workers < 1 || *workers > 256 {
 		problems = append(problems, fmt.Sprintf("--workers %d is out of range: use 1 to 256", *workers))
 	}
-	profile := host.Envoy133
-	switch *envoy {
-	case "1.33":
-	case "1.39":
-		profile = host.Envoy139
-	default:
+	profile, ok := envoyProfile(*envoy)
+	if !ok {
 		problems = append(problems, fmt.Sprintf("--envoy %q is not supported: use 1.33 (Envoy 1.33 to 1.38) or 1.39", *envoy))
 	}
-	minLevel := -1
-	for i, n := range logLevelNames {
-		if n == *logLevel {
-			minLevel = i
-		}
-	}
+	minLevel := logLevelIndex(*logLevel)
 	if minLevel < 0 {
 		problems = append(problems, fmt.Sprintf("--log-level %q is not a level: use trace, debug, info, warn, error or critical", *logLevel))
 	}
@@ -118,4 +109,25 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, bool) {
 		upstreamTimeout: *upstreamTimeout,
 		drainTimeout:    *drainTimeout,
 	}, true
+}
+
+// envoyProfile is the host profile of an --envoy value, and false for an unsupported one.
+func envoyProfile(version string) (host.Profile, bool) {
+	switch version {
+	case "1.33":
+		return host.Envoy133, true
+	case "1.39":
+		return host.Envoy139, true
+	}
+	return host.Envoy133, false
+}
+
+// logLevelIndex is the proxy-wasm log level named by a --log-level value, or -1.
+func logLevelIndex(name string) int {
+	for i, n := range logLevelNames {
+		if n == name {
+			return i
+		}
+	}
+	return -1
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,9 +20,80 @@ import (
 // terminal only).
 const progressFrom = 50_000
 
+// simulateFlags are tollgate simulate's flags, checked.
+type simulateFlags struct {
+	configPath, logPath, outDir, comparePath, wasmPath string
+	format                                             simulate.Format
+	showKeys                                           bool
+	top                                                int
+	seed                                               uint64
+}
+
 // simulateCmd replays an access log through the module with one configuration (and another to
 // compare) and writes DIR/summary.json and DIR/report.html.
 func simulateCmd(args []string, stdout, stderr io.Writer) int {
+	f, ok := parseSimulateFlags(args, stderr)
+	if !ok {
+		return 2
+	}
+	configs, ok := readSimulateConfigs(stderr, f.configPath, f.comparePath)
+	if !ok {
+		return 1
+	}
+	wasm, err := readRegularFile(f.wasmPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: cannot read the module: %v (run `make build`, or pass --wasm)\n", err)
+		return 1
+	}
+	if err := os.MkdirAll(f.outDir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+		return 1
+	}
+
+	log, err := openLog(stderr, f.logPath, f.format)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+		return 1
+	}
+	defer log.Close()
+
+	bar := progressFor(stderr, log.Requests())
+	started := time.Now()
+	opts := simulate.RunOptions{Wasm: wasm, Configs: configs, ShowKeys: f.showKeys, Top: f.top, Seed: f.seed}
+	if bar != nil {
+		opts.Progress = bar.update
+	}
+	results, err := simulate.Run(context.Background(), log, opts)
+	if bar != nil {
+		bar.finish()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+		return 1
+	}
+	elapsed := time.Since(started)
+	summary := simulate.Summarize(log, f.showKeys, results)
+	if err := writeSimulation(f.outDir, summary); err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+		return 1
+	}
+
+	fmt.Fprintf(stdout, "%s: %s requests from %s to %s (%d bad lines skipped), replayed in %s\n",
+		f.logPath, simulate.Thousands(int64(log.Requests())), summary.Log.First.Format(time.RFC3339), summary.Log.Last.Format(time.RFC3339),
+		log.Bad, elapsed.Round(10*time.Millisecond))
+	for _, r := range results {
+		printTable(stdout, r)
+		for _, name := range globalRules(r, configs) {
+			fmt.Fprintf(stdout, "  rule %s has a global limit: no rate limit service is called in a simulation, so its global failure_mode decided\n", name)
+		}
+	}
+	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.outDir, "summary.json"), filepath.Join(f.outDir, "report.html"))
+	return 0
+}
+
+// parseSimulateFlags reads and checks the flags of tollgate simulate. When they are wrong it
+// says why on stderr, every problem at once, and returns false: the command then exits with 2.
+func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	fs := flag.NewFlagSet("tollgate simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "plugin configuration `FILE` (JSON), required")
@@ -36,7 +106,7 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	top := fs.Int("top", 10, "how many keys to list per rule")
 	seed := fs.Uint64("seed", 1, "seed of the module's randomness: its key table's secret, and so which keys share a slot")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return simulateFlags{}, false
 	}
 	var problems []string
 	for _, required := range []struct{ flag, value, example string }{
@@ -62,69 +132,24 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		for _, p := range problems {
 			fmt.Fprintln(stderr, "tollgate simulate: "+p)
 		}
-		return 2
+		return simulateFlags{}, false
 	}
+	return simulateFlags{
+		configPath: *configPath, logPath: *logPath, outDir: *outDir, comparePath: *comparePath, wasmPath: *wasmPath,
+		format: logFormat, showKeys: *showKeys, top: *top, seed: *seed,
+	}, true
+}
 
-	configs, ok := readSimulateConfigs(stderr, *configPath, *comparePath)
-	if !ok {
-		return 1
-	}
-	wasm, err := readRegularFile(*wasmPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "tollgate simulate: cannot read the module: %v (run `make build`, or pass --wasm)\n", err)
-		return 1
-	}
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
-		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
-		return 1
-	}
-
-	log, err := openLog(stderr, *logPath, logFormat)
-	if err != nil {
-		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
-		return 1
-	}
-	defer log.Close()
-
-	bar := progressFor(stderr, log.Requests())
-	started := time.Now()
-	opts := simulate.RunOptions{Wasm: wasm, Configs: configs, ShowKeys: *showKeys, Top: *top, Seed: *seed}
-	if bar != nil {
-		opts.Progress = bar.update
-	}
-	results, err := simulate.Run(context.Background(), log, opts)
-	if bar != nil {
-		bar.finish()
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
-		return 1
-	}
-	elapsed := time.Since(started)
-	summary := simulate.Summarize(log, *showKeys, results)
+// writeSimulation writes DIR/summary.json and DIR/report.html.
+func writeSimulation(outDir string, summary *simulate.Summary) error {
 	summaryJSON, err := summary.MarshalIndent()
 	if err == nil {
-		err = os.WriteFile(filepath.Join(*outDir, "summary.json"), summaryJSON, 0o644)
+		err = os.WriteFile(filepath.Join(outDir, "summary.json"), summaryJSON, 0o644)
 	}
 	if err == nil {
-		err = writeReport(filepath.Join(*outDir, "report.html"), summary)
+		err = writeReport(filepath.Join(outDir, "report.html"), summary)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
-		return 1
-	}
-
-	fmt.Fprintf(stdout, "%s: %s requests from %s to %s (%d bad lines skipped), replayed in %s\n",
-		*logPath, simulate.Thousands(int64(log.Requests())), summary.Log.First.Format(time.RFC3339), summary.Log.Last.Format(time.RFC3339),
-		log.Bad, elapsed.Round(10*time.Millisecond))
-	for _, r := range results {
-		printTable(stdout, r)
-		for _, name := range globalRules(r, configs) {
-			fmt.Fprintf(stdout, "  rule %s has a global limit: no rate limit service is called in a simulation, so its global failure_mode decided\n", name)
-		}
-	}
-	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*outDir, "summary.json"), filepath.Join(*outDir, "report.html"))
-	return 0
+	return err
 }
 
 // readSimulateConfigs reads and checks the configurations to replay (an empty path is skipped),
@@ -135,17 +160,8 @@ func readSimulateConfigs(stderr io.Writer, paths ...string) ([]simulate.ConfigFi
 		if path == "" {
 			continue
 		}
-		data, err := readInput(path, nil)
-		if errors.Is(err, config.ErrTooLarge) {
-			printProblems(stderr, path, err)
-			return nil, false
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
-			return nil, false
-		}
-		if _, err := config.Parse(data); err != nil {
-			printProblems(stderr, path, err)
+		data, _, ok := loadConfig("simulate", path, nil, stderr)
+		if !ok {
 			return nil, false
 		}
 		configs = append(configs, simulate.ConfigFile{Name: path, Data: data})

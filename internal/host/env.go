@@ -218,17 +218,11 @@ func (vm *VM) headerMap(mapType uint32, write bool) (*[][2]string, wire.Status) 
 // proxy_get_header_map_value(map, key, key_size, value_ptr_ptr, value_size_ptr): the first value;
 // NotFound when absent.
 func proxyGetHeaderMapValue(vm *VM, stack []uint64) {
-	m, st := vm.headerMap(uint32(stack[0]), false)
-	if st != wire.StatusOK {
-		ret(stack, st)
-		return
-	}
-	key, ok := vm.readString(uint32(stack[1]), uint32(stack[2]))
+	m, key, ok := vm.headerMapKey(stack, false)
 	if !ok {
-		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
-	v, found := hostcore.HeaderValue(*m, hostcore.Lower(key))
+	v, found := hostcore.HeaderValue(*m, key)
 	if !found {
 		ret(stack, wire.StatusNotFound)
 		return
@@ -236,53 +230,52 @@ func proxyGetHeaderMapValue(vm *VM, stack []uint64) {
 	ret(stack, vm.copyOut([]byte(v), uint32(stack[3]), uint32(stack[4])))
 }
 
-func (vm *VM) readKeyValue(stack []uint64) (key, value string, st wire.Status) {
-	key, ok1 := vm.readString(uint32(stack[1]), uint32(stack[2]))
-	value, ok2 := vm.readString(uint32(stack[3]), uint32(stack[4]))
-	if !ok1 || !ok2 {
-		return "", "", wire.StatusInvalidMemoryAccess
-	}
-	return hostcore.Lower(key), value, wire.StatusOK
-}
-
-func proxyAddHeaderMapValue(vm *VM, stack []uint64) {
-	m, st := vm.headerMap(uint32(stack[0]), true)
+// headerMapKey returns the map a call (map, key, key_size, ...) addresses and its key in lower
+// case; when either is unavailable it answers the call's status and reports false.
+func (vm *VM) headerMapKey(stack []uint64, write bool) (*[][2]string, string, bool) {
+	m, st := vm.headerMap(uint32(stack[0]), write)
 	if st != wire.StatusOK {
 		ret(stack, st)
-		return
-	}
-	key, value, st := vm.readKeyValue(stack)
-	if st == wire.StatusOK {
-		*m = hostcore.AddHeader(*m, key, value)
-	}
-	ret(stack, st)
-}
-
-func proxyReplaceHeaderMapValue(vm *VM, stack []uint64) {
-	m, st := vm.headerMap(uint32(stack[0]), true)
-	if st != wire.StatusOK {
-		ret(stack, st)
-		return
-	}
-	key, value, st := vm.readKeyValue(stack)
-	if st == wire.StatusOK {
-		*m = hostcore.ReplaceHeader(*m, key, value)
-	}
-	ret(stack, st)
-}
-
-func proxyRemoveHeaderMapValue(vm *VM, stack []uint64) {
-	m, st := vm.headerMap(uint32(stack[0]), true)
-	if st != wire.StatusOK {
-		ret(stack, st)
-		return
+		return nil, "", false
 	}
 	key, ok := vm.readString(uint32(stack[1]), uint32(stack[2]))
 	if !ok {
 		ret(stack, wire.StatusInvalidMemoryAccess)
+		return nil, "", false
+	}
+	return m, hostcore.Lower(key), true
+}
+
+func proxyAddHeaderMapValue(vm *VM, stack []uint64) {
+	editHeaderMapValue(vm, stack, hostcore.AddHeader)
+}
+
+func proxyReplaceHeaderMapValue(vm *VM, stack []uint64) {
+	editHeaderMapValue(vm, stack, hostcore.ReplaceHeader)
+}
+
+// editHeaderMapValue applies edit to the writable map a call addresses, with the key and value
+// it names: proxy_{add,replace}_header_map_value(map, key, key_size, value, value_size).
+func editHeaderMapValue(vm *VM, stack []uint64, edit func(headers [][2]string, key, value string) [][2]string) {
+	m, key, ok := vm.headerMapKey(stack, true)
+	if !ok {
 		return
 	}
-	*m = hostcore.RemoveHeader(*m, hostcore.Lower(key))
+	value, ok := vm.readString(uint32(stack[3]), uint32(stack[4]))
+	if !ok {
+		ret(stack, wire.StatusInvalidMemoryAccess)
+		return
+	}
+	*m = edit(*m, key, value)
+	ret(stack, wire.StatusOK)
+}
+
+func proxyRemoveHeaderMapValue(vm *VM, stack []uint64) {
+	m, key, ok := vm.headerMapKey(stack, true)
+	if !ok {
+		return
+	}
+	*m = hostcore.RemoveHeader(*m, key)
 	ret(stack, wire.StatusOK)
 }
 

@@ -134,11 +134,7 @@ func wasiFdFdstatGet(vm *VM, stack []uint64) {
 	var stat [24]byte
 	binary.LittleEndian.PutUint64(stat[8:], 64) // rights_base: FD_WRITE
 	binary.LittleEndian.PutUint64(stat[16:], 0) // rights_inheriting
-	if !vm.write(buf, stat[:]) {
-		stack[0] = errnoFault
-		return
-	}
-	stack[0] = errnoSuccess
+	answerAfterWrite(stack, vm.write(buf, stat[:]), errnoSuccess)
 }
 
 func wasiEnvironSizesGet(vm *VM, stack []uint64) {
@@ -147,11 +143,7 @@ func wasiEnvironSizesGet(vm *VM, stack []uint64) {
 	for _, kv := range vm.host.opts.Env {
 		size += len(kv) + 1
 	}
-	if !vm.writeU32(countPtr, uint32(len(vm.host.opts.Env))) || !vm.writeU32(sizePtr, uint32(size)) {
-		stack[0] = errnoFault
-		return
-	}
-	stack[0] = errnoSuccess
+	answerAfterWrite(stack, vm.writeU32(countPtr, uint32(len(vm.host.opts.Env))) && vm.writeU32(sizePtr, uint32(size)), errnoSuccess)
 }
 
 func wasiEnvironGet(vm *VM, stack []uint64) {
@@ -167,11 +159,7 @@ func wasiEnvironGet(vm *VM, stack []uint64) {
 }
 
 func wasiArgsSizesGet(vm *VM, stack []uint64) {
-	if !vm.writeU32(uint32(stack[0]), 0) || !vm.writeU32(uint32(stack[1]), 0) {
-		stack[0] = errnoFault
-		return
-	}
-	stack[0] = errnoSuccess
+	answerAfterWrite(stack, vm.writeU32(uint32(stack[0]), 0) && vm.writeU32(uint32(stack[1]), 0), errnoSuccess)
 }
 
 // clock_time_get: clock 0 is the wall clock, 1 the monotonic clock; precision is ignored.
@@ -187,11 +175,7 @@ func wasiClockTimeGet(vm *VM, stack []uint64) {
 		stack[0] = errnoNotsup
 		return
 	}
-	if !vm.writeU64(out, uint64(now)) {
-		stack[0] = errnoFault
-		return
-	}
-	stack[0] = errnoSuccess
+	answerAfterWrite(stack, vm.writeU64(out, uint64(now)), errnoSuccess)
 }
 
 func wasiClockResGet(vm *VM, stack []uint64) {
@@ -200,11 +184,7 @@ func wasiClockResGet(vm *VM, stack []uint64) {
 		stack[0] = errnoNotsup
 		return
 	}
-	if !vm.writeU64(out, 1) {
-		stack[0] = errnoFault
-		return
-	}
-	stack[0] = errnoSuccess
+	answerAfterWrite(stack, vm.writeU64(out, 1), errnoSuccess)
 }
 
 // random_get: at most 64 KiB per call, as BoringSSL's RAND_bytes is called in Envoy; from
@@ -227,11 +207,7 @@ func wasiRandomGet(vm *VM, stack []uint64) {
 	} else {
 		_, _ = rand.Read(data)
 	}
-	if !vm.write(buf, data) {
-		stack[0] = errnoFault
-		return
-	}
-	stack[0] = errnoSuccess
+	answerAfterWrite(stack, vm.write(buf, data), errnoSuccess)
 }
 
 // poll_oneoff: Envoy up to 1.38 does not implement it (ENOSYS, and Go's runtime throws on that);
@@ -242,11 +218,16 @@ func wasiPollOneoff(vm *VM, stack []uint64) {
 		stack[0] = errnoNosys
 		return
 	}
-	if !vm.writeU32(uint32(stack[3]), 0) {
+	answerAfterWrite(stack, vm.writeU32(uint32(stack[3]), 0), errnoSuccess)
+}
+
+// answerAfterWrite answers errno when the call's writes to memory succeeded, else EFAULT.
+func answerAfterWrite(stack []uint64, written bool, errno uint32) {
+	if !written {
 		stack[0] = errnoFault
 		return
 	}
-	stack[0] = errnoSuccess
+	stack[0] = uint64(errno)
 }
 
 func errnoOf(errno uint32) func(*VM, []uint64) {
@@ -270,21 +251,13 @@ func stdioOnly(errno uint32) func(*VM, []uint64) {
 // as cpp-host's path_readlink and socket stubs do.
 func zeroThenNotsup(arg int, size int) func(*VM, []uint64) {
 	return func(vm *VM, stack []uint64) {
-		if !vm.write(uint32(stack[arg]), make([]byte, size)) {
-			stack[0] = errnoFault
-			return
-		}
-		stack[0] = errnoNotsup
+		answerAfterWrite(stack, vm.write(uint32(stack[arg]), make([]byte, size)), errnoNotsup)
 	}
 }
 
 // fd_readdir: nothing read (0 written), ENOTDIR.
 func wasiFdReaddir(vm *VM, stack []uint64) {
-	if !vm.writeU32(uint32(stack[4]), 0) {
-		stack[0] = errnoFault
-		return
-	}
-	stack[0] = errnoNotdir
+	answerAfterWrite(stack, vm.writeU32(uint32(stack[4]), 0), errnoNotdir)
 }
 
 // fd_renumber: EBADF unless both are stdout or stderr, then ENOTSUP.
@@ -303,18 +276,10 @@ func wasiFdTell(vm *VM, stack []uint64) {
 		stack[0] = errnoBadf
 		return
 	}
-	if !vm.writeU64(uint32(stack[1]), 0) {
-		stack[0] = errnoFault
-		return
-	}
-	stack[0] = errnoSuccess
+	answerAfterWrite(stack, vm.writeU64(uint32(stack[1]), 0), errnoSuccess)
 }
 
 // sock_recv: zero bytes received (u32) and zero flags (u16), then ENOTSUP.
 func wasiSockRecv(vm *VM, stack []uint64) {
-	if !vm.writeU32(uint32(stack[4]), 0) || !vm.write(uint32(stack[5]), make([]byte, 2)) {
-		stack[0] = errnoFault
-		return
-	}
-	stack[0] = errnoNotsup
+	answerAfterWrite(stack, vm.writeU32(uint32(stack[4]), 0) && vm.write(uint32(stack[5]), make([]byte, 2)), errnoNotsup)
 }

@@ -220,35 +220,26 @@ func parseIPv6(s string) (Addr, string, bool) {
 		if n == 8 {
 			return Addr{}, "", false // more than eight groups
 		}
-		// A group: one to four hex digits.
 		var group uint32
 		digits := 0
-		for digits < len(s) {
+		for ; digits < len(s); digits++ {
 			d, isHex := hexValue(s[digits])
 			if !isHex {
 				break
 			}
-			if digits == 4 {
-				return Addr{}, "", false
-			}
 			group = group<<4 | uint32(d)
-			digits++
 		}
-		if digits == 0 {
-			return Addr{}, "", false
+		if digits == 0 || digits > 4 {
+			return Addr{}, "", false // a group is one to four hex digits
 		}
 		if digits < len(s) && s[digits] == '.' {
 			// An IPv4 address as the last two groups: the rest of the text.
-			if ellipsis < 0 && n != 6 || n > 6 {
-				return Addr{}, "", false
-			}
 			v, ok := parseIPv4(s)
-			if !ok {
+			if !ok || ellipsis < 0 && n != 6 || n > 6 {
 				return Addr{}, "", false
 			}
 			groups[n], groups[n+1] = uint16(v>>16), uint16(v)
 			n += 2
-			s = ""
 			break
 		}
 		groups[n] = uint16(group)
@@ -269,12 +260,10 @@ func parseIPv6(s string) (Addr, string, bool) {
 			ellipsis, s = n, s[1:]
 		}
 	}
-	switch {
-	case n < 8 && ellipsis < 0:
-		return Addr{}, "", false // too short
-	case n == 8 && ellipsis >= 0:
-		return Addr{}, "", false // "::" must stand for at least one group
-	case n < 8:
+	if (n < 8) != (ellipsis >= 0) {
+		return Addr{}, "", false // too short without "::", or "::" standing for no group
+	}
+	if n < 8 {
 		// Move the groups after "::" to the end, zeros in between.
 		shift := 8 - n
 		for i := n - 1; i >= ellipsis; i-- {

@@ -41,12 +41,9 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 	if opts.Top <= 0 {
 		opts.Top = 10
 	}
-	namer := &KeyNamer{Show: opts.ShowKeys}
-	if !opts.ShowKeys {
-		namer.Secret = make([]byte, 32)
-		if _, err := rand.Read(namer.Secret); err != nil {
-			return nil, err
-		}
+	namer, err := newKeyNamer(opts.ShowKeys)
+	if err != nil {
+		return nil, err
 	}
 	cache := opts.Cache
 	if cache == nil {
@@ -71,38 +68,51 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 		}
 		sims[i] = s
 	}
+	if err := replay(ctx, log, sims, opts.Progress); err != nil {
+		return nil, err
+	}
+	if opts.Progress != nil {
+		opts.Progress(log.Requests())
+	}
+	results := make([]*Result, len(sims))
+	for i, s := range sims {
+		results[i] = s.Result(opts.Top)
+	}
+	return results, nil
+}
 
-	// One reader feeds batches to every simulator; a simulator that fails stops the others.
+// newKeyNamer names keys as they are, or by a hash keyed with a fresh random secret.
+func newKeyNamer(show bool) (*KeyNamer, error) {
+	namer := &KeyNamer{Show: show}
+	if !show {
+		namer.Secret = make([]byte, 32)
+		if _, err := rand.Read(namer.Secret); err != nil {
+			return nil, err
+		}
+	}
+	return namer, nil
+}
+
+// replay feeds the log to every simulator: one reader sends batches of entries to each, and a
+// simulator that fails stops the others. progress, when set, is called after each batch with
+// the entries the slowest simulator has replayed.
+func replay(ctx context.Context, log *Log, sims []*Simulator, progress func(done int)) error {
 	const batchSize = 256
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	feeds := make([]chan []Entry, len(sims))
 	done := make(chan error, len(sims))
-	progress := make([]atomic.Int64, len(sims))
+	replayed := make([]atomic.Int64, len(sims))
 	for i := range sims {
 		feeds[i] = make(chan []Entry, 8)
-		go func(s *Simulator, feed <-chan []Entry, replayed *atomic.Int64) {
-			for batch := range feed {
-				for j := range batch {
-					if err := s.Do(&batch[j]); err != nil {
-						cancel(err)
-						for range feed { // let the reader finish
-						}
-						done <- err
-						return
-					}
-				}
-				replayed.Add(int64(len(batch)))
-			}
-			done <- nil
-		}(sims[i], feeds[i], &progress[i])
+		go func() { done <- replayFeed(sims[i], feeds[i], &replayed[i], cancel) }()
 	}
-	replayed := func() int {
-		slowest := progress[0].Load()
-		for i := range progress {
-			slowest = min(slowest, progress[i].Load())
+	slowest := func() int {
+		least := replayed[0].Load()
+		for i := range replayed {
+			least = min(least, replayed[i].Load())
 		}
-		return int(slowest)
+		return int(least)
 	}
 	batch := make([]Entry, 0, batchSize)
 	send := func() {
@@ -110,8 +120,8 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 			f <- batch
 		}
 		batch = make([]Entry, 0, batchSize)
-		if opts.Progress != nil {
-			opts.Progress(replayed())
+		if progress != nil {
+			progress(slowest())
 		}
 	}
 	readErr := log.Each(func(_ int, e *Entry) error {
@@ -139,17 +149,24 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 	if readErr != nil && !errors.Is(readErr, errStop) {
 		errs = append(errs, readErr)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	return errors.Join(errs...)
+}
+
+// replayFeed runs one simulator over the batches of its feed, counting the entries replayed. On
+// a failure it cancels the replay and drains the feed, so that the reader can finish.
+func replayFeed(s *Simulator, feed <-chan []Entry, replayed *atomic.Int64, cancel context.CancelCauseFunc) error {
+	for batch := range feed {
+		for j := range batch {
+			if err := s.Do(&batch[j]); err != nil {
+				cancel(err)
+				for range feed {
+				}
+				return err
+			}
+		}
+		replayed.Add(int64(len(batch)))
 	}
-	if opts.Progress != nil {
-		opts.Progress(log.Requests())
-	}
-	results := make([]*Result, len(sims))
-	for i, s := range sims {
-		results[i] = s.Result(opts.Top)
-	}
-	return results, nil
+	return nil
 }
 
 // Summarize puts a run's results into summary.json's form.
