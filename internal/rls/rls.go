@@ -23,6 +23,7 @@
 package rls
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 
@@ -49,16 +50,16 @@ func AppendRequest(dst []byte, domain string, entries []Entry, hitsAddend uint32
 		descriptor += 1 + varintSize(uint64(n)) + n
 	}
 	dst = appendTag(dst, 2, wire.ProtoBytes)
-	dst = appendVarint(dst, uint64(descriptor))
+	dst = binary.AppendUvarint(dst, uint64(descriptor))
 	for _, e := range entries {
 		dst = appendTag(dst, 1, wire.ProtoBytes)
-		dst = appendVarint(dst, uint64(entrySize(e)))
+		dst = binary.AppendUvarint(dst, uint64(entrySize(e)))
 		dst = appendString(dst, 1, e.Key)
 		dst = appendString(dst, 2, e.Value)
 	}
 	if hitsAddend != 0 {
 		dst = appendTag(dst, 3, wire.ProtoVarint)
-		dst = appendVarint(dst, uint64(hitsAddend))
+		dst = binary.AppendUvarint(dst, uint64(hitsAddend))
 	}
 	return dst
 }
@@ -258,14 +259,6 @@ func fields(b []byte, f func(num uint64, wireType int, v uint64, data []byte) er
 	return nil
 }
 
-func appendVarint(dst []byte, v uint64) []byte {
-	for v >= 0x80 {
-		dst = append(dst, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(dst, byte(v))
-}
-
 func varintSize(v uint64) int {
 	n := 1
 	for v >= 0x80 {
@@ -276,7 +269,7 @@ func varintSize(v uint64) int {
 }
 
 func appendTag(dst []byte, num int, wireType int) []byte {
-	return appendVarint(dst, uint64(num)<<3|uint64(wireType))
+	return binary.AppendUvarint(dst, uint64(num)<<3|uint64(wireType))
 }
 
 // appendString appends a string field; proto3 leaves out empty strings.
@@ -285,6 +278,6 @@ func appendString(dst []byte, num int, s string) []byte {
 		return dst
 	}
 	dst = appendTag(dst, num, wire.ProtoBytes)
-	dst = appendVarint(dst, uint64(len(s)))
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
 }

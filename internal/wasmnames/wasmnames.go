@@ -2,6 +2,7 @@ package wasmnames
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -363,13 +364,8 @@ func (r *reader) end() error {
 	return nil
 }
 
-func appendU32(b []byte, v uint32) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
+// appendU32 appends v as the unsigned LEB128 the wasm format writes numbers in.
+func appendU32(b []byte, v uint32) []byte { return binary.AppendUvarint(b, uint64(v)) }
 
 func appendName(b []byte, name string) []byte {
 	return append(appendU32(b, uint32(len(name))), name...)
