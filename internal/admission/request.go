@@ -35,11 +35,12 @@ type requestView struct {
 	// paths holds the readings of the path (paths.go), in the Gate's reused buffer.
 	paths *pathReadings
 
-	pathDone, clientDone bool
-	rawPath              string // without the query string
-	readings             []string
-	query                string
-	client               netaddr.Addr // invalid when unknown
+	pathDone, clientDone, authorityDone, hasAuthority bool
+	host, port                                        string // of :authority (splitAuthority)
+	rawPath                                           string // without the query string
+	readings                                          []string
+	query                                             string
+	client                                            netaddr.Addr // invalid when unknown
 }
 
 // split reads :path once: the path without its query string, and the query string.
@@ -52,6 +53,20 @@ func (v *requestView) split() {
 			v.rawPath, v.query = full[:i], full[i+1:]
 		}
 	}
+}
+
+// authority reads :authority once, for every rule's match.hosts, authority key part and tier:
+// its host, without one trailing dot, and its port, without leading zeros; found is false when
+// the request has none (or an empty one).
+func (v *requestView) authority() (host, port string, found bool) {
+	if !v.authorityDone {
+		v.authorityDone = true
+		var authority string
+		if authority, v.hasAuthority = nonEmpty(v.req.Header(":authority")); v.hasAuthority {
+			v.host, v.port = splitAuthority(authority)
+		}
+	}
+	return v.host, v.port, v.hasAuthority
 }
 
 // pathReadings returns the readings of the request's path (see paths.go), computed once.
@@ -361,8 +376,10 @@ func (v *requestView) matches(m *config.Match) bool {
 		}
 	}
 	if len(m.Hosts) > 0 {
-		host, _ := v.req.Header(":authority")
-		if !containsFold(m.Hosts, hostName(host)) {
+		// Compared without the port and the trailing dot of a fully qualified name
+		// ("API.example.com.:80" is api.example.com), which name the same host. Envoy strips
+		// that dot too when asked (strip_trailing_host_dot, source/common/http/header_utility.cc).
+		if host, _, _ := v.authority(); !containsFold(m.Hosts, host) {
 			return false
 		}
 	}
@@ -405,14 +422,6 @@ func containsFold(list []string, s string) bool {
 	return false
 }
 
-// hostName is the host of an authority as match.hosts compares it: without its port and without
-// the trailing dot of a fully qualified name ("API.example.com.:80" → "API.example.com"), which
-// names the same host. Envoy strips that dot too when asked (strip_trailing_host_dot, in
-// source/common/http/header_utility.cc); an upstream resolves both spellings alike.
-func hostName(authority string) string {
-	return strings.TrimSuffix(stripPort(authority), ".")
-}
-
 // appendAuthority appends an authority key part, length-prefixed, in its canonical spelling, so
 // that every spelling Envoy routes to one place is one bucket: the host lower-cased (ASCII) and
 // without the trailing dot of a fully qualified name; the port without leading zeros, and
@@ -420,11 +429,10 @@ func hostName(authority string) string {
 // → "api.example.com" for http). With stripPort the port is dropped whatever it is. prefix is
 // the length of the length prefix. found is false when the request has no authority.
 func (v *requestView) appendAuthority(dst []byte, stripPort bool) (out []byte, prefix int, found bool) {
-	authority, found := nonEmpty(v.req.Header(":authority"))
+	name, port, found := v.authority()
 	if !found {
 		return dst, 0, false
 	}
-	name, port := splitAuthority(authority)
 	if stripPort || v.isDefaultPort(port) {
 		port = ""
 	}
@@ -500,18 +508,4 @@ func appendLowerASCII(dst []byte, s string) []byte {
 		dst = append(dst, c)
 	}
 	return dst
-}
-
-// stripPort removes a port from a host ("example.com:8080", "[::1]:443").
-func stripPort(host string) string {
-	if strings.HasPrefix(host, "[") {
-		if i := strings.IndexByte(host, ']'); i > 0 {
-			return host[1:i]
-		}
-		return host
-	}
-	if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.IndexByte(host, ':') == i {
-		return host[:i]
-	}
-	return host
 }
