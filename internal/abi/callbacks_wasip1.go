@@ -35,11 +35,7 @@ func SetVMContext(ctx types.VMContext) { vm.root = ctx }
 
 // Every callback recovers a panic, once, at its entry: an escaped panic traps the VM, and Envoy
 // then fails every stream on that worker. The deferred function calls recover itself (a deferred
-// helper would be one more call on every callback); logRecovered logs what it caught, and the
-// stream itself continues untouched unless the plugin says otherwise (RequestPanicHandler).
-func logRecovered(callback string, r any) {
-	Log(LogLevelCritical, "tollgate: recovered panic in "+callback+": "+describePanic(r))
-}
+// helper would be one more call on every callback); logRecovered (dispatch.go) logs what it caught.
 
 // running names the callback that is running, for recovered's log line. Each callback sets it on
 // entry; the allocator, the only callback that runs inside another, neither sets nor recovers.
@@ -57,23 +53,6 @@ func recovered() {
 	}
 	if r := recover(); r != nil {
 		logRecovered(running, r)
-	}
-}
-
-// RequestPanicHandler is implemented by an HttpContext that answers a request whose
-// OnHttpRequestHeaders panicked (after the panic is logged): without it the request continues.
-type RequestPanicHandler interface {
-	OnHttpRequestHeadersPanic() types.Action
-}
-
-func describePanic(r any) string {
-	switch v := r.(type) {
-	case error:
-		return v.Error()
-	case string:
-		return v
-	default:
-		return "non-error panic value"
 	}
 }
 
@@ -155,12 +134,6 @@ func lookUpPlugin(id uint32) (types.PluginContext, bool) {
 		vm.lastPluginID, vm.lastPlugin = id, plugin
 	}
 	return plugin, ok
-}
-
-// StreamLossHandler is implemented by a plugin context that wants to answer a stream whose
-// context could not be created (NewHttpContext panicked): without it the stream continues.
-type StreamLossHandler interface {
-	OnHttpStreamLost() types.Action
 }
 
 // Spec "Configuration": proxy_on_vm_start. Returning 0 fails the VM start.

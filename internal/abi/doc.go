@@ -18,11 +18,14 @@
 //     the wasip1 ones), and every host call goes to a NativeHost playing Envoy: package abitest,
 //     built on internal/hostcore, the Envoy semantics internal/host shares. Every exported
 //     function exists in both builds with the same signature.
+//   - dispatch.go: what the callbacks of both builds share, so that unit tests run the module's
+//     own code: the stream table, what a recovered panic does, and the books of gRPC calls (each
+//     build supplies its vm, its calls and the host functions they use).
 //   - enums.go: the ABI's enums, and the mapping of host statuses (package wire) to the
 //     SDK's error values.
-//   - grpc.go, grpc_wasip1.go, grpc_native.go: unary gRPC callouts (proxy_grpc_call and the
-//     callbacks Envoy makes to the root context), resumed on the stream that made them, and
-//     cancelled when that stream is deleted.
+//   - grpc.go, grpc_wasip1.go, grpc_native.go (and dispatch.go): unary gRPC callouts
+//     (proxy_grpc_call and the callbacks Envoy makes to the root context), resumed on the stream
+//     that made them, and cancelled when that stream is deleted.
 //
 // Units: sizes are bytes, times are nanoseconds, metric values are plain counts.
 package abi

@@ -47,12 +47,6 @@ func proxyContinueStream(streamType uint32) wire.Status
 //go:wasmimport env proxy_get_status
 func proxyGetStatus(codePtr, messagePtr, messageSizePtr unsafe.Pointer) wire.Status
 
-// pendingCall is a gRPC call waiting for its answer.
-type pendingCall struct {
-	stream   uint32
-	callback GrpcCallback
-}
-
 // calls are this VM's pending gRPC calls by token; like the contexts, only touched from
 // callbacks, which Envoy never runs concurrently on one VM.
 var calls = map[uint32]pendingCall{}
@@ -83,28 +77,9 @@ func DispatchGrpcCall(stream uint32, cluster, service, method string, metadata [
 	return token, nil
 }
 
-// CancelGrpcCall cancels a pending call; its callback will not run.
-func CancelGrpcCall(token uint32) error {
-	if _, ok := calls[token]; !ok {
-		return statusErr(wire.StatusNotFound)
-	}
-	delete(calls, token)
-	return statusErr(proxyGrpcCancel(token))
-}
-
-// PendingGrpcCalls is the number of calls waiting for their answer.
-func PendingGrpcCalls() int { return len(calls) }
-
 // ResumeHttpRequest lets a paused request go on upstream; Envoy does it once the current
 // callback returns.
 func ResumeHttpRequest() error { return statusErr(proxyContinueStream(0)) }
-
-// SetEffectiveContext makes a stream the context of the hostcalls that follow, for the rest of
-// the current callback: a root-context callback (a tick) continues or answers a held request
-// this way. Envoy answers BadArgument for a context that is gone.
-func SetEffectiveContext(contextID uint32) error {
-	return statusErr(proxySetEffectiveContext(contextID))
-}
 
 // Spec "gRPC calls": proxy_on_grpc_receive, the response of a successful call.
 //
@@ -151,37 +126,9 @@ func proxyOnGrpcClose(rootID, token, status uint32) {
 		}
 	}
 	if status == GrpcStatusOK {
-		// A unary call that closes with OK but no message: nothing was received.
+		// A unary call that closes with OK but no message: nothing was received. Each build
+		// writes this out: as a shared function, inlined or not, it makes the module larger.
 		status = GrpcStatusInternal
 	}
 	call.callback(status, message, nil)
-}
-
-// takeCall forgets a call and makes its stream the effective context; false if the call is
-// unknown (cancelled) or its stream is gone.
-func takeCall(token uint32) (pendingCall, bool) {
-	call, ok := calls[token]
-	if !ok {
-		return call, false
-	}
-	delete(calls, token)
-	if call.stream == 0 {
-		return call, true
-	}
-	if _, alive := vm.streams.get(call.stream); !alive || proxySetEffectiveContext(call.stream) != wire.StatusOK {
-		return call, false
-	}
-	return call, true
-}
-
-// endStreamCalls cancels the calls of a stream being deleted and tells their callbacks.
-func endStreamCalls(stream uint32) {
-	for token, call := range calls {
-		if call.stream != stream {
-			continue
-		}
-		delete(calls, token)
-		_ = proxyGrpcCancel(token)
-		call.callback(GrpcStatusStreamEnded, "the request ended before the call was answered", nil)
-	}
 }

@@ -45,24 +45,23 @@ type NativeHost interface {
 	SetEffectiveContext(contextID uint32) wire.Status
 }
 
-// NativeVM is one VM of the plugin in-process: its contexts and pending gRPC calls, as the
-// wasip1 build keeps them in its package state. One runs at a time (the plugin's own package
-// state is one VM's too).
+// NativeVM is one VM of the plugin in-process: its contexts, as the wasip1 build keeps them in
+// its package state (its pending gRPC calls are package state here too, grpc_native.go). One
+// runs at a time (the plugin's own package state is one VM's too).
 type NativeVM struct {
 	host    NativeHost
 	root    types.VMContext
 	plugins map[uint32]types.PluginContext
-	streams map[uint32]types.HttpContext
+	streams streamTable
 	// orphan is a stream whose context is being created, or failed to be (with its plugin).
 	orphan, orphanParent uint32
-	calls                map[uint32]pendingCall
 }
 
 // registered is the VM context the plugin registered with SetVMContext.
 var registered types.VMContext
 
-// native is the running NativeVM, the target of the host calls.
-var native *NativeVM
+// vm is the running NativeVM, the target of the host calls.
+var vm *NativeVM
 
 // SetVMContext registers the plugin's VM context, which StartNativeVM uses by default.
 func SetVMContext(ctx types.VMContext) { registered = ctx }
@@ -71,42 +70,31 @@ func SetVMContext(ctx types.VMContext) { registered = ctx }
 // the target of every host call until Close. It panics if another one is running: tests that
 // drive the plugin natively cannot run in parallel.
 func StartNativeVM(host NativeHost, root types.VMContext) *NativeVM {
-	if native != nil {
+	if vm != nil {
 		panic("abi: a native VM is already running; close it first (tests driving the plugin cannot run in parallel)")
 	}
 	if root == nil {
 		root = registered
 	}
-	native = &NativeVM{host: host, root: root, plugins: map[uint32]types.PluginContext{},
-		streams: map[uint32]types.HttpContext{}, calls: map[uint32]pendingCall{}}
-	return native
+	vm = &NativeVM{host: host, root: root, plugins: map[uint32]types.PluginContext{},
+		streams: streamTable{spilled: map[uint32]types.HttpContext{}}}
+	calls = map[uint32]pendingCall{}
+	return vm
 }
 
 // Close ends the VM: the host calls have no target any more.
 func (v *NativeVM) Close() {
-	if native == v {
-		native = nil
+	if vm == v {
+		vm, calls = nil, nil
 	}
 }
 
 // nativeHost is the running VM's host.
 func nativeHost() NativeHost {
-	if native == nil {
+	if vm == nil {
 		panic("abi: a host call without a native VM (start one with package abitest)")
 	}
-	return native.host
-}
-
-// RequestPanicHandler is implemented by an HttpContext that answers a request whose
-// OnHttpRequestHeaders panicked (after the panic is logged): without it the request continues.
-type RequestPanicHandler interface {
-	OnHttpRequestHeadersPanic() types.Action
-}
-
-// StreamLossHandler is implemented by a plugin context that wants to answer a stream whose
-// context could not be created (NewHttpContext panicked): without it the stream continues.
-type StreamLossHandler interface {
-	OnHttpStreamLost() types.Action
+	return vm.host
 }
 
 // recoverIn logs a panic a callback recovered, as the wasip1 callbacks do, and reports whether
@@ -115,13 +103,7 @@ func recoverIn(callback string, r any) bool {
 	if r == nil {
 		return false
 	}
-	reason := "non-error panic value"
-	if err, ok := r.(error); ok {
-		reason = err.Error()
-	} else if s, ok := r.(string); ok {
-		reason = s
-	}
-	Log(LogLevelCritical, "tollgate: recovered panic in "+callback+": "+reason)
+	logRecovered(callback, r)
 	return true
 }
 
@@ -142,7 +124,7 @@ func (v *NativeVM) ContextCreate(contextID, parentID uint32) {
 	// headers still arrive, and the plugin decides what a stream without context gets.
 	v.orphan, v.orphanParent = contextID, parentID
 	if stream := plugin.NewHttpContext(contextID); stream != nil {
-		v.streams[contextID] = stream
+		v.streams.add(contextID, stream)
 	}
 	v.orphan = 0
 }
@@ -163,7 +145,7 @@ func (v *NativeVM) Configure(rootID uint32, pluginConfigurationSize int) (ok boo
 // RequestHeaders is proxy_on_request_headers. A panic is logged, and the stream's
 // RequestPanicHandler, if any, answers.
 func (v *NativeVM) RequestHeaders(contextID uint32, numHeaders int, endOfStream bool) (action types.Action) {
-	stream, ok := v.streams[contextID]
+	stream, ok := v.streams.get(contextID)
 	defer func() {
 		if recoverIn("proxy_on_request_headers", recover()) {
 			action = types.ActionContinue
@@ -191,7 +173,7 @@ func (v *NativeVM) ResponseHeaders(contextID uint32, numHeaders int, endOfStream
 			action = types.ActionContinue
 		}
 	}()
-	if stream, ok := v.streams[contextID]; ok {
+	if stream, ok := v.streams.get(contextID); ok {
 		return stream.OnHttpResponseHeaders(numHeaders, endOfStream)
 	}
 	return types.ActionContinue
@@ -209,9 +191,8 @@ func (v *NativeVM) Tick(rootID uint32) {
 // its pending gRPC calls are cancelled), or a root context's OnPluginDone.
 func (v *NativeVM) Delete(contextID uint32) {
 	defer func() { recoverIn("proxy_on_delete", recover()) }()
-	v.endStreamCalls(contextID)
-	if stream, ok := v.streams[contextID]; ok {
-		delete(v.streams, contextID)
+	endStreamCalls(contextID)
+	if stream, ok := v.streams.remove(contextID); ok {
 		stream.OnHttpStreamDone()
 	} else if plugin, ok := v.plugins[contextID]; ok {
 		delete(v.plugins, contextID)
