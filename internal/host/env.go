@@ -197,22 +197,14 @@ func proxySetSharedData(vm *VM, stack []uint64) {
 	ret(stack, vm.host.opts.SharedData.Set(vm.host.opts.VMID, key, value, uint32(stack[4])))
 }
 
-// headerMap returns the map a call addresses, if the current callback may use it.
+// headerMap returns the map a call addresses, if the current callback may use it
+// (hostcore.MapAccess): none without a stream context.
 func (vm *VM) headerMap(mapType uint32, write bool) (*[][2]string, wire.Status) {
-	if mapType > 7 {
-		return nil, wire.StatusBadArgument
-	}
 	s := vm.current
-	if s == nil || (write && s.access.readOnly) {
+	if s == nil {
 		return nil, wire.StatusBadArgument
 	}
-	switch {
-	case mapType == 0 && s.access.request:
-		return &s.requestHeaders, wire.StatusOK
-	case mapType == 2 && s.access.response:
-		return &s.responseHeaders, wire.StatusOK
-	}
-	return nil, wire.StatusBadArgument
+	return s.access.HeaderMap(mapType, write, &s.requestHeaders, &s.responseHeaders)
 }
 
 // proxy_get_header_map_value(map, key, key_size, value_ptr_ptr, value_size_ptr): the first value;
@@ -459,10 +451,8 @@ func proxySetEffectiveContext(vm *VM, stack []uint64) {
 	}
 	if s, ok := vm.streams[id]; ok {
 		vm.current = s
-		if _, paused := vm.grpc.paused[id]; paused && !s.continued {
-			// Envoy keeps a stopped request's headers until it continues.
-			s.access = mapAccess{request: true}
-		}
+		_, paused := vm.grpc.paused[id]
+		s.access = s.access.MadeEffective(paused && !s.continued)
 		ret(stack, wire.StatusOK)
 		return
 	}
@@ -506,6 +496,6 @@ func proxyContinueStream(vm *VM, stack []uint64) {
 	default:
 		s.continued = true
 		s.continuedFirst = s.reply == nil
-		s.access.request = false
+		s.access = s.access.Continued()
 	}
 }

@@ -331,11 +331,17 @@ func (vm *VM) callAs(root uint32, name string, def uint64, args ...uint64) error
 	vm.activeRoot = root
 	_, err := vm.call(name, def, args...)
 	vm.activeRoot = saved
+	vm.leaveRootCallback()
+	return err
+}
+
+// leaveRootCallback ends what a root context's callback (a tick, a gRPC answer) made effective:
+// the effective context, and a paused stream's headers, last for the callback only.
+func (vm *VM) leaveRootCallback() {
 	vm.current = nil
 	for _, p := range vm.grpc.paused {
-		p.stream.access = mapAccess{}
+		p.stream.access = hostcore.MapAccess{}
 	}
-	return err
 }
 
 // settlePaused carries out what the last callback asked for the paused streams, as Envoy does

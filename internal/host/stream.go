@@ -65,9 +65,6 @@ func (s *Stream) LocalReply() *Response {
 	return s.sent
 }
 
-// mapAccess says which header maps the current callback may use.
-type mapAccess struct{ request, response, readOnly bool }
-
 // Stream is one HTTP stream's context in a VM.
 type Stream struct {
 	vm              *VM
@@ -78,7 +75,7 @@ type Stream struct {
 	req             Request
 	requestHeaders  [][2]string
 	responseHeaders [][2]string
-	access          mapAccess
+	access          hostcore.MapAccess
 	// reply is the local reply asked for and not yet sent; sent is the reply as sent.
 	reply *hostcore.LocalReply
 	sent  *Response
@@ -142,7 +139,7 @@ func (vm *VM) startStream(req Request) (_ *Stream, _ Decision, resume chan strea
 	}
 	vm.streams[s.id] = s
 	s.inRequestHeaders = true
-	action, err := vm.streamCall(s, mapAccess{request: true}, "proxy_on_request_headers", 0,
+	action, err := vm.streamCall(s, hostcore.RequestHeadersAccess, "proxy_on_request_headers", 0,
 		uint64(s.id), uint64(len(s.requestHeaders)), boolArg(req.EndOfStream))
 	s.inRequestHeaders = false
 	if err != nil {
@@ -202,7 +199,7 @@ func (s *Stream) ResponseHeaders(status int, headers [][2]string, endOfStream bo
 
 func (s *Stream) responsePhase(headers [][2]string, endOfStream bool) ([][2]string, error) {
 	s.responseHeaders = headers
-	if _, err := s.vm.streamCall(s, mapAccess{response: true}, "proxy_on_response_headers", 0,
+	if _, err := s.vm.streamCall(s, hostcore.ResponseHeadersAccess, "proxy_on_response_headers", 0,
 		uint64(s.id), uint64(len(headers)), boolArg(endOfStream)); err != nil {
 		return nil, err
 	}
@@ -252,21 +249,21 @@ func (s *Stream) Finish() error {
 		delete(s.vm.streams, s.id)
 		s.vm.streamEnded(s.root)
 	}()
-	if _, err := s.vm.streamCall(s, mapAccess{request: true, response: true, readOnly: true}, "proxy_on_log", 0, uint64(s.id)); err != nil {
+	if _, err := s.vm.streamCall(s, hostcore.LogAccess, "proxy_on_log", 0, uint64(s.id)); err != nil {
 		return err
 	}
-	if _, err := s.vm.streamCall(s, mapAccess{}, "proxy_on_done", 1, uint64(s.id)); err != nil {
+	if _, err := s.vm.streamCall(s, hostcore.MapAccess{}, "proxy_on_done", 1, uint64(s.id)); err != nil {
 		return err
 	}
-	if _, err := s.vm.streamCall(s, mapAccess{}, "proxy_on_delete", 0, uint64(s.id)); err != nil {
+	if _, err := s.vm.streamCall(s, hostcore.MapAccess{}, "proxy_on_delete", 0, uint64(s.id)); err != nil {
 		return err
 	}
 	return s.vm.takeMisuse()
 }
 
-func (vm *VM) streamCall(s *Stream, access mapAccess, name string, def uint64, args ...uint64) (uint64, error) {
+func (vm *VM) streamCall(s *Stream, access hostcore.MapAccess, name string, def uint64, args ...uint64) (uint64, error) {
 	vm.current, s.access = s, access
-	defer func() { vm.current, s.access = nil, mapAccess{} }()
+	defer func() { vm.current, s.access = nil, hostcore.MapAccess{} }()
 	return vm.call(name, def, args...)
 }
 

@@ -100,11 +100,7 @@ func (vm *VM) tick(root uint32) error {
 	vm.callRoot, vm.ticking = root, true
 	_, err := vm.call("proxy_on_tick", 0, uint64(root))
 	vm.callRoot, vm.ticking = saved, savedTicking
-	// The effective context a tick set lasts for the tick only.
-	vm.current = nil
-	for _, p := range vm.grpc.paused {
-		p.stream.access = mapAccess{}
-	}
+	vm.leaveRootCallback()
 	vm.settlePaused(err)
 	if err == nil {
 		err = vm.takeMisuse() // one no settled stream reported

@@ -1,0 +1,63 @@
+package hostcore
+
+import "github.com/tollgate-proxy/tollgate/internal/wire"
+
+// Which header maps a stream's callback may use, as Envoy decides it (envoy
+// source/extensions/common/wasm/context.cc): reads go through getConstMap and writes through
+// getMap, which serve the filter's own maps while Envoy holds them (decodeHeaders and
+// encodeHeaders let them go once the filter continues), so a callback sees its own phase's map;
+// in the access-log phase (proxy_on_log) getConstMap serves the logged copies and getMap none,
+// so every write there is BadArgument. A map type past the ABI's is BadArgument too
+// (proxy-wasm-cpp-host src/exports.cc), and so is any map without a stream context.
+
+// Header map types (proxy_header_map_type_t) the hosts serve.
+const (
+	MapRequestHeaders  uint32 = 0
+	MapResponseHeaders uint32 = 2
+	lastMapType        uint32 = 7
+)
+
+// MapAccess says which header maps the running callback may use on its stream.
+type MapAccess struct{ Request, Response, ReadOnly bool }
+
+// The access of each stream callback; any other (proxy_on_done, proxy_on_delete) has none.
+var (
+	// RequestHeadersAccess is proxy_on_request_headers', and a stopped request's later on.
+	RequestHeadersAccess = MapAccess{Request: true}
+	// ResponseHeadersAccess is proxy_on_response_headers'.
+	ResponseHeadersAccess = MapAccess{Response: true}
+	// LogAccess is proxy_on_log's: both maps, read-only.
+	LogAccess = MapAccess{Request: true, Response: true, ReadOnly: true}
+)
+
+// HeaderMap returns the map of request and response that a header call addresses, or
+// BadArgument when the callback may not use it (write: the call changes the map).
+func (a MapAccess) HeaderMap(mapType uint32, write bool, request, response *[][2]string) (*[][2]string, wire.Status) {
+	switch {
+	case mapType > lastMapType, write && a.ReadOnly:
+		return nil, wire.StatusBadArgument
+	case mapType == MapRequestHeaders && a.Request:
+		return request, wire.StatusOK
+	case mapType == MapResponseHeaders && a.Response:
+		return response, wire.StatusOK
+	}
+	return nil, wire.StatusBadArgument
+}
+
+// MadeEffective is the access of a stream that another callback makes the effective context
+// (proxy_set_effective_context): a request the filter stopped keeps its headers until it
+// continues (Envoy holds request_headers_ while decodeHeaders' answer is Stop), and otherwise the
+// stream keeps what it had.
+func (a MapAccess) MadeEffective(requestStopped bool) MapAccess {
+	if requestStopped {
+		return RequestHeadersAccess
+	}
+	return a
+}
+
+// Continued is the access once the callback continued the stream's request
+// (proxy_continue_stream): Envoy lets go of the request's headers at once.
+func (a MapAccess) Continued() MapAccess {
+	a.Request = false
+	return a
+}

@@ -1,0 +1,71 @@
+package hostcore
+
+import (
+	"testing"
+
+	"github.com/tollgate-proxy/tollgate/internal/wire"
+)
+
+func TestMapAccessHeaderMap(t *testing.T) {
+	const requestTrailers, pastTheABI = 1, 8
+	tests := []struct {
+		name    string
+		access  MapAccess
+		mapType uint32
+		write   bool
+		want    string // "request", "response", or "" for BadArgument
+	}{
+		{"request headers read in their phase", RequestHeadersAccess, MapRequestHeaders, false, "request"},
+		{"request headers written in their phase", RequestHeadersAccess, MapRequestHeaders, true, "request"},
+		{"response headers in the request phase", RequestHeadersAccess, MapResponseHeaders, false, ""},
+		{"response headers written in their phase", ResponseHeadersAccess, MapResponseHeaders, true, "response"},
+		{"request headers in the response phase", ResponseHeadersAccess, MapRequestHeaders, false, ""},
+		{"request headers read in the log phase", LogAccess, MapRequestHeaders, false, "request"},
+		{"response headers read in the log phase", LogAccess, MapResponseHeaders, false, "response"},
+		{"request headers written in the log phase", LogAccess, MapRequestHeaders, true, ""},
+		{"response headers written in the log phase", LogAccess, MapResponseHeaders, true, ""},
+		{"no map while the stream is deleted", MapAccess{}, MapRequestHeaders, false, ""},
+		{"a map the hosts do not serve", LogAccess, requestTrailers, false, ""},
+		{"a map type past the ABI's", LogAccess, pastTheABI, false, ""},
+	}
+	for _, tt := range tests {
+		var request, response [][2]string
+		m, st := tt.access.HeaderMap(tt.mapType, tt.write, &request, &response)
+		got := ""
+		switch {
+		case st != wire.StatusOK && m == nil:
+		case st == wire.StatusOK && m == &request:
+			got = "request"
+		case st == wire.StatusOK && m == &response:
+			got = "response"
+		default:
+			t.Errorf("%s: map %p with status %v", tt.name, m, st)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+		if got == "" && st != wire.StatusBadArgument {
+			t.Errorf("%s: status %v, want BadArgument", tt.name, st)
+		}
+	}
+}
+
+func TestMapAccessTransitions(t *testing.T) {
+	tests := []struct {
+		name string
+		got  MapAccess
+		want MapAccess
+	}{
+		{"a stopped request made effective", MapAccess{}.MadeEffective(true), RequestHeadersAccess},
+		{"a stream made effective in its own phase", ResponseHeadersAccess.MadeEffective(false), ResponseHeadersAccess},
+		{"a stream made effective outside its callbacks", MapAccess{}.MadeEffective(false), MapAccess{}},
+		{"the request continued", RequestHeadersAccess.Continued(), MapAccess{}},
+		{"the request continued in the log phase", LogAccess.Continued(), MapAccess{Response: true, ReadOnly: true}},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.name, tt.got, tt.want)
+		}
+	}
+}
