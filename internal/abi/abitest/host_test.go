@@ -61,6 +61,8 @@ func TestRequestHeaders(t *testing.T) {
 	}{
 		{"continue, headers changed", mode("go", [2]string{"x-drop", "1"}), types.ActionContinue, true, "",
 			"[[:method GET] [x-mode go] [x-source 192.0.2.1:5000]]", 0},
+		{"its own context made effective again, headers changed", mode("self", [2]string{"x-drop", "1"}),
+			types.ActionContinue, true, "", "[[:method GET] [x-mode self] [x-source 192.0.2.1:5000]]", 0},
 		{"a local reply, shaped, through the response phase", mode("reply"), types.ActionPause, false,
 			"429 [[retry-after 3] [content-length 9] [content-type text/plain] [x-status-seen 429]] slow down", "", 0},
 		{"paused", mode("pause"), types.ActionPause, false, "", "", 0},

@@ -62,27 +62,20 @@ func (c hostcalls) SetTickPeriod(milliseconds uint32) wire.Status {
 	return wire.StatusOK
 }
 
-// headerMap is the map a header call addresses, if the effective context may use it now: the
-// request headers during proxy_on_request_headers (and while the request is stopped), the
-// response headers during proxy_on_response_headers (envoy context.cc getMap).
-func (c hostcalls) headerMap(m abi.MapType) (*[][2]string, wire.Status) {
+// headerMap is the map a header call addresses (write: the call changes it), if the effective
+// context may use it now: the rule internal/host applies too (hostcore.MapAccess, from envoy
+// context.cc getMap and getConstMap); none without a stream context.
+func (c hostcalls) headerMap(m abi.MapType, write bool) (*[][2]string, wire.Status) {
 	s := c.current
-	switch {
-	case m > 7:
+	if s == nil {
 		return nil, wire.StatusBadArgument
-	case s == nil:
-		return nil, wire.StatusBadArgument
-	case m == abi.MapRequestHeaders && s.access.request:
-		return &s.requestHeaders, wire.StatusOK
-	case m == abi.MapResponseHeaders && s.access.response:
-		return &s.responseHeaders, wire.StatusOK
 	}
-	return nil, wire.StatusBadArgument
+	return s.access.HeaderMap(uint32(m), write, &s.requestHeaders, &s.responseHeaders)
 }
 
 // HeaderValue is proxy_get_header_map_value: the first value, NotFound when absent.
 func (c hostcalls) HeaderValue(m abi.MapType, name string) (string, wire.Status) {
-	headers, st := c.headerMap(m)
+	headers, st := c.headerMap(m, false)
 	if st != wire.StatusOK {
 		return "", st
 	}
@@ -95,7 +88,7 @@ func (c hostcalls) HeaderValue(m abi.MapType, name string) (string, wire.Status)
 
 // AddHeader is proxy_add_header_map_value.
 func (c hostcalls) AddHeader(m abi.MapType, name, value string) wire.Status {
-	headers, st := c.headerMap(m)
+	headers, st := c.headerMap(m, true)
 	if st == wire.StatusOK {
 		*headers = hostcore.AddHeader(*headers, name, value)
 	}
@@ -104,7 +97,7 @@ func (c hostcalls) AddHeader(m abi.MapType, name, value string) wire.Status {
 
 // ReplaceHeader is proxy_replace_header_map_value.
 func (c hostcalls) ReplaceHeader(m abi.MapType, name, value string) wire.Status {
-	headers, st := c.headerMap(m)
+	headers, st := c.headerMap(m, true)
 	if st == wire.StatusOK {
 		*headers = hostcore.ReplaceHeader(*headers, name, value)
 	}
@@ -113,7 +106,7 @@ func (c hostcalls) ReplaceHeader(m abi.MapType, name, value string) wire.Status 
 
 // RemoveHeader is proxy_remove_header_map_value.
 func (c hostcalls) RemoveHeader(m abi.MapType, name string) wire.Status {
-	headers, st := c.headerMap(m)
+	headers, st := c.headerMap(m, true)
 	if st == wire.StatusOK {
 		*headers = hostcore.RemoveHeader(*headers, hostcore.Lower(name))
 	}
@@ -158,7 +151,7 @@ func (c hostcalls) ContinueRequest() wire.Status {
 		// the request reaches the upstream and the reply then replaces its response.
 		s.continued, s.continuedAt, s.continuedFirst = true, c.mono, s.pending == nil
 		s.forwarded = append([][2]string(nil), s.requestHeaders...)
-		s.access.request = false // Envoy lets go of the request's headers at once
+		s.access = s.access.Continued()
 	}
 	return wire.StatusOK
 }
@@ -175,6 +168,6 @@ func (c hostcalls) SetEffectiveContext(contextID uint32) wire.Status {
 		return wire.StatusBadArgument
 	}
 	c.current = s
-	s.access = mapAccess{request: s.paused && !s.continued}
+	s.access = s.access.MadeEffective(s.paused && !s.continued)
 	return wire.StatusOK
 }

@@ -101,6 +101,9 @@ func (s *probeStream) OnHttpRequestHeaders(int, bool) types.Action {
 	case "misuse":
 		_ = abi.ResumeHttpRequest()
 		return types.ActionPause
+	case "self":
+		// Its own context made effective again: the headers stay the callback's to change.
+		_ = abi.SetEffectiveContext(s.id)
 	}
 	source, _ := abi.GetProperty("source", "address")
 	_ = abi.AddHttpRequestHeader("x-source", string(source))

@@ -41,9 +41,6 @@ func (r *Reply) Header(name string) string {
 	return v
 }
 
-// mapAccess says which header maps the effective context may use now.
-type mapAccess struct{ request, response bool }
-
 // Stream is one HTTP stream's context.
 type Stream struct {
 	h               *Host
@@ -51,7 +48,7 @@ type Stream struct {
 	req             Request
 	requestHeaders  [][2]string
 	responseHeaders [][2]string
-	access          mapAccess
+	access          hostcore.MapAccess
 	action          types.Action // of proxy_on_request_headers
 	// paused: proxy_on_request_headers stopped the request without answering it.
 	paused           bool
@@ -97,7 +94,7 @@ func (s *Stream) ID() uint32 { return s.id }
 func (s *Stream) RequestHeaders(req Request) types.Action {
 	s.req, s.requestHeaders = req, hostcore.LowerKeys(req.Headers)
 	s.inRequestHeaders = true
-	s.action = s.call(mapAccess{request: true}, func() types.Action {
+	s.action = s.call(hostcore.RequestHeadersAccess, func() types.Action {
 		return s.h.vm.RequestHeaders(s.id, len(s.requestHeaders), req.EndOfStream)
 	})
 	s.inRequestHeaders = false
@@ -129,7 +126,7 @@ func (s *Stream) ResponseHeaders(status int, headers [][2]string) types.Action {
 }
 
 func (s *Stream) responsePhase() types.Action {
-	action := s.call(mapAccess{response: true}, func() types.Action {
+	action := s.call(hostcore.ResponseHeadersAccess, func() types.Action {
 		return s.h.vm.ResponseHeaders(s.id, len(s.responseHeaders), false)
 	})
 	s.responseStarted = true
@@ -144,21 +141,21 @@ func (s *Stream) End() {
 		return
 	}
 	s.ended, s.responseStarted = true, true
-	s.call(mapAccess{}, func() types.Action { s.h.vm.Delete(s.id); return types.ActionContinue })
+	s.call(hostcore.MapAccess{}, func() types.Action { s.h.vm.Delete(s.id); return types.ActionContinue })
 	delete(s.h.streams, s.id)
 }
 
 // call runs a callback of the stream with it as the effective context.
-func (s *Stream) call(access mapAccess, callback func() types.Action) types.Action {
+func (s *Stream) call(access hostcore.MapAccess, callback func() types.Action) types.Action {
 	s.h.current, s.access = s, access
-	defer func() { s.h.current, s.access = nil, mapAccess{} }()
+	defer func() { s.h.current, s.access = nil, hostcore.MapAccess{} }()
 	return callback()
 }
 
 // settle carries out, after a root-context callback, what it asked for the stream: a local
 // reply (through the response phase), continuing, or both in the order asked.
 func (s *Stream) settle() {
-	s.access = mapAccess{}
+	s.access = hostcore.MapAccess{}
 	if s.pending != nil {
 		s.sendReply()
 	}
