@@ -21,7 +21,7 @@ var modulePieces = []struct {
 		"time.now"}}, // the runtime's clock, which it provides to package time by name
 	{"code-config-bytes", []string{"github.com_tollgate_proxy_tollgate_config."}},
 	{"code-admission-bytes", []string{"github.com_tollgate_proxy_tollgate_internal_admission."}},
-	{"code-filter-bytes", []string{"main.", "proxy_", "github.com_tollgate_proxy_tollgate_internal_abi.", "github.com_tollgate_proxy_tollgate_internal_wire.",
+	{"code-filter-bytes", []string{"main.", "proxy_", "github.com_tollgate_proxy_tollgate_internal_plugin.", "github.com_tollgate_proxy_tollgate_internal_abi.", "github.com_tollgate_proxy_tollgate_internal_wire.",
 		"github.com_tollgate_proxy_tollgate_internal_rls.", "github.com_tollgate_proxy_tollgate_internal_version."}},
 	{"code-limiter-netaddr-bytes", []string{"github.com_tollgate_proxy_tollgate_limiter.", "github.com_tollgate_proxy_tollgate_internal_netaddr.",
 		"github.com_tollgate_proxy_tollgate_internal_duration."}},
