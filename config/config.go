@@ -210,6 +210,9 @@ type Rule struct {
 	Count, Refund *Statuses
 	// OnLimit says whether a request over the rule's limits is rejected or held (onlimit.go).
 	OnLimit OnLimit
+	// Usage, when set, charges what the response reports instead of a fixed cost (usage.go):
+	// Cost is then Usage.Reserve.
+	Usage *Usage
 }
 
 // KeyKind says where a KeyPart takes its value from. The zero value is

@@ -63,6 +63,9 @@ func (v *validator) rule(path string, value *jsonValue, index int, ruleIndexByNa
 		rule.Global = v.global(fieldPath(path, "global"), global)
 	}
 	v.outcomes(path, value, &rule)
+	if usage := value.member("usage"); usage != nil {
+		rule.Usage = v.usage(fieldPath(path, "usage"), usage)
+	}
 	if onLimit := value.member("on_limit"); onLimit != nil {
 		onLimitPath := fieldPath(path, "on_limit")
 		rule.OnLimit = v.onLimit(onLimitPath, onLimit)
@@ -72,6 +75,10 @@ func (v *validator) rule(path string, value *jsonValue, index int, ruleIndexByNa
 				v.checkDelayFits(onLimitPath, rule.OnLimit, fieldPath(fieldPath(path, "limits_by.tiers"), tier.Name), tier.Limits)
 			}
 		}
+	}
+	if rule.Usage != nil {
+		v.checkUsageFits(path, value, &rule)
+		rule.Cost = Cost{Units: rule.Usage.Reserve}
 	}
 	return rule
 }

@@ -57,7 +57,7 @@ var (
 	documentFields = []string{"rules", "failure_mode", "client_ip", "exempt", "shadow", "response", "rate_limit_headers", "key_table", "escaped_slashes"}
 	keyTableFields = []string{"max_keys", "when_full", "max_key_bytes"}
 	whenFullNames  = []string{"reject", "overflow", "allow"}
-	ruleFields     = []string{"name", "match", "key", "missing_key", "limits", "limits_by", "cost", "shadow", "global", "count", "refund", "on_limit"}
+	ruleFields     = []string{"name", "match", "key", "missing_key", "limits", "limits_by", "cost", "shadow", "global", "count", "refund", "on_limit", "usage"}
 	keyPartFields  = []string{"header", "client_ip", "path", "method", "authority", "query", "attribute"}
 	limitFields    = []string{"algorithm", "capacity", "refill_tokens", "refill_interval", "window", "calendar", "max_in_flight", "slot_timeout"}
 

@@ -173,3 +173,20 @@ func ExampleBucket_Reserve() {
 	// call 2 waits 400ms
 	// call 3 refused, retry after 600ms
 }
+
+// A request admitted for an estimate (1 token) reports after the fact that it used 25: Owe takes
+// the rest, into debt down to minus the capacity, and the next request waits until the debt is
+// repaid and its own token is there.
+func ExampleBucket_Owe() {
+	b, _ := limiter.NewBucket(limiter.BucketLimit{Capacity: 10, RefillTokens: 1, RefillInterval: time.Second})
+	s, d := b.Take(b.Initial(0), 0, 1)
+	fmt.Println("admitted:", d.Allowed)
+	s = b.Owe(s, 0, 24, 10)
+	fmt.Println("tokens after the response:", s.Tokens)
+	_, r := b.Reserve(s, 0, 1, 0)
+	fmt.Println("next request admitted:", r.OK, "retry after", r.RetryAfter)
+	// Output:
+	// admitted: true
+	// tokens after the response: -10
+	// next request admitted: false retry after 11s
+}

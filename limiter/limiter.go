@@ -168,7 +168,12 @@ func (b Bucket) Give(s BucketState, now int64, n int64) BucketState {
 // without refilling: a caller that gives back part of a token refills first. s is clamped into
 // range first, as Take does.
 func (b Bucket) addLevel(s BucketState, tokens, credits int64) BucketState {
-	s = b.clamp(s)
+	return b.addClamped(b.clamp(s), tokens, credits)
+}
+
+// addClamped is addLevel of a state already clamped (by clamp, or by clampOwing for a level in
+// debt: the room up to capacity is then more than the capacity, and still fits in 63 bits).
+func (b Bucket) addClamped(s BucketState, tokens, credits int64) BucketState {
 	c, perToken := b.limit.Capacity, uint64(b.creditsPerToken)
 	room := c - s.Tokens
 	whole := min(max(tokens, 0), c)
@@ -202,14 +207,23 @@ func (b Bucket) addLevel(s BucketState, tokens, credits int64) BucketState {
 // the write costs only that part, never a whole token. Give, by contrast, returns n tokens
 // whatever happened in between.
 func (b Bucket) Undo(s, written BucketState, now, n int64) BucketState {
+	return b.undo(s, written, now, n, false)
+}
+
+// undo is Undo, of levels that may be in debt when owing is set (UndoOwing).
+func (b Bucket) undo(s, written BucketState, now, n int64, owing bool) BucketState {
 	end := max(now, s.Last)
-	if b.creditsPerNano == 0 || end >= b.IdleAt(written) {
+	if b.creditsPerNano == 0 || !owing && end >= b.IdleAt(written) || owing && end >= b.IdleAtOwing(written) {
 		return s // the bucket may have been full since: nothing is owed
 	}
 	// Not full by end (end is before it is idle), so the peak lacks at least one credit.
-	peak := b.refill(written, end)
+	var peak BucketState
+	if owing {
+		peak, s = b.refillOwing(written, end), b.refillOwing(s, now)
+	} else {
+		peak, s = b.refill(written, end), b.refill(s, now)
+	}
 	n = min(max(n, 1), b.limit.Capacity)
-	s = b.refill(s, now)
 	tokens, credits := n, int64(0) // n tokens, if they fit under the peak
 	if lacking := b.limit.Capacity - peak.Tokens; n >= lacking {
 		// The room above the peak: lacking tokens less the peak's credits.
@@ -218,7 +232,7 @@ func (b Bucket) Undo(s, written BucketState, now, n int64) BucketState {
 			tokens, credits = lacking-1, b.creditsPerToken-peak.Credits
 		}
 	}
-	return b.addLevel(s, tokens, credits)
+	return b.addClamped(s, tokens, credits)
 }
 
 // Fingerprint is a stable hash of the BucketLimit's Capacity, RefillTokens and

@@ -89,10 +89,11 @@ func (b Bucket) Unreserve(s BucketState, now, n int64) BucketState {
 	return s
 }
 
-// ValidOwing reports whether s is in range for a bucket that reserves with maxWait: whole tokens
-// from -DebtTokens(maxWait) to Capacity, credits as Valid wants them.
-func (b Bucket) ValidOwing(s BucketState, maxWait duration.Duration) bool {
-	return -b.DebtTokens(maxWait) <= s.Tokens && s.Tokens <= b.limit.Capacity && 0 <= s.Credits &&
+// ValidOwing reports whether s is in range for a bucket that may owe debt whole tokens (for one
+// that reserves with maxWait, DebtTokens(maxWait)): whole tokens from -debt to Capacity, credits
+// as Valid wants them.
+func (b Bucket) ValidOwing(s BucketState, debt int64) bool {
+	return -debt <= s.Tokens && s.Tokens <= b.limit.Capacity && 0 <= s.Credits &&
 		s.Credits < b.creditsPerToken && (s.Tokens < b.limit.Capacity || s.Credits == 0)
 }
 

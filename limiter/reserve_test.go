@@ -99,7 +99,7 @@ func TestReserveMatchesReferenceModel(t *testing.T) {
 				if level := tokensOf(s, perToken); level.Cmp(ref.tokens) != 0 {
 					t.Fatalf("seed %#x, limit %+v, step %d: level %v tokens, reference %v", seed, l, i, level, ref.tokens)
 				}
-				if !b.ValidOwing(s, maxWait) {
+				if !b.ValidOwing(s, b.DebtTokens(maxWait)) {
 					t.Fatalf("seed %#x, limit %+v, step %d: %+v owes more than DebtTokens(%v) = %d",
 						seed, l, i, s, maxWait, b.DebtTokens(maxWait))
 				}

@@ -66,9 +66,9 @@ type Gate struct {
 	wallAt    int64
 	wallRead  bool
 
-	// settleBuf and settledRules are Settle's scratch (settle.go).
-	settleBuf    []applied
-	settledRules []int
+	// settleBuf and settledRules are Settle's scratch (settle.go), oweBuf SettleUsage's (usage.go).
+	settleBuf, oweBuf []applied
+	settledRules      []int
 
 	// reserveBy bounds the reservations of the decisions made inside AdmitBy (slotwait.go).
 	reserveBy int64

@@ -77,7 +77,9 @@ type tokenBucket struct {
 	capacity int64 // tokens, the bucket's
 
 	// A bucket of a rule that delays (delay.go) reserves up to maxWait ahead: its whole tokens
-	// may be below zero, down to -debt. Both are 0 for a bucket that only rejects.
+	// may be below zero, down to -debt. A bucket of a rule with usage (usage.go) owes what a
+	// response used beyond its reserve, down to -debt, with maxWait 0. Both are 0 for a bucket
+	// that only rejects.
 	maxWait duration.Duration
 	debt    int64
 }
@@ -104,15 +106,18 @@ func (t *tokenBucket) give(c cells, now, n int64) cells {
 // undo is limiter.Bucket.Undo for a bucket that only rejects (a refund never undoes a charge of
 // nothing: n >= 1).
 func (t *tokenBucket) undo(c, written cells, now, n int64) cells {
-	if t.debt > 0 {
+	switch {
+	case t.maxWait > 0:
 		return t.undoReservation(c, written, now, n)
+	case t.debt > 0:
+		return bucketCells(t.b.UndoOwing(bucketState(c), bucketState(written), now, n))
 	}
 	return bucketCells(t.b.Undo(bucketState(c), bucketState(written), now, n))
 }
 
 func (t *tokenBucket) valid(c cells) bool {
 	if t.debt > 0 {
-		return t.b.ValidOwing(bucketState(c), t.maxWait)
+		return t.b.ValidOwing(bucketState(c), t.debt)
 	}
 	return t.b.Valid(bucketState(c))
 }

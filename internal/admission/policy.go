@@ -86,6 +86,8 @@ type limit struct {
 	// maxWait is how far ahead the limit reserves (its rule's max_delay; delay.go), 0 if it
 	// only rejects.
 	maxWait duration.Duration
+	// owes: the limit is a token bucket that may be in debt, decided by Reserve (usage.go).
+	owes bool
 }
 
 // Compile compiles a validated configuration. namespace separates the keys of different
@@ -143,6 +145,9 @@ func (p *Policy) compileRule(cfg *config.Config, i int, namespace string) (rule,
 	if maxWait := ruleDelay(cfg, r); maxWait > 0 {
 		compiled.delay(maxWait)
 	}
+	if r.Usage != nil {
+		compiled.owe()
+	}
 	return compiled, nil
 }
 
@@ -182,7 +187,8 @@ func fastShape(cfg *config.Config) bool {
 	return len(e.Paths) == 0 && len(e.ClientCIDRs) == 0 && len(e.Headers) == 0 &&
 		m.Path == nil && len(m.Methods) == 0 && len(m.Hosts) == 0 && len(m.Headers) == 0 &&
 		len(r.Limits) > 0 && len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow &&
-		r.Global == nil && r.LimitsBy == nil && r.OnLimit.Action == config.OnLimitReject && !ruleHasConcurrency(r)
+		r.Global == nil && r.LimitsBy == nil && r.OnLimit.Action == config.OnLimitReject && !ruleHasConcurrency(r) &&
+		r.Usage == nil
 }
 
 // fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,

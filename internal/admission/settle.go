@@ -24,12 +24,18 @@ type settlement struct {
 	// refund: give back when the status is in the set (refund); otherwise give back when it is
 	// not (count).
 	refund bool
+	// usage: the charge is settled to the amount the response reports (SettleUsage), not by
+	// the status.
+	usage bool
 }
 
 // statusBits holds one bit per status 0..639.
 type statusBits [10]uint64
 
 func compileSettlement(r *config.Rule) *settlement {
+	if r.Usage != nil {
+		return &settlement{usage: true}
+	}
 	s, refund := r.Count, false
 	if s == nil {
 		s, refund = r.Refund, true
@@ -123,14 +129,20 @@ func appendPending(dst []pendingCharge, group []applied, shadow bool) []pendingC
 // rule whose settlement says so gets its charge back, and the others keep it. status 0 means the
 // request never reached the upstream (it was given back or rejected while held): a count rule
 // then gives its charge back (nothing it counts happened) and a refund rule keeps it. A request
-// that was forwarded and got no response is not settled at all: its charge stands (Clear). It returns the indexes of the rules that gave
-// their charge back, in a buffer of the Gate's valid until the next call, and leaves p empty.
+// that was forwarded and got no response is not settled at all: its charge stands (Clear). It
+// returns the indexes of the rules that gave their charge back, in a buffer of the Gate's valid
+// until the next call, and leaves in p only the charges of rules with usage (SettleUsage).
 func (g *Gate) Settle(store Store, p *Pending, status int, now int64) []int {
 	g.wallRead = false // a calendar window's refund reads the wall clock of now, once
 	given := g.settledRules[:0]
 	group := g.settleBuf[:0]
+	kept := p.entries[:0]
 	for i := range p.entries {
 		e := &p.entries[i]
+		if e.rule.settle.usage {
+			kept = append(kept, *e) // settled when the response's usage is known
+			continue
+		}
 		if !e.rule.settle.givesBack(status) {
 			continue
 		}
@@ -143,11 +155,12 @@ func (g *Gate) Settle(store Store, p *Pending, status int, now int64) []int {
 		group = append(group, e.undo())
 	}
 	if len(group) > 0 {
-		g.refund(store, group, now, true)
+		g.refund(store, group, now, false)
 	}
 	clear(group)
 	g.settleBuf, g.settledRules = group[:0], given
-	p.Clear()
+	clear(p.entries[len(kept):])
+	p.entries = kept
 	return given
 }
 

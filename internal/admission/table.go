@@ -113,7 +113,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 					continue // nothing to charge; the slot stays as it is
 				}
 				var idleAt int64
-				if tb, ok := a.limit.algo.(*tokenBucket); ok && a.limit.maxWait == 0 {
+				if tb, ok := a.limit.algo.(*tokenBucket); ok && tb.debt == 0 {
 					idleAt = tb.b.IdleAt(bucketState(a.next)) // a direct call
 				} else {
 					idleAt = a.limit.algo.idleAt(a.next)
@@ -143,11 +143,11 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 					return Allow, nil, nil
 				}
 				if readErr != nil {
-					g.refund(store, group, now, true)
+					g.refund(store, group, now, false)
 					return Failed, nil, readErr
 				}
 			}
-			g.refund(store, group[:written], now, true)
+			g.refund(store, group[:written], now, false)
 		}
 		g.release(store, group, now)
 		if err != nil && !isCasMismatch(err) {
@@ -376,7 +376,7 @@ func (g *Gate) decideOn(a *applied, state cells, now int64) error {
 		a.next, a.decision = state, peek(a.limit.algo, state, now)
 		return nil
 	}
-	if a.limit.maxWait > 0 {
+	if a.limit.maxWait > 0 || a.limit.owes {
 		return g.reserveOn(a, state, now)
 	}
 	if tb, ok := a.limit.algo.(*tokenBucket); ok {
@@ -519,11 +519,13 @@ func peek(algo algorithm, state cells, now int64) limiter.Decision {
 	return d
 }
 
-// refund gives back what a group's first limits were charged before a later write failed (undo:
-// no more than the buckets still lack, see algorithm.undo), or what an admitted request was
-// charged (GiveBack). It is best effort: if it fails, the charge stands, which errs towards
-// admitting less, never more. A slot that holds another bucket by now is left alone.
-func (g *Gate) refund(store Store, charged []applied, now int64, undo bool) {
+// refund gives back what a group's first limits were charged before a later write failed, or
+// what an admitted request was charged (GiveBack): no more than the buckets still lack (see
+// algorithm.undo). It is best effort: if it fails, the charge stands, which errs towards
+// admitting less, never more. A slot that holds another bucket by now is left alone. With owe,
+// it takes each a.cost more instead, past the limit (owe, usage.go), and the slot stays the
+// key's until the debt is repaid.
+func (g *Gate) refund(store Store, charged []applied, now int64, owing bool) {
 	for i := range charged {
 		a := &charged[i]
 		if a.skip || a.cost == 0 {
@@ -539,15 +541,19 @@ func (g *Gate) refund(store Store, charged []applied, now int64, undo bool) {
 			if !ok || s.kind != kindLive || s.owner != a.writeOwner || s.fingerprint != a.limit.fingerprint || !a.limit.algo.valid(s.cells) {
 				break
 			}
-			// The idle time stays: a refund only makes the bucket idle sooner.
 			at, err := g.timeFor(a.limit, now)
 			if err != nil {
 				break
 			}
-			if undo {
+			if !owing {
+				// The idle time stays: a refund only makes the bucket idle sooner.
 				s.cells = a.limit.algo.undo(s.cells, a.next, at, a.cost)
 			} else {
-				s.cells = a.limit.algo.give(s.cells, at, a.cost)
+				s.cells = owe(a.limit, s.cells, at, a.cost)
+				if a.slot != overflowSlot { // the overflow bucket's idleAt holds its drawers
+					a.at = at
+					s.idleAt = max(s.idleAt, a.idleOnMonotonic(a.limit.algo.idleAt(s.cells), now))
+				}
 			}
 			s.stamp = max(s.stamp, now)
 			encodeSlot(g.buf[:], &s)
