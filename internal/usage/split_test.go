@@ -1,6 +1,8 @@
 package usage
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"testing"
 )
@@ -93,7 +95,23 @@ func FuzzScanner(f *testing.F) {
 		if whole.ok && (whole.n < 0 || whole.n > MaxTokens || whole.why != "") || !whole.ok && whole.why == "" {
 			t.Fatalf("read %+v", whole)
 		}
+		if !stream {
+			checkSyntax(t, body, whole)
+		}
 	})
+}
+
+// checkSyntax holds a JSON body's reading to encoding/json's syntax: valid JSON is never refused
+// as malformed or truncated, and invalid JSON never gives a usage unless it nests deeper than
+// maxDepth (where only brackets and strings are followed).
+func checkSyntax(t *testing.T, body []byte, got result) {
+	t.Helper()
+	valid := json.Valid(body)
+	syntax := got.why == reasonMalformed.String() || got.why == reasonTruncated.String() || got.why == reasonEmpty.String()
+	shallow := bytes.Count(body, []byte("["))+bytes.Count(body, []byte("{")) <= maxDepth
+	if valid && syntax || !valid && got.ok && shallow {
+		t.Fatalf("encoding/json: valid %v; read %+v", valid, got)
+	}
 }
 
 // mode packs a Scanner's settings into FuzzScanner's byte.
