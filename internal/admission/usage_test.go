@@ -233,4 +233,3 @@ func bucketDebt(t *testing.T, store *memStore) int64 {
 	}
 	return debt
 }
-
