@@ -204,7 +204,7 @@ func (vm *VM) headerMap(mapType uint32, write bool) (*[][2]string, wire.Status) 
 	if s == nil {
 		return nil, wire.StatusBadArgument
 	}
-	return s.access.HeaderMap(mapType, write, &s.requestHeaders, &s.responseHeaders)
+	return s.access.HeaderMap(mapType, write, s.maps())
 }
 
 // proxy_get_header_map_value(map, key, key_size, value_ptr_ptr, value_size_ptr): the first value;
@@ -357,12 +357,7 @@ func proxyGetBufferBytes(vm *VM, stack []uint64) {
 		ret(stack, st)
 		return
 	}
-	start, length := uint64(uint32(stack[1])), uint64(uint32(stack[2]))
-	if start >= uint64(len(buf)) {
-		buf = nil
-	} else {
-		buf = buf[start:min(start+length, uint64(len(buf)))]
-	}
+	buf = hostcore.BufferSlice(buf, uint64(uint32(stack[1])), uint64(uint32(stack[2])))
 	ret(stack, vm.copyOut(buf, uint32(stack[3]), uint32(stack[4])))
 }
 

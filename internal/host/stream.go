@@ -75,7 +75,12 @@ type Stream struct {
 	req             Request
 	requestHeaders  [][2]string
 	responseHeaders [][2]string
-	access          hostcore.MapAccess
+	// responseTrailers are the upstream's trailers, from ResponseTrailers on; body is the
+	// response body between the upstream and the client.
+	responseTrailers [][2]string
+	body             hostcore.ResponseBody
+	filterState      hostcore.FilterState
+	access           hostcore.MapAccess
 	// reply is the local reply asked for and not yet sent; sent is the reply as sent.
 	reply *hostcore.LocalReply
 	sent  *Response
@@ -306,4 +311,9 @@ func boolArg(b bool) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// maps are the stream's header maps, for hostcore.MapAccess.
+func (s *Stream) maps() hostcore.StreamMaps {
+	return hostcore.StreamMaps{Request: &s.requestHeaders, Response: &s.responseHeaders, ResponseTrailers: &s.responseTrailers}
 }
