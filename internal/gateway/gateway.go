@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
 	"log"
 	"net/http"
 	"net/http/httputil"
@@ -80,6 +79,9 @@ func newGateway(upstream *url.URL, errorLog *log.Logger) *Gateway {
 			http.Error(w, "Bad Gateway: the upstream did not answer", http.StatusBadGateway)
 		},
 		ErrorLog: errorLog,
+		// Each chunk goes to the client as soon as it is read (and through the module): a
+		// server-sent event is not held back for the next.
+		FlushInterval: -1,
 	}
 	return g
 }
@@ -150,7 +152,8 @@ func (g *Gateway) responseHeaders(resp *http.Response) error {
 			headers = append(headers, [2]string{strings.ToLower(name), v})
 		}
 	}
-	final, err := stream.ResponseHeaders(resp.StatusCode, headers, resp.ContentLength == 0)
+	noBody := resp.Body == http.NoBody || resp.ContentLength == 0
+	final, err := stream.ResponseHeaders(resp.StatusCode, headers, noBody)
 	if errors.Is(err, host.ErrReplacedResponse) {
 		reply := stream.LocalReply()
 		resp.StatusCode, resp.Status = reply.Status, strconv.Itoa(reply.Status)+" "+http.StatusText(reply.Status)
@@ -166,6 +169,9 @@ func (g *Gateway) responseHeaders(resp *http.Response) error {
 	resp.Header = http.Header{}
 	for _, h := range final {
 		resp.Header.Add(h[0], h[1])
+	}
+	if !noBody {
+		resp.Body = newModuleBody(stream, resp)
 	}
 	return nil
 }

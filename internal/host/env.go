@@ -20,7 +20,7 @@ func envFuncs() []hostFunc {
 		f("proxy_log", sig(i32, i32, i32), proxyLog),
 		f("proxy_get_log_level", sig(i32), proxyGetLogLevel).onlyABI("0_2_1"),
 		f("proxy_get_status", sig(i32, i32, i32), proxyGetStatus),
-		f("proxy_set_property", sig(i32, i32, i32, i32), unimplemented),
+		f("proxy_set_property", sig(i32, i32, i32, i32), proxySetProperty),
 		f("proxy_get_property", sig(i32, i32, i32, i32), proxyGetProperty),
 		f("proxy_send_local_response", sig(i32, i32, i32, i32, i32, i32, i32, i32), proxySendLocalResponse),
 		f("proxy_get_shared_data", sig(i32, i32, i32, i32, i32), proxyGetSharedData),
@@ -321,11 +321,17 @@ func proxyGetHeaderMapSize(vm *VM, stack []uint64) {
 }
 
 // buffer returns the bytes of a buffer type available now: the VM configuration always, the
-// plugin configuration only during proxy_on_configure. No bodies are emulated.
+// plugin configuration only during proxy_on_configure, the response body (hostcore.ResponseBody:
+// empty outside its callback, as Envoy serves a null buffer). No request body is emulated.
 func (vm *VM) buffer(bufferType uint32) ([]byte, wire.Status) {
 	switch {
 	case bufferType > 8:
 		return nil, wire.StatusBadArgument
+	case bufferType == 1:
+		if s := vm.current; s != nil {
+			return s.body.Buffer(), wire.StatusOK
+		}
+		return nil, wire.StatusOK
 	case bufferType == 6:
 		return vm.host.opts.VMConfig, wire.StatusOK
 	case bufferType == 7 && vm.configuring:

@@ -209,7 +209,7 @@ func (s *Stream) settle() {
 }
 
 // sendReply sends the pending local reply as Envoy does: shaped, then through
-// proxy_on_response_headers.
+// proxy_on_response_headers and proxy_on_response_body.
 func (s *Stream) sendReply() {
 	r := s.pending
 	s.pending = nil
@@ -217,6 +217,11 @@ func (s *Stream) sendReply() {
 	s.responseHeaders = shaped
 	s.responsePhase()
 	final := s.responseHeaders
+	if len(body) > 0 {
+		// The reply's body passes through the encoder chain too, as its one and last chunk.
+		s.ResponseBody(body, true)
+		body = s.bodySent
+	}
 	s.reply = newReply(r, final, body)
 	if s.pending != nil {
 		// A second reply while the first passed through the response phase.
