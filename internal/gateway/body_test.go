@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,10 +20,10 @@ import (
 
 // probeGateway serves the host's probe module in mode (its "body" modes note what the body and
 // trailers callbacks read, and log it when the stream is done) in front of upstream, and returns
-// the gateway's URL and the channel of those logs, one per stream.
-func probeGateway(t *testing.T, mode string, upstream http.Handler) (string, <-chan string) {
+// the gateway's URL, the channel of those logs, one per stream, and the gateway's log lines.
+func probeGateway(t *testing.T, mode string, upstream http.Handler) (string, <-chan string, <-chan string) {
 	t.Helper()
-	done := make(chan string, 16)
+	done, gatewayLog := make(chan string, 16), make(chan string, 64)
 	ctx := context.Background()
 	h, err := host.New(ctx, testbuild.Module(t, "./internal/host/testdata/probe"), host.Options{
 		PluginConfig: []byte(mode),
@@ -38,13 +40,25 @@ func probeGateway(t *testing.T, mode string, upstream http.Handler) (string, <-c
 	up := httptest.NewServer(upstream)
 	t.Cleanup(up.Close)
 	target, _ := url.Parse(up.URL)
-	gw, err := New(ctx, h, 1, target, nil)
+	gw, err := New(ctx, h, 1, target, log.New(lineWriter(gatewayLog), "", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	front := httptest.NewServer(gw)
 	t.Cleanup(front.Close)
-	return front.URL, done
+	return front.URL, done, gatewayLog
+}
+
+// lineWriter sends each line logged to a channel, dropping it if nobody has read the channel's
+// many earlier lines.
+type lineWriter chan<- string
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	select {
+	case w <- strings.TrimSuffix(string(p), "\n"):
+	default:
+	}
+	return len(p), nil
 }
 
 // chunkedUpstream writes each chunk and flushes it, waiting before each but the first until the
@@ -103,7 +117,7 @@ func TestBodyStreamsThroughTheModule(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			upstream := newChunkedUpstream(tt.trailer, "data: a\n\n", "data: b\n\n")
-			front, done := probeGateway(t, "body", upstream)
+			front, done, gatewayLog := probeGateway(t, "body", upstream)
 			resp, err := http.Get(front + "/stream")
 			if err != nil {
 				t.Fatal(err)
@@ -121,8 +135,14 @@ func TestBodyStreamsThroughTheModule(t *testing.T) {
 			if got := resp.Trailer.Get("X-Usage"); got != tt.trailer {
 				t.Errorf("trailer x-usage %q, want %q", got, tt.trailer)
 			}
-			if seen := <-done; !slices.Contains(tt.seen, seen) {
+			seen := <-done
+			if !slices.Contains(tt.seen, seen) {
 				t.Errorf("the module saw\n%s\nwant one of\n%s", seen, strings.Join(tt.seen, "\n"))
+			}
+			// The usage the module set is logged once the stream ended.
+			want := fmt.Sprintf("GET /stream: wasm.tollgate_usage=%d", strings.Count(seen, "; ")+1)
+			if line := <-gatewayLog; line != want {
+				t.Errorf("logged %q, want %q", line, want)
 			}
 		})
 	}
@@ -132,7 +152,7 @@ func TestBodyStreamsThroughTheModule(t *testing.T) {
 // module gets no further body call (no last chunk), only the end of the stream.
 func TestClientGoneMidBody(t *testing.T) {
 	upstream := newChunkedUpstream("", "data: a\n\n", "data: b\n\n")
-	front, done := probeGateway(t, "body", upstream)
+	front, done, _ := probeGateway(t, "body", upstream)
 	resp, err := http.Get(front + "/stream")
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +171,7 @@ func TestClientGoneMidBody(t *testing.T) {
 // A module that holds the whole body is cut off at Envoy's buffer limit: the stream is reset,
 // however much the upstream sends.
 func TestHeldBodyIsBounded(t *testing.T) {
-	front, done := probeGateway(t, "hold-body-end", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front, done, _ := probeGateway(t, "hold-body-end", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		chunk := bytes.Repeat([]byte("x"), 64<<10)
 		for range 64 { // 4 MiB
 			if _, err := w.Write(chunk); err != nil {

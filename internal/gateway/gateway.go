@@ -99,7 +99,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// away meanwhile resets the stream.
 	stream, decision, err := vm.StartStreamContext(r.Context(), toHostRequest(r))
 	if stream != nil {
-		defer stream.Finish()
+		defer g.endStream(r, stream)
 	}
 	if errors.Is(err, host.ErrStreamReset) {
 		return // nobody is left to answer
@@ -128,6 +128,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	g.forward(w, out)
+}
+
+// UsageFilterState is the filter state the gateway logs when a stream ends, if the module set
+// it (proxy_set_property): what an Envoy access log prints with
+// %FILTER_STATE(wasm.tollgate_usage:PLAIN)%.
+const UsageFilterState = "tollgate_usage"
+
+// endStream ends the stream however it went (Finish), then logs the usage the module set for it.
+func (g *Gateway) endStream(r *http.Request, stream *host.Stream) {
+	_ = stream.Finish()
+	if usage, ok := stream.FilterState(UsageFilterState); ok {
+		g.logf("%s %s: wasm.%s=%s", r.Method, r.URL.RequestURI(), UsageFilterState, usage)
+	}
 }
 
 // forward proxies r to the upstream, within the upstream timeout.

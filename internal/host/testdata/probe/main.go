@@ -266,7 +266,7 @@ func (s *stream) countOrTrap() types.Action {
 }
 
 // OnHttpResponseBody, in the "body" modes, notes the body buffer it reads and whether the
-// trailers are readable, and on the last chunk sets the probe_body property to all it noted.
+// trailers are readable, and on the last chunk sets the properties (setSeen).
 // "hold-body" holds every chunk but the last, "hold-body-end" every chunk, "panic-body" panics.
 func (s *stream) OnHttpResponseBody(size int, end bool) types.Action {
 	if !strings.Contains(s.mode, "body") {
@@ -280,7 +280,7 @@ func (s *stream) OnHttpResponseBody(size int, end bool) types.Action {
 	case s.mode == "panic-body":
 		panic("probe body panic")
 	case end:
-		_ = abi.SetProperty("probe_body", []byte(strings.Join(s.seen, "; ")))
+		s.setSeen()
 	}
 	if s.mode == "hold-body-end" || (s.mode == "hold-body" && !end) {
 		return types.ActionPause
@@ -288,16 +288,23 @@ func (s *stream) OnHttpResponseBody(size int, end bool) types.Action {
 	return types.ActionContinue
 }
 
-// OnHttpResponseTrailers, in the "body" modes, notes the x-usage trailer and sets the probe_body
-// property.
+// OnHttpResponseTrailers, in the "body" modes, notes the x-usage trailer and sets the properties
+// (setSeen).
 func (s *stream) OnHttpResponseTrailers(n int) types.Action {
 	if !strings.Contains(s.mode, "body") {
 		return types.ActionContinue
 	}
 	usage, err := abi.GetHttpResponseTrailer("X-Usage")
 	s.seen = append(s.seen, "trailers "+strconv.Itoa(n)+" "+strconv.Quote(usage)+" "+errText(err))
-	_ = abi.SetProperty("probe_body", []byte(strings.Join(s.seen, "; ")))
+	s.setSeen()
 	return types.ActionContinue
+}
+
+// setSeen sets the probe_body property to what the callbacks noted, and tollgate_usage (which
+// tollgate serve logs) to how many they were.
+func (s *stream) setSeen() {
+	_ = abi.SetProperty("probe_body", []byte(strings.Join(s.seen, "; ")))
+	_ = abi.SetProperty("tollgate_usage", []byte(strconv.Itoa(len(s.seen))))
 }
 
 func errText(err error) string {
