@@ -344,3 +344,16 @@ func TestSetProperty(t *testing.T) {
 		t.Error("the filter state is named with its prefix twice")
 	}
 }
+
+// A stream reset mid-body (the client went away) gets no last body call: its context is
+// deleted, and the plugin's OnHttpStreamDone runs (envoy context.cc onDestroy).
+func TestStreamResetMidBody(t *testing.T) {
+	host, vm := start(t, abitest.Options{})
+	s, _ := host.Request(mode("go"))
+	s.ResponseHeaders(200, nil)
+	s.ResponseBody([]byte("part"), false)
+	s.End()
+	if _, ok := s.FilterState("probe_body"); ok || len(vm.plugin.done) != 1 || vm.plugin.done[0] != s.ID() {
+		t.Fatalf("done %v, and the plugin saw the end of the body: %v", vm.plugin.done, ok)
+	}
+}

@@ -145,6 +145,7 @@ func (s *Stream) responsePhase() types.Action {
 // available. endOfStream is true on the last chunk of a response without trailers. Stopping the
 // last chunk is a misuse: Envoy would wait for a proxy_continue_stream this host does not serve.
 func (s *Stream) ResponseBody(chunk []byte, endOfStream bool) types.Action {
+	s.requireLive("ResponseBody")
 	size := s.body.Deliver(chunk)
 	action := s.call(hostcore.MapAccess{}, func() types.Action {
 		return s.h.vm.ResponseBody(s.id, size, endOfStream)
@@ -161,6 +162,7 @@ func (s *Stream) ResponseBody(chunk []byte, endOfStream bool) types.Action {
 // body chunk whose endOfStream was false, and returns the plugin's action; the map is readable
 // from this callback on. Held body data goes on when it continues.
 func (s *Stream) ResponseTrailers(trailers [][2]string) types.Action {
+	s.requireLive("ResponseTrailers")
 	s.responseTrailers = hostcore.LowerKeys(trailers)
 	action := s.call(hostcore.ResponseTrailersAccess, func() types.Action {
 		return s.h.vm.ResponseTrailers(s.id, len(s.responseTrailers))
@@ -171,6 +173,15 @@ func (s *Stream) ResponseTrailers(trailers [][2]string) types.Action {
 	}
 	s.bodySent = append(s.bodySent, s.body.Release()...)
 	return action
+}
+
+// requireLive fails the test when a stream that ended is given more of its response: Envoy
+// calls nothing more for a stream once it is deleted (a reset mid-body ends it this way).
+func (s *Stream) requireLive(what string) {
+	if s.ended {
+		s.h.t.Helper()
+		s.h.t.Fatalf("abitest: %s on stream %d after End: Envoy calls nothing more for a deleted stream", what, s.id)
+	}
 }
 
 // ResponseBodySent is the response body that went on to the client so far.
