@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -42,7 +43,7 @@ func parseLLMRequest(r *http.Request) (llmRequest, error) {
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
 		if err := json.Unmarshal(body, &req); err != nil {
-			return req, fmt.Errorf("the request body is not the JSON object this endpoint takes: %v", err)
+			return req, bodyError(err)
 		}
 	}
 	if req.MaxTokens != nil && (*req.MaxTokens < 0 || *req.MaxTokens > maxDemoTokens) {
@@ -61,6 +62,18 @@ func parseLLMRequest(r *http.Request) (llmRequest, error) {
 	req.usageHeader = demoSwitch(r, "x-demo-usage-header", &errs)
 	req.usageTrailer = demoSwitch(r, "x-demo-usage-trailer", &errs)
 	return req, errors.Join(errs...)
+}
+
+// bodyError says what is wrong with a body json.Unmarshal refused: the field of the wrong type
+// and what it takes, or why it is not JSON.
+func bodyError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if !errors.As(err, &typeErr) || typeErr.Field == "" {
+		return fmt.Errorf("the request body is not the JSON object this endpoint takes: %v", err)
+	}
+	want := map[reflect.Kind]string{reflect.Bool: "true or false", reflect.Int64: "a whole number",
+		reflect.String: "a string", reflect.Struct: "an object"}[typeErr.Type.Kind()]
+	return fmt.Errorf("the request body's %s is a JSON %s: it takes %s", typeErr.Field, typeErr.Value, want)
 }
 
 // demoTokens reads a token count header, def when absent.

@@ -81,7 +81,9 @@ func TestDemoLLMEndpoints(t *testing.T) {
 		{"a body that is not JSON", chat, "stream", nil, 400,
 			[]string{"the request body is not the JSON object this endpoint takes"}, 0, "", ""},
 		{"a field of the wrong type", messages, `{"max_tokens":"many"}`, nil, 400,
-			[]string{"max_tokens"}, 0, "", ""},
+			[]string{"the request body's max_tokens is a JSON string: it takes a whole number"}, 0, "", ""},
+		{"a nested field of the wrong type", chat, `{"stream_options":{"include_usage":1}}`, nil, 400,
+			[]string{"the request body's stream_options.include_usage is a JSON number: it takes true or false"}, 0, "", ""},
 		{"max_tokens out of range", messages, `{"max_tokens":-5}`, nil, 400,
 			[]string{"max_tokens -5 is out of range: use 0 to 1000000000"}, 0, "", ""},
 	}
