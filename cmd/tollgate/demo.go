@@ -12,7 +12,9 @@ import (
 
 // demoUpstream answers every request with a line naming it: something for `make run` to protect.
 // The status is 200, or the one the status query parameter asks for (?status=503, 200 to
-// 599), to try rules that count or refund by status.
+// 599), to try rules that count or refund by status. POST /v1/chat/completions and
+// POST /v1/messages answer as OpenAI's and Anthropic's APIs would, with the token usage the
+// client chooses (demollm.go), to try usage-based charging.
 func demoUpstream(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tollgate demo-upstream", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -34,9 +36,13 @@ func demoUpstream(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// demoHandler is the demo upstream's handler.
+// demoHandler is the demo upstream's handler: the LLM endpoints (demollm.go), and a line naming
+// the request for any other.
 func demoHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/chat/completions", serveLLM(openAIEvents, openAIDocument))
+	mux.Handle("POST /v1/messages", serveLLM(anthropicEvents, anthropicDocument))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		status := http.StatusOK
 		if asked, err := strconv.Atoi(r.URL.Query().Get("status")); err == nil && asked >= 200 && asked <= 599 {
@@ -46,4 +52,5 @@ func demoHandler() http.Handler {
 		w.WriteHeader(status)
 		fmt.Fprintf(w, "hello from the demo upstream: %s %s\n", r.Method, r.URL.RequestURI())
 	})
+	return mux
 }

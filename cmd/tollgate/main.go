@@ -38,7 +38,10 @@ const usage = `usage:
                                       replay an access log through the module, write summary.json and report.html
   tollgate demo-upstream [--listen ADDR]
                                       a small upstream that answers 200, or the status ?status=N
-                                      asks for (200 to 599), with a line naming the request
+                                      asks for (200 to 599), with a line naming the request;
+                                      POST /v1/chat/completions and /v1/messages answer as
+                                      OpenAI's and Anthropic's APIs would (JSON, or events with
+                                      "stream": true), with the token usage x-demo-* headers choose
   tollgate backtrace [--names FILE]   copy an Envoy log from stdin to stdout, naming the
                                       unknown(function index:N) frames of the module's trap
                                       backtraces (and the .$N( frames of the embedded host's)

@@ -10,8 +10,9 @@ import (
 
 // Callbacks of the proxy-wasm ABI v0.2.1 (spec: proxy-wasm/spec abi-versions/v0.2.1/README.md,
 // "Functions implemented in the Wasm module"). Envoy calls only the ones a module exports, so
-// callbacks the filter has no use for (bodies, trailers, queues, callouts, the log phase,
-// done) are not exported and cost no crossing.
+// callbacks the filter has no use for (request bodies and trailers, queues, HTTP callouts, the
+// log phase, done) are not exported and cost no crossing. The response's body and trailers are
+// exported: usage-based charging reads them.
 
 // vm holds the contexts of this VM instance. A VM is single-threaded: Envoy never calls into it
 // concurrently, so no locking.
@@ -205,6 +206,41 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 	action = uint32(types.ActionContinue)
 	if stream, ok := vm.streams.get(contextID); ok {
 		action = uint32(stream.OnHttpResponseHeaders(int(numHeaders), endOfStream != 0))
+	}
+	running = ""
+	return action
+}
+
+// Spec "HTTP streams": proxy_on_response_body, once per body chunk Envoy encodes. The buffer
+// proxy_get_buffer_bytes reads during it is the chunk just delivered, or everything held since
+// the callback last answered StopIterationAndBuffer (envoy source/extensions/common/wasm/
+// context.cc encodeData and getBuffer). end_of_stream is true on the last chunk unless trailers
+// follow; a stream reset mid-body gets no further call, only proxy_on_delete.
+//
+//go:wasmexport proxy_on_response_body
+func proxyOnResponseBody(contextID, bodyBufferLength, endOfStream uint32) (action uint32) {
+	resetArena()
+	running = "proxy_on_response_body"
+	defer recovered()
+	action = uint32(types.ActionContinue)
+	if stream, ok := vm.streams.get(contextID); ok {
+		action = uint32(stream.OnHttpResponseBody(int(bodyBufferLength), endOfStream != 0))
+	}
+	running = ""
+	return action
+}
+
+// Spec "HTTP streams": proxy_on_response_trailers, after the last body chunk (whose
+// end_of_stream was false) when the response has trailers.
+//
+//go:wasmexport proxy_on_response_trailers
+func proxyOnResponseTrailers(contextID, numTrailers uint32) (action uint32) {
+	resetArena()
+	running = "proxy_on_response_trailers"
+	defer recovered()
+	action = uint32(types.ActionContinue)
+	if stream, ok := vm.streams.get(contextID); ok {
+		action = uint32(stream.OnHttpResponseTrailers(int(numTrailers)))
 	}
 	running = ""
 	return action

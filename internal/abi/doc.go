@@ -5,7 +5,8 @@
 // of the ABI the filter uses, shaped like that SDK: a plugin implements the context interfaces of
 // github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types, registers them with SetVMContext from
 // an init function, and calls the functions here for headers, shared data, properties, metrics,
-// logs and local replies.
+// logs and local replies, and for the response's body and trailers and the stream's filter
+// state (SetProperty).
 //
 // Layout:
 //   - hostcalls_wasip1.go: the //go:wasmimport declarations of the env.proxy_* host functions

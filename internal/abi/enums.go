@@ -55,6 +55,7 @@ const (
 type BufferType uint32
 
 const (
+	BufferHttpResponseBody    BufferType = 1
 	BufferVMConfiguration     BufferType = 6
 	BufferPluginConfiguration BufferType = 7
 )

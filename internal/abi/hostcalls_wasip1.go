@@ -29,6 +29,11 @@ func proxyGetBufferBytes(buffer BufferType, start, length uint32, dataPtr, sizeP
 //go:wasmimport env proxy_get_property
 func proxyGetProperty(path unsafe.Pointer, pathSize uint32, dataPtr, sizePtr unsafe.Pointer) wire.Status
 
+// Spec "Custom properties": proxy_set_property.
+//
+//go:wasmimport env proxy_set_property
+func proxySetProperty(path unsafe.Pointer, pathSize uint32, value unsafe.Pointer, valueSize uint32) wire.Status
+
 // Spec "HTTP fields": proxy_get_header_map_value.
 //
 //go:wasmimport env proxy_get_header_map_value
@@ -202,6 +207,48 @@ func GetHttpResponseStatus() (int, error) {
 		return 0, statusErr(st)
 	}
 	return parseStatus(b)
+}
+
+// GetHttpResponseBody returns size bytes of the response body from start (fewer at its end);
+// only during proxy_on_response_body, where the buffer is the chunk just delivered, or
+// everything held since the callback last answered StopIterationAndBuffer. The bytes live in the
+// scratch arena like GetProperty's, or on the Go heap when larger than what is left of it: valid
+// until the current callback returns (see proxyOnMemoryAllocate); copy them to keep them longer.
+func GetHttpResponseBody(start, size int) ([]byte, error) {
+	if start < 0 || size < 0 || start > math.MaxInt32 || size > math.MaxInt32 {
+		return nil, statusErr(wire.StatusBadArgument)
+	}
+	beginResult()
+	st := proxyGetBufferBytes(BufferHttpResponseBody, uint32(start), uint32(size), ptrAddr, ptrSize)
+	if st != wire.StatusOK {
+		return nil, statusErr(st)
+	}
+	data, st := hostResult()
+	return data, statusErr(st)
+}
+
+// GetHttpResponseTrailer returns the first value of a response trailer, the caller's own copy;
+// ErrorStatusNotFound when absent, ErrorStatusBadArgument before the trailers callback (Envoy
+// serves the trailer map from proxy_on_response_trailers on). (The copy also keeps it unlike
+// GetHttpRequestHeader, which the optimizer would otherwise merge with it.)
+func GetHttpResponseTrailer(name string) (string, error) {
+	beginResult()
+	st := proxyGetHeaderMapValue(MapResponseTrailers, stringData(name), uint32(len(name)), ptrAddr, ptrSize)
+	if st != wire.StatusOK {
+		return "", statusErr(st)
+	}
+	b, st := hostResult()
+	if st != wire.StatusOK {
+		return "", statusErr(st)
+	}
+	return string(b), nil
+}
+
+// SetProperty sets a property of the stream: Envoy keeps it as the stream's filter state
+// "wasm.<path>" (envoy context.cc setProperty), which an access log prints with
+// %FILTER_STATE(wasm.<path>:PLAIN)%. ErrorStatusNotFound without a stream context.
+func SetProperty(path string, value []byte) error {
+	return statusErr(proxySetProperty(stringData(path), uint32(len(path)), bytesData(value), uint32(len(value))))
 }
 
 // AddHttpRequestHeader appends a request header; only during the request-headers callback.

@@ -38,6 +38,27 @@ func GetHttpResponseStatus() (int, error) {
 	return parseStatus([]byte(v))
 }
 
+// GetHttpResponseBody returns size bytes of the response body from start; only during
+// proxy_on_response_body.
+func GetHttpResponseBody(start, size int) ([]byte, error) {
+	if start < 0 || size < 0 {
+		return nil, statusErr(wire.StatusBadArgument)
+	}
+	data, st := nativeHost().ResponseBody(start, size)
+	return data, statusErr(st)
+}
+
+// GetHttpResponseTrailer returns the first value of a response trailer.
+func GetHttpResponseTrailer(name string) (string, error) {
+	v, st := nativeHost().HeaderValue(MapResponseTrailers, name)
+	return v, statusErr(st)
+}
+
+// SetProperty sets a property of the stream (Envoy's filter state "wasm.<path>").
+func SetProperty(path string, value []byte) error {
+	return statusErr(nativeHost().SetProperty(path, value))
+}
+
 // AddHttpRequestHeader appends a request header.
 func AddHttpRequestHeader(name, value string) error {
 	return statusErr(nativeHost().AddHeader(MapRequestHeaders, name, value))

@@ -22,6 +22,10 @@ type NativeHost interface {
 	// proxy_on_configure only.
 	PluginConfiguration() ([]byte, wire.Status)
 	Property(path []string) ([]byte, wire.Status)
+	// SetProperty is proxy_set_property: the stream's filter state "wasm.<path>".
+	SetProperty(path string, value []byte) wire.Status
+	// ResponseBody is proxy_get_buffer_bytes on the response body buffer.
+	ResponseBody(start, size int) ([]byte, wire.Status)
 	// The header-map calls address a map of the effective context.
 	HeaderValue(m MapType, name string) (string, wire.Status)
 	AddHeader(m MapType, name, value string) wire.Status
@@ -167,14 +171,36 @@ func (v *NativeVM) RequestHeaders(contextID uint32, numHeaders int, endOfStream 
 }
 
 // ResponseHeaders is proxy_on_response_headers.
-func (v *NativeVM) ResponseHeaders(contextID uint32, numHeaders int, endOfStream bool) (action types.Action) {
+func (v *NativeVM) ResponseHeaders(contextID uint32, numHeaders int, endOfStream bool) types.Action {
+	return v.streamCallback("proxy_on_response_headers", contextID, func(stream types.HttpContext) types.Action {
+		return stream.OnHttpResponseHeaders(numHeaders, endOfStream)
+	})
+}
+
+// ResponseBody is proxy_on_response_body.
+func (v *NativeVM) ResponseBody(contextID uint32, bodySize int, endOfStream bool) types.Action {
+	return v.streamCallback("proxy_on_response_body", contextID, func(stream types.HttpContext) types.Action {
+		return stream.OnHttpResponseBody(bodySize, endOfStream)
+	})
+}
+
+// ResponseTrailers is proxy_on_response_trailers.
+func (v *NativeVM) ResponseTrailers(contextID uint32, numTrailers int) types.Action {
+	return v.streamCallback("proxy_on_response_trailers", contextID, func(stream types.HttpContext) types.Action {
+		return stream.OnHttpResponseTrailers(numTrailers)
+	})
+}
+
+// streamCallback runs a response callback of a stream: Continue for an unknown stream, and after
+// a panic, which is logged (the stream continues, as in the wasip1 build).
+func (v *NativeVM) streamCallback(name string, contextID uint32, callback func(types.HttpContext) types.Action) (action types.Action) {
 	defer func() {
-		if recoverIn("proxy_on_response_headers", recover()) {
+		if recoverIn(name, recover()) {
 			action = types.ActionContinue
 		}
 	}()
 	if stream, ok := v.streams.get(contextID); ok {
-		return stream.OnHttpResponseHeaders(numHeaders, endOfStream)
+		return callback(stream)
 	}
 	return types.ActionContinue
 }

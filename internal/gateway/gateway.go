@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
 	"log"
 	"net/http"
 	"net/http/httputil"
@@ -80,6 +79,9 @@ func newGateway(upstream *url.URL, errorLog *log.Logger) *Gateway {
 			http.Error(w, "Bad Gateway: the upstream did not answer", http.StatusBadGateway)
 		},
 		ErrorLog: errorLog,
+		// Each chunk goes to the client as soon as it is read (and through the module): a
+		// server-sent event is not held back for the next.
+		FlushInterval: -1,
 	}
 	return g
 }
@@ -97,7 +99,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// away meanwhile resets the stream.
 	stream, decision, err := vm.StartStreamContext(r.Context(), toHostRequest(r))
 	if stream != nil {
-		defer stream.Finish()
+		defer g.endStream(r, stream)
 	}
 	if errors.Is(err, host.ErrStreamReset) {
 		return // nobody is left to answer
@@ -128,6 +130,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.forward(w, out)
 }
 
+// UsageFilterState is the filter state the gateway logs when a stream ends, if the module set
+// it (proxy_set_property): what an Envoy access log prints with
+// %FILTER_STATE(wasm.tollgate_usage:PLAIN)%.
+const UsageFilterState = "tollgate_usage"
+
+// endStream ends the stream however it went (Finish), then logs the usage the module set for it.
+func (g *Gateway) endStream(r *http.Request, stream *host.Stream) {
+	_ = stream.Finish()
+	if usage, ok := stream.FilterState(UsageFilterState); ok {
+		g.logf("%s %s: wasm.%s=%s", r.Method, r.URL.RequestURI(), UsageFilterState, usage)
+	}
+}
+
 // forward proxies r to the upstream, within the upstream timeout.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request) {
 	if g.upstreamTimeout > 0 {
@@ -150,7 +165,8 @@ func (g *Gateway) responseHeaders(resp *http.Response) error {
 			headers = append(headers, [2]string{strings.ToLower(name), v})
 		}
 	}
-	final, err := stream.ResponseHeaders(resp.StatusCode, headers, resp.ContentLength == 0)
+	noBody := resp.Body == http.NoBody || resp.ContentLength == 0
+	final, err := stream.ResponseHeaders(resp.StatusCode, headers, noBody)
 	if errors.Is(err, host.ErrReplacedResponse) {
 		reply := stream.LocalReply()
 		resp.StatusCode, resp.Status = reply.Status, strconv.Itoa(reply.Status)+" "+http.StatusText(reply.Status)
@@ -166,6 +182,9 @@ func (g *Gateway) responseHeaders(resp *http.Response) error {
 	resp.Header = http.Header{}
 	for _, h := range final {
 		resp.Header.Add(h[0], h[1])
+	}
+	if !noBody {
+		resp.Body = newModuleBody(stream, resp)
 	}
 	return nil
 }

@@ -12,10 +12,12 @@
 //     proxy_on_memory_allocate), also restricted while it runs; then per plugin
 //     proxy_on_context_create(root, 0), proxy_on_vm_start, proxy_on_configure with the plugin
 //     configuration readable only during that call.
-//   - Streams: context create, request headers, response headers (also for the module's own
-//     local reply, as Envoy's encoder chain does), then log, done, delete. Header maps are
-//     readable and writable only during their callback. Local replies are deferred until the
-//     callback returns and force the stream to stop.
+//   - Streams: context create, request headers, response headers, response body (a call per
+//     chunk, the buffer the chunk or all the module held) and trailers (body.go; also the
+//     module's own local reply's headers and body, as Envoy's encoder chain passes them), then
+//     log, done, delete. Header maps are readable and writable only during their callback, the
+//     response trailers from theirs on. Local replies are deferred until the callback returns
+//     and force the stream to stop. proxy_set_property sets the stream's filter state.
 //   - Shared data: one store per vm_id with Envoy's CAS rules (global counter from 1, an absent
 //     key is stored whatever the CAS, CAS 0 overwrites, any other mismatch is CasMismatch).
 //     The store, header-map operations, the shaping of local replies, the attributes and gRPC
@@ -48,8 +50,9 @@
 //
 // Timers: proxy_set_tick_period_milliseconds arms a root context's timer, which Tick fires
 // (proxy_on_tick; tick.go). Not emulated: HTTP callouts, gRPC streams, shared queues, foreign
-// functions, set_property, close_stream and envoy_resolve_dns; their imports resolve (Envoy
-// provides them) and return Unimplemented. Nor is the main thread's VM: every VM is a worker's, and a canary VM
+// functions, close_stream and envoy_resolve_dns; their imports resolve (Envoy provides them) and
+// return Unimplemented. Request bodies and trailers are not passed, nor is a response stopped
+// at its end continued (proxy_continue_stream(HTTP_RESPONSE)). Nor is the main thread's VM: every VM is a worker's, and a canary VM
 // only runs for Reconfigure. Modules are started with _initialize (Go's c-shared modules export
 // nothing else).
 //

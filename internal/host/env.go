@@ -20,7 +20,7 @@ func envFuncs() []hostFunc {
 		f("proxy_log", sig(i32, i32, i32), proxyLog),
 		f("proxy_get_log_level", sig(i32), proxyGetLogLevel).onlyABI("0_2_1"),
 		f("proxy_get_status", sig(i32, i32, i32), proxyGetStatus),
-		f("proxy_set_property", sig(i32, i32, i32, i32), unimplemented),
+		f("proxy_set_property", sig(i32, i32, i32, i32), proxySetProperty),
 		f("proxy_get_property", sig(i32, i32, i32, i32), proxyGetProperty),
 		f("proxy_send_local_response", sig(i32, i32, i32, i32, i32, i32, i32, i32), proxySendLocalResponse),
 		f("proxy_get_shared_data", sig(i32, i32, i32, i32, i32), proxyGetSharedData),
@@ -204,7 +204,7 @@ func (vm *VM) headerMap(mapType uint32, write bool) (*[][2]string, wire.Status) 
 	if s == nil {
 		return nil, wire.StatusBadArgument
 	}
-	return s.access.HeaderMap(mapType, write, &s.requestHeaders, &s.responseHeaders)
+	return s.access.HeaderMap(mapType, write, s.maps())
 }
 
 // proxy_get_header_map_value(map, key, key_size, value_ptr_ptr, value_size_ptr): the first value;
@@ -321,11 +321,17 @@ func proxyGetHeaderMapSize(vm *VM, stack []uint64) {
 }
 
 // buffer returns the bytes of a buffer type available now: the VM configuration always, the
-// plugin configuration only during proxy_on_configure. No bodies are emulated.
+// plugin configuration only during proxy_on_configure, the response body (hostcore.ResponseBody:
+// empty outside its callback, as Envoy serves a null buffer). No request body is emulated.
 func (vm *VM) buffer(bufferType uint32) ([]byte, wire.Status) {
 	switch {
 	case bufferType > 8:
 		return nil, wire.StatusBadArgument
+	case bufferType == 1:
+		if s := vm.current; s != nil {
+			return s.body.Buffer(), wire.StatusOK
+		}
+		return nil, wire.StatusOK
 	case bufferType == 6:
 		return vm.host.opts.VMConfig, wire.StatusOK
 	case bufferType == 7 && vm.configuring:
@@ -357,12 +363,7 @@ func proxyGetBufferBytes(vm *VM, stack []uint64) {
 		ret(stack, st)
 		return
 	}
-	start, length := uint64(uint32(stack[1])), uint64(uint32(stack[2]))
-	if start >= uint64(len(buf)) {
-		buf = nil
-	} else {
-		buf = buf[start:min(start+length, uint64(len(buf)))]
-	}
+	buf = hostcore.BufferSlice(buf, uint64(uint32(stack[1])), uint64(uint32(stack[2])))
 	ret(stack, vm.copyOut(buf, uint32(stack[3]), uint32(stack[4])))
 }
 

@@ -370,12 +370,13 @@ func TestReconfigure(t *testing.T) {
 	mu.Unlock()
 	// The canary: create, vm_start, configure, delete (the module exports no proxy_on_done or
 	// proxy_on_log, which Envoy then skips). The worker: a new root context configured; the old
-	// one ends only after its stream.
+	// one ends only after its stream. The local reply's body passes through the body callback.
 	if !strings.HasPrefix(got, "proxy_on_context_create proxy_on_vm_start proxy_on_configure proxy_on_delete "+
 		"proxy_on_context_create proxy_on_vm_start proxy_on_configure ") {
 		t.Fatalf("callbacks %s", got)
 	}
-	if after := strings.Count(got, "proxy_on_done"); after != doneBefore || !strings.HasSuffix(got, "proxy_on_response_headers proxy_on_delete proxy_on_delete proxy_on_delete") {
+	if after := strings.Count(got, "proxy_on_done"); after != doneBefore || !strings.HasSuffix(got,
+		"proxy_on_response_headers proxy_on_response_body proxy_on_delete proxy_on_delete proxy_on_delete") {
 		t.Fatalf("the old root context must end after its last stream: %s", got)
 	}
 	vm2, err := h.NewVM(context.Background())

@@ -30,6 +30,8 @@ type Response struct {
 	Status  int
 	Headers [][2]string // without :status
 	Body    []byte
+	// Trailers are the response's trailers, nil for none.
+	Trailers [][2]string
 	// LocalReply is true when the module answered (proxy_send_local_response). A local reply is
 	// shaped as Envoy shapes it (hostcore.LocalReply): for a gRPC request it is a trailers-only 200
 	// with grpc-status and grpc-message, for a HEAD request it has no body.
@@ -75,7 +77,12 @@ type Stream struct {
 	req             Request
 	requestHeaders  [][2]string
 	responseHeaders [][2]string
-	access          hostcore.MapAccess
+	// responseTrailers are the upstream's trailers, from ResponseTrailers on; body is the
+	// response body between the upstream and the client.
+	responseTrailers [][2]string
+	body             hostcore.ResponseBody
+	filterState      hostcore.FilterState
+	access           hostcore.MapAccess
 	// reply is the local reply asked for and not yet sent; sent is the reply as sent.
 	reply *hostcore.LocalReply
 	sent  *Response
@@ -164,7 +171,8 @@ func (vm *VM) startStream(req Request) (_ *Stream, _ Decision, resume chan strea
 }
 
 // sendReply sends the pending local reply as Envoy does: shaped (hostcore.LocalReply), then through
-// proxy_on_response_headers as the encoder chain passes it. d is the decision so far.
+// proxy_on_response_headers and proxy_on_response_body (one chunk, the end of the stream) as the
+// encoder chain passes it. d is the decision so far.
 func (s *Stream) sendReply(d Decision) (Decision, error) {
 	r := s.reply
 	s.reply = nil
@@ -172,6 +180,11 @@ func (s *Stream) sendReply(d Decision) (Decision, error) {
 	final, err := s.responsePhase(headers, len(body) == 0)
 	if err != nil {
 		return Decision{}, err
+	}
+	if len(body) > 0 {
+		if body, err = s.bodyCallback(body, true); err != nil {
+			return Decision{}, err
+		}
 	}
 	status, _ := strconv.Atoi(headers[0][1])
 	s.sent = &Response{Status: status, Headers: final, Body: body, LocalReply: true, Details: r.Details}
@@ -271,7 +284,8 @@ func (vm *VM) streamCall(s *Stream, access hostcore.MapAccess, name string, def 
 type Upstream func(requestHeaders [][2]string) (*Response, error)
 
 // Do runs one whole request through the VM: request headers, the upstream if the module lets
-// the request continue, response headers, and the end of the stream.
+// the request continue, response headers, the response body in one chunk and its trailers if
+// it has any, and the end of the stream.
 func (vm *VM) Do(req Request, upstream Upstream) (*Response, error) {
 	s, d, err := vm.StartStream(req)
 	if s != nil {
@@ -290,15 +304,27 @@ func (vm *VM) Do(req Request, upstream Upstream) (*Response, error) {
 	if d.Reply != nil {
 		return d.Reply, nil // the local reply replaced the upstream's response
 	}
-	headers, err := s.ResponseHeaders(resp.Status, resp.Headers, len(resp.Body) == 0)
+	headers, err := s.ResponseHeaders(resp.Status, resp.Headers, len(resp.Body) == 0 && resp.Trailers == nil)
 	if errors.Is(err, ErrReplacedResponse) {
 		return s.LocalReply(), nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	resp.Headers = headers
-	return resp, nil
+	out := &Response{Status: resp.Status, Headers: headers}
+	if len(resp.Body) > 0 {
+		if out.Body, err = s.ForwardResponseBody(resp.Body, resp.Trailers == nil); err != nil {
+			return nil, err
+		}
+	}
+	if resp.Trailers != nil {
+		held, trailers, err := s.ForwardResponseTrailers(resp.Trailers)
+		if err != nil {
+			return nil, err
+		}
+		out.Body, out.Trailers = append(out.Body, held...), trailers
+	}
+	return out, nil
 }
 
 func boolArg(b bool) uint64 {
@@ -306,4 +332,9 @@ func boolArg(b bool) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// maps are the stream's header maps, for hostcore.MapAccess.
+func (s *Stream) maps() hostcore.StreamMaps {
+	return hostcore.StreamMaps{Request: &s.requestHeaders, Response: &s.responseHeaders, ResponseTrailers: &s.responseTrailers}
 }

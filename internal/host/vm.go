@@ -112,7 +112,7 @@ type Stats struct {
 // callbacks the host calls when the module exports them; Envoy skips the missing ones.
 var callbackNames = []string{
 	"proxy_on_context_create", "proxy_on_vm_start", "proxy_on_configure",
-	"proxy_on_request_headers", "proxy_on_response_headers",
+	"proxy_on_request_headers", "proxy_on_response_headers", "proxy_on_response_body", "proxy_on_response_trailers",
 	"proxy_on_log", "proxy_on_done", "proxy_on_delete",
 	"proxy_on_grpc_receive", "proxy_on_grpc_close", "proxy_on_tick",
 }

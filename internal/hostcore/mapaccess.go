@@ -7,39 +7,52 @@ import "github.com/tollgate-proxy/tollgate/internal/wire"
 // getMap, which serve the filter's own maps while Envoy holds them (decodeHeaders and
 // encodeHeaders let them go once the filter continues), so a callback sees its own phase's map;
 // in the access-log phase (proxy_on_log) getConstMap serves the logged copies and getMap none,
-// so every write there is BadArgument. A map type past the ABI's is BadArgument too
+// so every write there is BadArgument. The response trailers exist from proxy_on_response_trailers
+// on (encodeTrailers sets response_trailers_; the access-log phase reads its own copy); Envoy's
+// getMap would add a trailer map to a response in its last body callback, which the hosts do not
+// serve (BadArgument). A map type past the ABI's is BadArgument too
 // (proxy-wasm-cpp-host src/exports.cc), and so is any map without a stream context.
 
 // Header map types (proxy_header_map_type_t) the hosts serve.
 const (
-	MapRequestHeaders  uint32 = 0
-	MapResponseHeaders uint32 = 2
-	lastMapType        uint32 = 7
+	MapRequestHeaders   uint32 = 0
+	MapResponseHeaders  uint32 = 2
+	MapResponseTrailers uint32 = 3
+	lastMapType         uint32 = 7
 )
 
 // MapAccess says which header maps the running callback may use on its stream.
-type MapAccess struct{ Request, Response, ReadOnly bool }
+type MapAccess struct{ Request, Response, Trailers, ReadOnly bool }
 
-// The access of each stream callback; any other (proxy_on_done, proxy_on_delete) has none.
+// The access of each stream callback; any other (proxy_on_response_body, proxy_on_done,
+// proxy_on_delete) has none: Envoy lets go of the response headers once their callback
+// continued, and the body callback reads the body buffer, not a map.
 var (
 	// RequestHeadersAccess is proxy_on_request_headers', and a stopped request's later on.
 	RequestHeadersAccess = MapAccess{Request: true}
 	// ResponseHeadersAccess is proxy_on_response_headers'.
 	ResponseHeadersAccess = MapAccess{Response: true}
-	// LogAccess is proxy_on_log's: both maps, read-only.
-	LogAccess = MapAccess{Request: true, Response: true, ReadOnly: true}
+	// ResponseTrailersAccess is proxy_on_response_trailers'.
+	ResponseTrailersAccess = MapAccess{Trailers: true}
+	// LogAccess is proxy_on_log's: every map, read-only.
+	LogAccess = MapAccess{Request: true, Response: true, Trailers: true, ReadOnly: true}
 )
 
-// HeaderMap returns the map of request and response that a header call addresses, or
-// BadArgument when the callback may not use it (write: the call changes the map).
-func (a MapAccess) HeaderMap(mapType uint32, write bool, request, response *[][2]string) (*[][2]string, wire.Status) {
+// StreamMaps are a stream's header maps as a host keeps them.
+type StreamMaps struct{ Request, Response, ResponseTrailers *[][2]string }
+
+// HeaderMap returns the map of the stream's that a header call addresses, or BadArgument when
+// the callback may not use it (write: the call changes the map).
+func (a MapAccess) HeaderMap(mapType uint32, write bool, maps StreamMaps) (*[][2]string, wire.Status) {
 	switch {
 	case mapType > lastMapType, write && a.ReadOnly:
 		return nil, wire.StatusBadArgument
 	case mapType == MapRequestHeaders && a.Request:
-		return request, wire.StatusOK
+		return maps.Request, wire.StatusOK
 	case mapType == MapResponseHeaders && a.Response:
-		return response, wire.StatusOK
+		return maps.Response, wire.StatusOK
+	case mapType == MapResponseTrailers && a.Trailers:
+		return maps.ResponseTrailers, wire.StatusOK
 	}
 	return nil, wire.StatusBadArgument
 }

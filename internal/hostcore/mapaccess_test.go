@@ -13,7 +13,7 @@ func TestMapAccessHeaderMap(t *testing.T) {
 		access  MapAccess
 		mapType uint32
 		write   bool
-		want    string // "request", "response", or "" for BadArgument
+		want    string // "request", "response", "trailers", or "" for BadArgument
 	}{
 		{"request headers read in their phase", RequestHeadersAccess, MapRequestHeaders, false, "request"},
 		{"request headers written in their phase", RequestHeadersAccess, MapRequestHeaders, true, "request"},
@@ -24,13 +24,20 @@ func TestMapAccessHeaderMap(t *testing.T) {
 		{"response headers read in the log phase", LogAccess, MapResponseHeaders, false, "response"},
 		{"request headers written in the log phase", LogAccess, MapRequestHeaders, true, ""},
 		{"response headers written in the log phase", LogAccess, MapResponseHeaders, true, ""},
+		{"response trailers read in their phase", ResponseTrailersAccess, MapResponseTrailers, false, "trailers"},
+		{"response trailers written in their phase", ResponseTrailersAccess, MapResponseTrailers, true, "trailers"},
+		{"response trailers in the response headers' phase", ResponseHeadersAccess, MapResponseTrailers, false, ""},
+		{"response trailers in the body phase", MapAccess{}, MapResponseTrailers, false, ""},
+		{"response headers in the trailers' phase", ResponseTrailersAccess, MapResponseHeaders, false, ""},
+		{"response trailers read in the log phase", LogAccess, MapResponseTrailers, false, "trailers"},
+		{"response trailers written in the log phase", LogAccess, MapResponseTrailers, true, ""},
 		{"no map while the stream is deleted", MapAccess{}, MapRequestHeaders, false, ""},
 		{"a map the hosts do not serve", LogAccess, requestTrailers, false, ""},
 		{"a map type past the ABI's", LogAccess, pastTheABI, false, ""},
 	}
 	for _, tt := range tests {
-		var request, response [][2]string
-		m, st := tt.access.HeaderMap(tt.mapType, tt.write, &request, &response)
+		var request, response, trailers [][2]string
+		m, st := tt.access.HeaderMap(tt.mapType, tt.write, StreamMaps{Request: &request, Response: &response, ResponseTrailers: &trailers})
 		got := ""
 		switch {
 		case st != wire.StatusOK && m == nil:
@@ -38,6 +45,8 @@ func TestMapAccessHeaderMap(t *testing.T) {
 			got = "request"
 		case st == wire.StatusOK && m == &response:
 			got = "response"
+		case st == wire.StatusOK && m == &trailers:
+			got = "trailers"
 		default:
 			t.Errorf("%s: map %p with status %v", tt.name, m, st)
 			continue
@@ -61,7 +70,7 @@ func TestMapAccessTransitions(t *testing.T) {
 		{"a stream made effective in its own phase", ResponseHeadersAccess.MadeEffective(false), ResponseHeadersAccess},
 		{"a stream made effective outside its callbacks", MapAccess{}.MadeEffective(false), MapAccess{}},
 		{"the request continued", RequestHeadersAccess.Continued(), MapAccess{}},
-		{"the request continued in the log phase", LogAccess.Continued(), MapAccess{Response: true, ReadOnly: true}},
+		{"the request continued in the log phase", LogAccess.Continued(), MapAccess{Response: true, Trailers: true, ReadOnly: true}},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

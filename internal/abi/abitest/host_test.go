@@ -1,6 +1,7 @@
 package abitest_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -266,4 +267,93 @@ func TestClocks(t *testing.T) {
 			t.Errorf("monotonic %d, wall %d", mono, wall)
 		}
 	})
+}
+
+// What the plugin reads in the response body and trailers callbacks, and what goes on to the
+// client (envoy source/extensions/common/wasm/context.cc encodeData, encodeTrailers, getBuffer):
+// each body callback sees its chunk, or everything held since it answered
+// StopIterationAndBuffer; the trailers are readable from their own callback on.
+func TestResponseBodyAndTrailers(t *testing.T) {
+	const noTrailers = "trailer error status returned by host: bad argument"
+	tests := []struct {
+		name     string
+		mode     string
+		chunks   []string
+		trailers [][2]string // nil: the last chunk ends the stream
+		actions  []types.Action
+		seen     string // the probe_body property
+		sent     string
+		critical int
+	}{
+		{"chunks continue one by one", "go", []string{"ab", "c"}, nil,
+			[]types.Action{types.ActionContinue, types.ActionContinue},
+			`body 2 false "ab" <nil>, ` + noTrailers + `; body 1 true "c" <nil>, ` + noTrailers, "abc", 0},
+		{"held chunks are read together", "hold-body", []string{"ab", "c", "d"}, nil,
+			[]types.Action{types.ActionPause, types.ActionPause, types.ActionContinue},
+			`body 2 false "ab" <nil>, ` + noTrailers + `; body 3 false "abc" <nil>, ` + noTrailers +
+				`; body 4 true "abcd" <nil>, ` + noTrailers, "abcd", 0},
+		{"trailers follow the last chunk", "go", []string{"ab"}, [][2]string{{"X-Usage", "42"}},
+			[]types.Action{types.ActionContinue, types.ActionContinue},
+			`body 2 false "ab" <nil>, ` + noTrailers + `; trailers 1 "42" <nil>, body <nil>`, "ab", 0},
+		{"held data goes on after the trailers", "hold-body", []string{"ab"}, [][2]string{{"x-usage", "7"}},
+			[]types.Action{types.ActionPause, types.ActionContinue},
+			`body 2 false "ab" <nil>, ` + noTrailers + `; trailers 1 "7" <nil>, body <nil>`, "ab", 0},
+		{"a panic is logged and the stream continues", "panic-body", []string{"ab", "c"}, nil,
+			[]types.Action{types.ActionContinue, types.ActionContinue}, "", "abc", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			host, _ := start(t, abitest.Options{})
+			s, _ := host.Request(mode(tt.mode))
+			s.ResponseHeaders(200, nil)
+			var actions []types.Action
+			for i, chunk := range tt.chunks {
+				actions = append(actions, s.ResponseBody([]byte(chunk), tt.trailers == nil && i == len(tt.chunks)-1))
+			}
+			if tt.trailers != nil {
+				actions = append(actions, s.ResponseTrailers(tt.trailers))
+			}
+			seen, _ := s.FilterState("probe_body")
+			if fmt.Sprint(actions) != fmt.Sprint(tt.actions) || seen != tt.seen || string(s.ResponseBodySent()) != tt.sent {
+				t.Errorf("actions %v, seen %q, sent %q\nwant %v, %q, %q", actions, seen, s.ResponseBodySent(), tt.actions, tt.seen, tt.sent)
+			}
+			if got := host.LogsAt(abi.LogLevelCritical); len(got) != tt.critical ||
+				(tt.critical > 0 && got[0] != "tollgate: recovered panic in proxy_on_response_body: body boom") {
+				t.Errorf("critical logs %q, want %d", got, tt.critical)
+			}
+			s.End()
+		})
+	}
+}
+
+// A property set outside a stream is NotFound (Envoy keeps it in the stream's info); a stream
+// that ended keeps what was set, as Envoy's access log reads it after the stream.
+func TestSetProperty(t *testing.T) {
+	host, vm := start(t, abitest.Options{})
+	if !errors.Is(vm.plugin.propertyErr, types.ErrorStatusNotFound) {
+		t.Errorf("a property set at the plugin's start: %v, want NotFound", vm.plugin.propertyErr)
+	}
+	s, _ := host.Request(mode("go"))
+	s.ResponseHeaders(200, nil)
+	s.ResponseBody([]byte("x"), true)
+	s.End()
+	if v, ok := s.FilterState("probe_body"); !ok || !strings.HasPrefix(v, "body 1 true") {
+		t.Errorf("filter state %q %v after the stream ended", v, ok)
+	}
+	if _, ok := s.FilterState("wasm.probe_body"); ok {
+		t.Error("the filter state is named with its prefix twice")
+	}
+}
+
+// A stream reset mid-body (the client went away) gets no last body call: its context is
+// deleted, and the plugin's OnHttpStreamDone runs (envoy context.cc onDestroy).
+func TestStreamResetMidBody(t *testing.T) {
+	host, vm := start(t, abitest.Options{})
+	s, _ := host.Request(mode("go"))
+	s.ResponseHeaders(200, nil)
+	s.ResponseBody([]byte("part"), false)
+	s.End()
+	if _, ok := s.FilterState("probe_body"); ok || len(vm.plugin.done) != 1 || vm.plugin.done[0] != s.ID() {
+		t.Fatalf("done %v, and the plugin saw the end of the body: %v", vm.plugin.done, ok)
+	}
 }

@@ -45,6 +45,27 @@ func (c hostcalls) Property(path []string) ([]byte, wire.Status) {
 	return nil, wire.StatusNotFound
 }
 
+// SetProperty is proxy_set_property: the stream's filter state (hostcore.FilterState); NotFound
+// without a stream context.
+func (c hostcalls) SetProperty(path string, value []byte) wire.Status {
+	s := c.current
+	if s == nil {
+		return wire.StatusNotFound
+	}
+	s.filterState.SetProperty(path, value)
+	return wire.StatusOK
+}
+
+// ResponseBody is proxy_get_buffer_bytes(HTTP_RESPONSE_BODY): the stream's body buffer
+// (hostcore.ResponseBody), empty outside its body callback.
+func (c hostcalls) ResponseBody(start, size int) ([]byte, wire.Status) {
+	var buf []byte
+	if s := c.current; s != nil {
+		buf = s.body.Buffer()
+	}
+	return append([]byte(nil), hostcore.BufferSlice(buf, uint64(start), uint64(size))...), wire.StatusOK
+}
+
 // SharedData is proxy_get_shared_data in the plugin's vm_id.
 func (c hostcalls) SharedData(key string) ([]byte, uint32, wire.Status) {
 	return c.data.Get(c.opts.VMID, key)
@@ -70,7 +91,8 @@ func (c hostcalls) headerMap(m abi.MapType, write bool) (*[][2]string, wire.Stat
 	if s == nil {
 		return nil, wire.StatusBadArgument
 	}
-	return s.access.HeaderMap(uint32(m), write, &s.requestHeaders, &s.responseHeaders)
+	return s.access.HeaderMap(uint32(m), write, hostcore.StreamMaps{Request: &s.requestHeaders,
+		Response: &s.responseHeaders, ResponseTrailers: &s.responseTrailers})
 }
 
 // HeaderValue is proxy_get_header_map_value: the first value, NotFound when absent.

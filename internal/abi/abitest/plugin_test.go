@@ -2,7 +2,9 @@ package abitest_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
@@ -33,6 +35,8 @@ type probePlugin struct {
 	requests   abi.Counter
 	inFlight   abi.Gauge
 	loseNext   bool // the next NewHttpContext panics
+	// propertyErr is what setting a property in the root context (at the start) returned.
+	propertyErr error
 }
 
 func (p *probePlugin) OnPluginStart(int) types.OnPluginStartStatus {
@@ -45,6 +49,7 @@ func (p *probePlugin) OnPluginStart(int) types.OnPluginStartStatus {
 	p.requests, _ = abi.DefineCounter("probe.requests")
 	p.inFlight, _ = abi.DefineGauge("probe.in_flight")
 	p.grpcAnswer = map[uint32]string{}
+	p.propertyErr = abi.SetProperty("probe_start", []byte("no stream"))
 	return types.OnPluginStartStatus(abi.SetTickPeriod(10) == nil)
 }
 
@@ -81,12 +86,16 @@ type probeStream struct {
 	types.DefaultHttpContext
 	plugin *probePlugin
 	id     uint32
+	mode   string
+	// seen is what each response body and trailers callback read, in order.
+	seen []string
 }
 
 func (s *probeStream) OnHttpRequestHeaders(int, bool) types.Action {
 	_ = s.plugin.requests.Increment(1)
 	_ = s.plugin.inFlight.Set(uint64(s.id))
 	mode, _ := abi.GetHttpRequestHeader("x-mode")
+	s.mode = strings.Clone(mode)
 	switch mode {
 	case "reply":
 		_ = abi.SendLocalReply(429, "rate limited", [][2]string{{"Retry-After", "3"}}, []byte("slow down"), -1)
@@ -144,3 +153,31 @@ func (s *probeStream) OnHttpResponseHeaders(int, bool) types.Action {
 }
 
 func (s *probeStream) OnHttpStreamDone() { s.plugin.done = append(s.plugin.done, s.id) }
+
+// OnHttpResponseBody notes the body buffer and whether the trailers are readable; "hold-body"
+// holds every chunk but the last, "panic-body" panics. The last callback sets the probe_body
+// property to everything noted.
+func (s *probeStream) OnHttpResponseBody(size int, end bool) types.Action {
+	body, err := abi.GetHttpResponseBody(0, size)
+	_, trailerErr := abi.GetHttpResponseTrailer("x-usage")
+	s.seen = append(s.seen, fmt.Sprintf("body %d %v %q %v, trailer %v", size, end, body, err, trailerErr))
+	if s.mode == "panic-body" {
+		panic("body boom")
+	}
+	if end {
+		_ = abi.SetProperty("probe_body", []byte(strings.Join(s.seen, "; ")))
+	}
+	if s.mode == "hold-body" && !end {
+		return types.ActionPause
+	}
+	return types.ActionContinue
+}
+
+// OnHttpResponseTrailers notes the x-usage trailer and sets the probe_body property.
+func (s *probeStream) OnHttpResponseTrailers(n int) types.Action {
+	usage, err := abi.GetHttpResponseTrailer("X-Usage")
+	_, bodyErr := abi.GetHttpResponseBody(0, 10)
+	s.seen = append(s.seen, fmt.Sprintf("trailers %d %q %v, body %v", n, usage, err, bodyErr))
+	_ = abi.SetProperty("probe_body", []byte(strings.Join(s.seen, "; ")))
+	return types.ActionContinue
+}

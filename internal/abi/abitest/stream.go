@@ -48,8 +48,14 @@ type Stream struct {
 	req             Request
 	requestHeaders  [][2]string
 	responseHeaders [][2]string
-	access          hostcore.MapAccess
-	action          types.Action // of proxy_on_request_headers
+	// responseTrailers are the upstream's trailers (ResponseTrailers); body is the response
+	// body between the upstream and the client, bodySent what of it went on.
+	responseTrailers [][2]string
+	body             hostcore.ResponseBody
+	bodySent         []byte
+	filterState      hostcore.FilterState
+	access           hostcore.MapAccess
+	action           types.Action // of proxy_on_request_headers
 	// paused: proxy_on_request_headers stopped the request without answering it.
 	paused           bool
 	inRequestHeaders bool
@@ -133,6 +139,58 @@ func (s *Stream) responsePhase() types.Action {
 	return action
 }
 
+// ResponseBody delivers a chunk of the upstream's response body (proxy_on_response_body) and
+// returns the plugin's action. During the callback the body buffer is the chunk, or everything
+// the plugin held with StopIterationAndBuffer (hostcore.ResponseBody); no header map is
+// available. endOfStream is true on the last chunk of a response without trailers. Stopping the
+// last chunk is a misuse: Envoy would wait for a proxy_continue_stream this host does not serve.
+func (s *Stream) ResponseBody(chunk []byte, endOfStream bool) types.Action {
+	s.requireLive("ResponseBody")
+	size := s.body.Deliver(chunk)
+	action := s.call(hostcore.MapAccess{}, func() types.Action {
+		return s.h.vm.ResponseBody(s.id, size, endOfStream)
+	})
+	forward, err := s.body.Settle(uint32(action), endOfStream)
+	if err != nil {
+		s.h.misuse(err.Error())
+	}
+	s.bodySent = append(s.bodySent, forward...)
+	return action
+}
+
+// ResponseTrailers delivers the upstream's trailers (proxy_on_response_trailers), after a last
+// body chunk whose endOfStream was false, and returns the plugin's action; the map is readable
+// from this callback on. Held body data goes on when it continues.
+func (s *Stream) ResponseTrailers(trailers [][2]string) types.Action {
+	s.requireLive("ResponseTrailers")
+	s.responseTrailers = hostcore.LowerKeys(trailers)
+	action := s.call(hostcore.ResponseTrailersAccess, func() types.Action {
+		return s.h.vm.ResponseTrailers(s.id, len(s.responseTrailers))
+	})
+	if action != types.ActionContinue {
+		s.h.misuse(hostcore.ErrResponseStoppedAtEnd.Error())
+		return action
+	}
+	s.bodySent = append(s.bodySent, s.body.Release()...)
+	return action
+}
+
+// requireLive fails the test when a stream that ended is given more of its response: Envoy
+// calls nothing more for a stream once it is deleted (a reset mid-body ends it this way).
+func (s *Stream) requireLive(what string) {
+	if s.ended {
+		s.h.t.Helper()
+		s.h.t.Fatalf("abitest: %s on stream %d after End: Envoy calls nothing more for a deleted stream", what, s.id)
+	}
+}
+
+// ResponseBodySent is the response body that went on to the client so far.
+func (s *Stream) ResponseBodySent() []byte { return s.bodySent }
+
+// FilterState is the value the plugin set for a property of the stream (proxy_set_property),
+// which Envoy keeps as the filter state "wasm."+name.
+func (s *Stream) FilterState(name string) (string, bool) { return s.filterState.Property(name) }
+
 // End ends the stream: proxy_on_delete, which Envoy calls however the stream ends (a complete
 // response, a local reply, a reset by either side; envoy context.cc Context::onDestroy). Safe
 // to call more than once.
@@ -162,7 +220,7 @@ func (s *Stream) settle() {
 }
 
 // sendReply sends the pending local reply as Envoy does: shaped, then through
-// proxy_on_response_headers.
+// proxy_on_response_headers and proxy_on_response_body.
 func (s *Stream) sendReply() {
 	r := s.pending
 	s.pending = nil
@@ -170,6 +228,11 @@ func (s *Stream) sendReply() {
 	s.responseHeaders = shaped
 	s.responsePhase()
 	final := s.responseHeaders
+	if len(body) > 0 {
+		// The reply's body passes through the encoder chain too, as its one and last chunk.
+		s.ResponseBody(body, true)
+		body = s.bodySent
+	}
 	s.reply = newReply(r, final, body)
 	if s.pending != nil {
 		// A second reply while the first passed through the response phase.

@@ -46,6 +46,12 @@ func (p *plugin) OnPluginStart(int) types.OnPluginStartStatus {
 	if strings.HasPrefix(p.mode, "hold") {
 		_ = abi.SetTickPeriod(10)
 	}
+	if p.mode == "property-in-configure" {
+		// A root context has no stream to keep a property in: NotFound.
+		if err := abi.SetProperty("probe", []byte("x")); err != nil {
+			abi.Log(abi.LogLevelInfo, "probe: set property: "+err.Error())
+		}
+	}
 	if p.mode == "reply-in-configure" {
 		// A root context has no stream: Envoy answers Ok and sends nothing.
 		_ = abi.SendHttpResponse(418, nil, nil, -1)
@@ -81,6 +87,8 @@ type stream struct {
 	mode   string
 	id     uint32
 	plugin *plugin
+	// seen is what each response body and trailers callback read ("body" modes).
+	seen []string
 }
 
 func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
@@ -255,4 +263,60 @@ func (s *stream) countOrTrap() types.Action {
 	_ = abi.SetSharedData("hits", []byte(strconv.Itoa(n)), cas)
 	_ = abi.SendHttpResponse(200, [][2]string{{"x-hits", strconv.Itoa(n)}}, nil, -1)
 	return types.ActionPause
+}
+
+// OnHttpResponseBody, in the "body" modes, notes the body buffer it reads and whether the
+// trailers are readable, and on the last chunk sets the properties (setSeen).
+// "hold-body" holds every chunk but the last, "hold-body-end" every chunk, "panic-body" panics.
+func (s *stream) OnHttpResponseBody(size int, end bool) types.Action {
+	if !strings.Contains(s.mode, "body") {
+		return types.ActionContinue
+	}
+	body, err := abi.GetHttpResponseBody(0, size)
+	_, trailerErr := abi.GetHttpResponseTrailer("x-usage")
+	s.seen = append(s.seen, "body "+strconv.Itoa(size)+" "+strconv.FormatBool(end)+" "+strconv.Quote(string(body))+
+		" "+errText(err)+", trailer "+errText(trailerErr))
+	switch {
+	case s.mode == "panic-body":
+		panic("probe body panic")
+	case end:
+		s.setSeen()
+	}
+	if s.mode == "hold-body-end" || (s.mode == "hold-body" && !end) {
+		return types.ActionPause
+	}
+	return types.ActionContinue
+}
+
+// OnHttpResponseTrailers, in the "body" modes, notes the x-usage trailer and sets the properties
+// (setSeen).
+func (s *stream) OnHttpResponseTrailers(n int) types.Action {
+	if !strings.Contains(s.mode, "body") {
+		return types.ActionContinue
+	}
+	usage, err := abi.GetHttpResponseTrailer("X-Usage")
+	s.seen = append(s.seen, "trailers "+strconv.Itoa(n)+" "+strconv.Quote(usage)+" "+errText(err))
+	s.setSeen()
+	return types.ActionContinue
+}
+
+// setSeen sets the probe_body property to what the callbacks noted, and tollgate_usage (which
+// tollgate serve logs) to how many they were.
+func (s *stream) setSeen() {
+	_ = abi.SetProperty("probe_body", []byte(strings.Join(s.seen, "; ")))
+	_ = abi.SetProperty("tollgate_usage", []byte(strconv.Itoa(len(s.seen))))
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
+
+// OnHttpStreamDone, in the "body" modes, logs what the body and trailers callbacks read.
+func (s *stream) OnHttpStreamDone() {
+	if strings.Contains(s.mode, "body") {
+		abi.Log(abi.LogLevelInfo, "probe: stream done: "+strings.Join(s.seen, "; "))
+	}
 }
