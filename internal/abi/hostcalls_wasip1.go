@@ -227,13 +227,22 @@ func GetHttpResponseBody(start, size int) ([]byte, error) {
 	return data, statusErr(st)
 }
 
-// GetHttpResponseTrailer returns the first value of a response trailer, the caller's own copy;
-// ErrorStatusNotFound when absent, ErrorStatusBadArgument before the trailers callback (Envoy
-// serves the trailer map from proxy_on_response_trailers on). (The copy also keeps it unlike
-// GetHttpRequestHeader, which the optimizer would otherwise merge with it.)
+// GetHttpResponseHeader returns a response header's value (a copy), or an error with
+// wire.StatusNotFound when it is absent.
+func GetHttpResponseHeader(name string) (string, error) {
+	return responseMapValue(MapResponseHeaders, name)
+}
+
+// GetHttpResponseTrailer returns a response trailer's value (a copy); the map is readable from
+// the trailers callback on.
 func GetHttpResponseTrailer(name string) (string, error) {
+	return responseMapValue(MapResponseTrailers, name)
+}
+
+// responseMapValue reads a value of a response map, copied: it outlives the next host call.
+func responseMapValue(m MapType, name string) (string, error) {
 	beginResult()
-	st := proxyGetHeaderMapValue(MapResponseTrailers, stringData(name), uint32(len(name)), ptrAddr, ptrSize)
+	st := proxyGetHeaderMapValue(m, stringData(name), uint32(len(name)), ptrAddr, ptrSize)
 	if st != wire.StatusOK {
 		return "", statusErr(st)
 	}

@@ -48,7 +48,13 @@ func GetHttpResponseBody(start, size int) ([]byte, error) {
 	return data, statusErr(st)
 }
 
-// GetHttpResponseTrailer returns the first value of a response trailer.
+// GetHttpResponseHeader returns a response header's value.
+func GetHttpResponseHeader(name string) (string, error) {
+	v, st := nativeHost().HeaderValue(MapResponseHeaders, name)
+	return v, statusErr(st)
+}
+
+// GetHttpResponseTrailer returns a response trailer's value.
 func GetHttpResponseTrailer(name string) (string, error) {
 	v, st := nativeHost().HeaderValue(MapResponseTrailers, name)
 	return v, statusErr(st)

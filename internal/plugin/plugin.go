@@ -63,8 +63,12 @@ type pluginContext struct {
 	held    heldSet
 	mayHold bool
 
-	// settles: some rule has count or refund (settle.go).
+	// settles: some rule has count, refund or usage (settle.go, usage.go).
 	settles bool
+	// usageReadsBody: some rule reads its usage from the response body (usage.go);
+	// usageScratch is a buffer of rule indexes.
+	usageReadsBody, hasUsage bool
+	usageScratch             []int
 	// hasConcurrency: some rule has a concurrency limit (concurrency.go).
 	hasConcurrency bool
 	// slots are the waits for a free slot of a concurrency limit (slotwait.go).
@@ -179,7 +183,13 @@ func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
 func (h *httpContext) OnHttpStreamDone() {
 	h.releaseHeld()
 	h.leaveLeases() // gives back the whole charge, a count or refund rule's hold with it
-	if !h.pending.Empty() {
+	switch {
+	case h.metering: // the stream ended before its response did (usage.go)
+		h.finishMetering(false)
+	case h.pending.Empty():
+	case h.plugin.hasUsage: // forwarded, and no response headers came: unknown usage
+		h.meterUnanswered()
+	default:
 		h.pending.Clear() // forwarded, and no response headers came: the charge stands (settle.go)
 	}
 	if len(h.inFlight) > 0 { // checked here: a call on every stream's end otherwise
@@ -230,6 +240,9 @@ type httpContext struct {
 	inFlight []admission.InFlight
 	// slotWait is set while a request waiting for a free slot is decided again (slotwait.go).
 	slotWait *slotWait
+	// meter reads the response's usage for rules with usage, while metering (usage.go).
+	meter    *usageMeter
+	metering bool
 }
 
 // OnHttpRequestHeadersPanic answers a request whose decision panicked (a bug): it must not trap
@@ -439,7 +452,7 @@ func (h *httpContext) failOpenOrDeny() types.Action {
 func (h *httpContext) OnHttpResponseHeaders(numHeaders int, endOfStream bool) types.Action {
 	faultPoint("response")
 	if !h.pending.Empty() {
-		h.settleByStatus()
+		h.settleByStatus(endOfStream)
 	}
 	for _, header := range h.responseHeaders {
 		// Replaced, not added: an upstream's own rate-limit headers would contradict ours.

@@ -28,6 +28,8 @@ type rule struct {
 	slotWait int64
 	// global is the rate limit service's side of a rule with a global limit (global.go).
 	global *globalRule
+	// usage is the response's side of a rule with usage (usage.go).
+	usage *usageRule
 	// A rule is never compared: comparable, it would cost the module an equality function.
 	_ [0]func()
 }
@@ -64,6 +66,11 @@ func (p *pluginContext) compileRules(cfg *config.Config, define defineFunc) bool
 		if c.global, ok = compileGlobal(r, define); !ok {
 			return false
 		}
+		if c.usage, ok = compileUsage(r.Usage, prefix, define); !ok {
+			return false
+		}
+		p.usageReadsBody = p.usageReadsBody || r.Usage != nil && r.Usage.Source.ReadsBody()
+		p.hasUsage = p.hasUsage || r.Usage != nil
 		c.slotWait = int64(slotWaitFor(cfg, r))
 		p.mayHold = p.mayHold || c.delay != nil || c.slotWait > 0
 		p.hasGlobal = p.hasGlobal || c.global != nil

@@ -38,19 +38,27 @@ func (h *httpContext) settle(status int) {
 // settleByStatus settles the charge the stream holds by its response's :status. A status that
 // cannot be read settles nothing: the request was forwarded, so the charge stands, as for a
 // stream without a response (status 0 would mean it never reached the upstream).
-func (h *httpContext) settleByStatus() {
+// The rules with usage start reading the response's usage then (usage.go); endOfStream: the
+// response has no body.
+func (h *httpContext) settleByStatus(endOfStream bool) {
 	status, err := abi.GetHttpResponseStatus()
 	if err != nil {
-		h.plugin.failed("cannot read the response's :status to settle a count or refund rule: " + err.Error())
+		h.plugin.failed("cannot read the response's :status to settle a count, refund or usage rule: " + err.Error())
 		h.pending.Clear()
 		return
 	}
 	h.settle(status)
+	if !h.pending.Empty() {
+		h.startMetering(status, endOfStream, false)
+	}
 }
 
 // holdCharge keeps what an admitted request was charged by the rules that settle at the
 // response.
-func (h *httpContext) holdCharge(out *admission.Outcome) { out.Hold(&h.pending) }
+func (h *httpContext) holdCharge(out *admission.Outcome) {
+	out.Hold(&h.pending)
+	h.holdUsage(out)
+}
 
 // chargeGivenBack settles what the stream holds once the request's whole charge was given back
 // without a response (its client went away while it was held, or a global limit or failure
@@ -60,5 +68,8 @@ func (h *httpContext) chargeGivenBack() {
 	h.pending.DropEnforced()
 	if !h.pending.Empty() {
 		h.settle(0)
+	}
+	if !h.pending.Empty() { // a shadow rule with usage: nothing was used
+		h.settleUnused()
 	}
 }
