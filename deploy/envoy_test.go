@@ -27,6 +27,7 @@ var envoyConfigs = []struct {
 	{file: "deploy/ratelimit/envoy.yaml", tollgateFilters: 1, module: "build/tollgate.wasm"},
 	{file: "deploy/remote/envoy.yaml", tollgateFilters: 1, module: "https://downloads.example.com/tollgate/v0.1.0/tollgate.wasm"},
 	{file: "examples/egress/envoy.yaml", tollgateFilters: 1, module: "build/tollgate.wasm", pluginConfig: egressConfig},
+	{file: "examples/llm/envoy.yaml", tollgateFilters: 1, module: "build/tollgate.wasm", pluginConfig: llmConfig},
 }
 
 func TestShippedEnvoyConfigsAreValid(t *testing.T) {

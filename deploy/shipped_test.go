@@ -13,7 +13,7 @@ import (
 )
 
 // tollgateConfigs are the stand-alone Tollgate configurations the repository ships.
-var tollgateConfigs = []string{"examples/tollgate.json", "examples/egress/tollgate.json"}
+var tollgateConfigs = []string{"examples/tollgate.json", "examples/egress/tollgate.json", "examples/llm/tollgate.json"}
 
 // otherShippedFiles are configuration files proven by a test outside these lists.
 var otherShippedFiles = map[string]string{

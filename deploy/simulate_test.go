@@ -109,7 +109,7 @@ func TestSimulateAccessLogIsValidAndReadable(t *testing.T) {
 	fixed := map[string]string{
 		"start_time": "%START_TIME%", "method": "%REQ(:METHOD)%", "path": "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
 		"authority": "%REQ(:AUTHORITY)%", "downstream_remote_address": "%DOWNSTREAM_REMOTE_ADDRESS%",
-		"response_code": "%RESPONSE_CODE%",
+		"response_code": "%RESPONSE_CODE%", "tollgate_usage": "%FILTER_STATE(wasm.tollgate_usage:PLAIN)%",
 	}
 	header := regexp.MustCompile(`^%REQ\(([A-Z0-9-]+)\)%$`)
 	var headers []string
@@ -139,6 +139,8 @@ func TestSimulateAccessLogIsValidAndReadable(t *testing.T) {
 		"%START_TIME%": `"2026-11-30T10:00:00.123Z"`, "%REQ(:METHOD)%": `"GET"`, "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%": `"/v1/items?page=2"`,
 		"%REQ(:AUTHORITY)%": `"api.example.com"`, "%DOWNSTREAM_REMOTE_ADDRESS%": `"192.0.2.7:41000"`,
 		"%RESPONSE_CODE%": `503`, // a number in Envoy's JSON
+		// The PLAIN form of the filter state Tollgate writes: its bytes, as a JSON string.
+		"%FILTER_STATE(wasm.tollgate_usage:PLAIN)%": `"1520"`,
 	}
 	var fields []string
 	for field, operator := range format {
@@ -155,7 +157,7 @@ func TestSimulateAccessLogIsValidAndReadable(t *testing.T) {
 		t.Fatalf("the simulator cannot read %s: %v", line, err)
 	}
 	if e.Method != "GET" || e.Path != "/v1/items?page=2" || e.Authority != "api.example.com" || e.RemoteAddress != "192.0.2.7:41000" ||
-		e.Status != 503 || len(e.Headers) != len(headers) {
+		e.Status != 503 || e.Usage != 1520 || !e.HasUsage || len(e.Headers) != len(headers) {
 		t.Errorf("read %s as %+v", line, e)
 	}
 	for _, h := range e.Headers {

@@ -82,6 +82,9 @@ func newGateway(upstream *url.URL, errorLog *log.Logger) *Gateway {
 		// Each chunk goes to the client as soon as it is read (and through the module): a
 		// server-sent event is not held back for the next.
 		FlushInterval: -1,
+		// As Envoy's router: the request goes with the accept-encoding the filters left it
+		// (Go's transport would add gzip to a request without one, and decompress the answer).
+		Transport: transportWithoutCompression(),
 	}
 	return g
 }
@@ -224,4 +227,12 @@ func toHostRequest(r *http.Request) host.Request {
 		SourceAddress: r.RemoteAddr,
 		EndOfStream:   r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0,
 	}
+}
+
+// transportWithoutCompression is Go's default transport, which sends a request's
+// accept-encoding as it is.
+func transportWithoutCompression() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DisableCompression = true
+	return t
 }

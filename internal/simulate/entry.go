@@ -55,6 +55,11 @@ type Entry struct {
 	// replay's upstream answers an admitted request with it, for rules that count or refund by
 	// status.
 	Status int
+	// Usage is what the module charged the request's rules with usage (the tollgate_usage field,
+	// the filter state wasm.tollgate_usage), and HasUsage whether the line records it. The
+	// replay's upstream reports it, so that usage budgets replay as they ran.
+	Usage    int64
+	HasUsage bool
 }
 
 // Parse reads one line in format f.
@@ -144,9 +149,37 @@ func parseEnvoyJSON(line []byte) (Entry, error) {
 	if code, ok := fields["response_code"].(float64); ok && code >= 100 && code <= 599 && code == float64(int(code)) {
 		e.Status = int(code)
 	}
+	if e.Usage, e.HasUsage, err = usageField(fields["tollgate_usage"]); err != nil {
+		return Entry{}, err
+	}
 	// Map order is random; the module sees headers in one order every run.
 	sortHeaders(e.Headers)
 	return e, nil
+}
+
+// usageField reads tollgate_usage: a whole number from 0 to 2^53, as a number or a string of
+// digits (%FILTER_STATE(...:PLAIN)% writes a string); null, "" and "-" are no usage.
+func usageField(v any) (int64, bool, error) {
+	const bad = "tollgate_usage: got %v, want a whole number from 0 to 9007199254740992, the amount the module charged"
+	switch v := v.(type) {
+	case nil:
+		return 0, false, nil
+	case float64:
+		if v < 0 || v > 1<<53 || v != float64(int64(v)) {
+			return 0, false, fmt.Errorf(bad, v)
+		}
+		return int64(v), true, nil
+	case string:
+		if v == "" || v == "-" {
+			return 0, false, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1<<53 || strings.TrimLeft(v, "0123456789") != "" {
+			return 0, false, fmt.Errorf(bad, strconv.Quote(v))
+		}
+		return n, true, nil
+	}
+	return 0, false, fmt.Errorf("tollgate_usage: got %s, want a number", jsonKind(v))
 }
 
 func jsonKind(v any) string {

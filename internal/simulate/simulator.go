@@ -63,6 +63,7 @@ type Simulator struct {
 	// upstreamFunc is s.upstream, made once; answer is its response, reused.
 	upstreamFunc host.Upstream
 	answer       host.Response
+	usageBody    []byte // the body of a response_bytes usage, reused
 
 	rules    []ruleState
 	exempt   counter
@@ -181,7 +182,7 @@ func (s *Simulator) HasGlobal() []string {
 
 // upstream answers an admitted request as the service behind Envoy did: with the status the log
 // recorded for it (200 when it recorded none, a 1xx or a 429), which rules with count or refund
-// settle by.
+// settle by, and the usage it recorded, which rules with usage settle by (usage.go).
 func (s *Simulator) upstream([][2]string) (*host.Response, error) {
 	status := 200
 	if e := s.req.entry; e != nil && e.Status >= 200 && e.Status != 429 {
@@ -190,6 +191,9 @@ func (s *Simulator) upstream([][2]string) (*host.Response, error) {
 		status = e.Status
 	}
 	s.answer = host.Response{Status: status}
+	if e := s.req.entry; e != nil && e.HasUsage {
+		s.answerUsage(e.Usage)
+	}
 	return &s.answer, nil
 }
 
