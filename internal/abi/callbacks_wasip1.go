@@ -219,6 +219,9 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 //
 //go:wasmexport proxy_on_response_body
 func proxyOnResponseBody(contextID, bodyBufferLength, endOfStream uint32) (action uint32) {
+	if !responseBodies {
+		return uint32(types.ActionContinue)
+	}
 	resetArena()
 	running = "proxy_on_response_body"
 	defer recovered()
@@ -235,6 +238,9 @@ func proxyOnResponseBody(contextID, bodyBufferLength, endOfStream uint32) (actio
 //
 //go:wasmexport proxy_on_response_trailers
 func proxyOnResponseTrailers(contextID, numTrailers uint32) (action uint32) {
+	if !responseBodies {
+		return uint32(types.ActionContinue)
+	}
 	resetArena()
 	running = "proxy_on_response_trailers"
 	defer recovered()

@@ -13,6 +13,16 @@ import (
 // proxyGrpcCancel and proxySetEffectiveContext: the host functions themselves in the wasip1
 // build, the native host's answers in the native one.
 
+// responseBodies is set once a plugin of the VM reads response bodies or trailers
+// (ReadResponseBodies). Until then the body and trailer callbacks, which Envoy makes for every
+// chunk of every response once a module exports them, return Continue at once: a module whose
+// configuration reads no response pays one crossing per chunk and nothing more.
+var responseBodies bool
+
+// ReadResponseBodies makes the body and trailer callbacks reach the streams' contexts, for as
+// long as the VM lives (another plugin of the same VM may need them).
+func ReadResponseBodies() { responseBodies = true }
+
 // streamTable maps stream context ids to their contexts. Envoy usually runs a stream's callbacks
 // one after the other (create, request headers, response headers, delete), so the newest stream
 // sits in a slot of its own and costs no map operation; when another stream is created while it

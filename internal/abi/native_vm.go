@@ -80,6 +80,7 @@ func StartNativeVM(host NativeHost, root types.VMContext) *NativeVM {
 	if root == nil {
 		root = registered
 	}
+	responseBodies = false // a new VM's
 	vm = &NativeVM{host: host, root: root, plugins: map[uint32]types.PluginContext{},
 		streams: streamTable{spilled: map[uint32]types.HttpContext{}}}
 	calls = map[uint32]pendingCall{}
@@ -179,6 +180,9 @@ func (v *NativeVM) ResponseHeaders(contextID uint32, numHeaders int, endOfStream
 
 // ResponseBody is proxy_on_response_body.
 func (v *NativeVM) ResponseBody(contextID uint32, bodySize int, endOfStream bool) types.Action {
+	if !responseBodies {
+		return types.ActionContinue
+	}
 	return v.streamCallback("proxy_on_response_body", contextID, func(stream types.HttpContext) types.Action {
 		return stream.OnHttpResponseBody(bodySize, endOfStream)
 	})
@@ -186,6 +190,9 @@ func (v *NativeVM) ResponseBody(contextID uint32, bodySize int, endOfStream bool
 
 // ResponseTrailers is proxy_on_response_trailers.
 func (v *NativeVM) ResponseTrailers(contextID uint32, numTrailers int) types.Action {
+	if !responseBodies {
+		return types.ActionContinue
+	}
 	return v.streamCallback("proxy_on_response_trailers", contextID, func(stream types.HttpContext) types.Action {
 		return stream.OnHttpResponseTrailers(numTrailers)
 	})

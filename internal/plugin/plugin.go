@@ -130,6 +130,9 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		!p.compileRules(cfg, define) {
 		return types.OnPluginStartStatusFailed
 	}
+	if p.hasUsage {
+		abi.ReadResponseBodies() // the body and trailer callbacks reach the streams from now on
+	}
 	level, _ := abi.GetLogLevel()
 	p.debug = level <= abi.LogLevelDebug
 	if err := abi.SetTickPeriod(p.tickPeriodMilliseconds()); err != nil {

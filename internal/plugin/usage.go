@@ -39,6 +39,7 @@ type usageRule struct {
 	// charged counts the units settled (tollgate.rule.<rule>.usage); unreadable the responses
 	// charged unknown (usage_unread).
 	charged, unreadable counter
+	_                   [0]func() // never compared (see rule)
 }
 
 func compileUsage(u *config.Usage, prefix string, define defineFunc) (*usageRule, bool) {

@@ -38,6 +38,8 @@ type Scanner struct {
 	got figures
 	has bool
 	err reason
+	// A Scanner is never compared: comparable, it would cost the module an equality function.
+	_ [0]func()
 }
 
 // Reset prepares s for a new response: stream is true for a text/event-stream body (server-sent

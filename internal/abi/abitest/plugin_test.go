@@ -40,6 +40,7 @@ type probePlugin struct {
 }
 
 func (p *probePlugin) OnPluginStart(int) types.OnPluginStartStatus {
+	abi.ReadResponseBodies() // the body and trailer modes read them
 	config, err := abi.GetPluginConfiguration()
 	if err != nil || string(config) == "refuse" {
 		return types.OnPluginStartStatusFailed

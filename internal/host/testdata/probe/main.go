@@ -37,6 +37,7 @@ type plugin struct {
 }
 
 func (p *plugin) OnPluginStart(int) types.OnPluginStartStatus {
+	abi.ReadResponseBodies() // the body and trailer modes read them
 	cfg, err := abi.GetPluginConfiguration()
 	if err != nil || string(cfg) == "reject" {
 		abi.Log(abi.LogLevelCritical, "probe: rejecting configuration")
