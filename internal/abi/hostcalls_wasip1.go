@@ -227,6 +227,26 @@ func GetHttpResponseBody(start, size int) ([]byte, error) {
 	return data, statusErr(st)
 }
 
+// ReadHttpResponseBody reads the first size bytes of the response body buffer in windows the
+// arena holds, handing each to f before reading the next: a chunk of any size is read without a
+// heap allocation, so a large body does not grow the VM's memory. f must not keep a window.
+func ReadHttpResponseBody(size int, f func(window []byte)) error {
+	mark := arena.used
+	defer func() { arena.used = mark }()
+	for start := 0; start < size; start += bodyWindow {
+		arena.used = mark // the previous window is consumed
+		window, err := GetHttpResponseBody(start, min(bodyWindow, size-start))
+		if err != nil {
+			return err
+		}
+		f(window)
+	}
+	return nil
+}
+
+// bodyWindow is the most ReadHttpResponseBody reads in one host call: half the arena.
+const bodyWindow = len(arena.buf) / 2
+
 // GetHttpResponseHeader returns a response header's value (a copy), or an error with
 // wire.StatusNotFound when it is absent.
 func GetHttpResponseHeader(name string) (string, error) {

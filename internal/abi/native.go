@@ -48,6 +48,19 @@ func GetHttpResponseBody(start, size int) ([]byte, error) {
 	return data, statusErr(st)
 }
 
+// ReadHttpResponseBody hands the first size bytes of the response body buffer to f, in
+// windows as the wasip1 build does.
+func ReadHttpResponseBody(size int, f func(window []byte)) error {
+	for start := 0; start < size; start += 8 << 10 {
+		window, err := GetHttpResponseBody(start, min(8<<10, size-start))
+		if err != nil {
+			return err
+		}
+		f(window)
+	}
+	return nil
+}
+
 // GetHttpResponseHeader returns a response header's value.
 func GetHttpResponseHeader(name string) (string, error) {
 	v, st := nativeHost().HeaderValue(MapResponseHeaders, name)

@@ -206,15 +206,16 @@ func (h *httpContext) OnHttpResponseBody(bodySize int, endOfStream bool) types.A
 	m := h.meter
 	m.bytes += int64(bodySize)
 	if m.plain && len(m.scanners) > 0 && bodySize > 0 {
-		body, err := abi.GetHttpResponseBody(0, bodySize)
+		err := abi.ReadHttpResponseBody(bodySize, func(window []byte) {
+			for i := range m.scanners {
+				if s := &m.scanners[i]; s.source != 0 {
+					s.Write(window)
+				}
+			}
+		})
 		if err != nil {
 			h.plugin.failed("cannot read the response body for its usage: " + err.Error())
-			m.plain = false
-		}
-		for i := range m.scanners {
-			if s := &m.scanners[i]; s.source != 0 {
-				s.Write(body)
-			}
+			m.plain = false // what was not read cannot be counted: unknown
 		}
 	}
 	if endOfStream {
