@@ -8,7 +8,8 @@
 // key and leave another key alone; with the service stopped, requests follow each rule's failure
 // mode without a trapped VM, and recover by themselves once the service is back; the shipped
 // descriptor configuration (deploy/ratelimit) loads in the service and gives a limit to what the
-// shipped Envoy configuration's Tollgate sends; and the latency a global check adds per request,
+// shipped Envoy configuration's Tollgate sends; admitted responses carry what is left of the
+// global quota, with and without a lease; and the latency a global check adds per request,
 // measured against the local-only path in the same run (written to build/global-latency.txt).
 //
 // Setup: redis-server must be on PATH (`apt-get install -y redis-server`; .ci/run installs it);
