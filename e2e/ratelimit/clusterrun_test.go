@@ -157,7 +157,7 @@ func (f *clusterFleet) drain(keys []string) ([]clusterResult, error) {
 	return out, nil
 }
 
-// sumStats adds up the fleet's counters.
+// stats adds up the fleet's counters.
 func (f *clusterFleet) stats(t *testing.T) map[string]int64 { return sumStats(t, f.replicas) }
 
 // phaseFigures are one phase's measurements, per path of clusterPaths.
