@@ -265,11 +265,13 @@ type service struct {
 	GrpcAddr   string
 	client     rlsv3.RateLimitServiceClient
 	clientConn *grpc.ClientConn
+	env        []string // settings over the defaults of start (a later one wins)
 }
 
 // startService starts envoyproxy/ratelimit on loopback ports with descriptors as its only
-// configuration file, against the shared Redis, and waits until it answers.
-func (e *engine) startService(t testing.TB, descriptors string) *service {
+// configuration file, against the shared Redis unless env says otherwise, and waits until it
+// answers.
+func (e *engine) startService(t testing.TB, descriptors string, env ...string) *service {
 	t.Helper()
 	dir := t.TempDir()
 	configDir := filepath.Join(dir, "runtime", "ratelimit", "config")
@@ -279,7 +281,7 @@ func (e *engine) startService(t testing.TB, descriptors string) *service {
 	if err := os.WriteFile(filepath.Join(configDir, "tollgate.yaml"), []byte(descriptors), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := &service{e: e, dir: dir, grpcPort: freePort(), httpPorts: [2]int{freePort(), freePort()}}
+	s := &service{e: e, dir: dir, grpcPort: freePort(), httpPorts: [2]int{freePort(), freePort()}, env: env}
 	s.GrpcAddr = "127.0.0.1:" + strconv.Itoa(s.grpcPort)
 	conn, err := grpc.NewClient(s.GrpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -303,7 +305,7 @@ func (s *service) start(t testing.TB) {
 		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + strconv.Itoa(s.httpPorts[1]),
 		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + strconv.Itoa(s.grpcPort),
 	}
-	p, err := start("ratelimit", env, s.e.service)
+	p, err := start("ratelimit", append(env, s.env...), s.e.service)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,6 +132,12 @@ type LeaseTake struct {
 	Unit       uint8
 	// Expired counts the tokens this call found expired unused and dropped.
 	Expired int64
+	// Left estimates the global quota left after a request served from the lease
+	// (LeaseServed), for the response's headers: what the service said was left at the last
+	// grant, plus this replica's tokens still unspent; -1 when the service named no limit or its
+	// window has ended. UntilReset is then the time until the service's window resets.
+	Left       int64
+	UntilReset duration.Duration
 }
 
 // leaseRef is the lease of one rule and key.
@@ -272,9 +278,19 @@ func (g *Gate) TakeLease(store Store, rule int, key string, cost, now int64) (Le
 			}
 			continue
 		}
-		return LeaseTake{Verdict: LeaseServed, Expired: expired}, nil
+		return s.served(expired, now), nil
 	}
 	return LeaseTake{Expired: expired}, errContended
+}
+
+// served is the outcome of a request the slot s (its tokens already taken) served at now.
+func (s *leaseSlot) served(expired, now int64) LeaseTake {
+	take := LeaseTake{Verdict: LeaseServed, Expired: expired, Left: -1}
+	if s.remaining >= 0 && s.quota > 0 && now < s.windowEnd {
+		take.Left = min(s.remaining+s.tokens, int64(s.quota))
+		take.Quota, take.Unit, take.UntilReset = s.quota, s.unit, duration.Duration(s.windowEnd-now)
+	}
+	return take
 }
 
 // ask is the size of the next lease request for a request of cost: the lease size, no more

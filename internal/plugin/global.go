@@ -187,6 +187,8 @@ func (h *httpContext) onGlobalAnswer(rule int, status uint32, message string, re
 	case kind == callFailed && g.config.FailureMode == config.FailureDeny:
 		h.denyGlobal(rule)
 		return
+	case kind == answeredOK:
+		h.showGlobalQuota(rule, quotaFromAnswer(resp, 0))
 	}
 	if len(w.pending) == 0 && w.leases == 0 {
 		h.admitGlobal()

@@ -87,6 +87,7 @@ func (h *httpContext) checkLease(g *globalRule, c admission.GlobalCheck, now, mi
 	switch take.Verdict {
 	case admission.LeaseServed:
 		g.lease.served.add(1)
+		h.showGlobalQuota(c.Rule, quotaFromLease(take))
 		return leaseServed
 	case admission.LeaseOverLimit:
 		g.lease.remembered.add(1)
@@ -187,6 +188,7 @@ func (p *pluginContext) leaseGranted(g *globalRule, call *leaseCall, resp rls.Re
 		case lw.cost <= left:
 			left -= lw.cost
 			if abi.SetEffectiveContext(lw.h.id) == nil {
+				lw.h.showGlobalQuota(call.rule, quotaFromAnswer(resp, left))
 				lw.h.leaseDone()
 			}
 		default:

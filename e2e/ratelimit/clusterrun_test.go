@@ -1,0 +1,235 @@
+package ratelimit
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The Redis Cluster run: per-key global limits of clusterLimit a day, over clusterKeys keys per
+// phase, from clusterClients concurrent clients through clusterReplicas `tollgate serve`
+// replicas (two worker VMs each), against one envoyproxy/ratelimit in cluster mode.
+const (
+	clusterLimit       = 16
+	clusterKeys        = 32
+	clusterClients     = 16
+	clusterReplicas    = 3
+	clusterLeaseTokens = 4
+)
+
+// The rules, in the order of clusterPaths: direct (a call per request, failure mode allow), deny
+// (the same with failure mode deny), leased (leases of up to clusterLeaseTokens, failure mode
+// deny), and a local-only rule for the latency without a global check.
+var (
+	clusterPaths = []string{"/direct", "/deny", "/leased", "/local"}
+	clusterRules = []string{"direct", "deny", "leased"}
+)
+
+const (
+	pathDirect = iota
+	pathDeny
+	pathLeased
+	pathLocal
+)
+
+var clusterDescriptors = func() string {
+	var b strings.Builder
+	b.WriteString("domain: tollgate-cluster\ndescriptors:\n")
+	for _, rule := range clusterRules {
+		fmt.Fprintf(&b, "- key: rule\n  value: %s\n  descriptors:\n  - key: key\n    rate_limit: {unit: day, requests_per_unit: %d}\n",
+			rule, clusterLimit)
+	}
+	return b.String()
+}()
+
+// clusterConfig: local limits that never bind; the service is given 2 s, so that only a failed
+// node (not a slow machine) turns a check into a failure.
+const clusterConfig = `{"rules": [
+  {"name": "direct", "match": {"path": {"prefix": "/direct"}}, "key": [{"header": "x-api-key"}],
+   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
+   "global": {"cluster": "ratelimit", "domain": "tollgate-cluster", "timeout": "2s", "failure_mode": "allow"}},
+  {"name": "deny", "match": {"path": {"prefix": "/deny"}}, "key": [{"header": "x-api-key"}],
+   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
+   "global": {"cluster": "ratelimit", "domain": "tollgate-cluster", "timeout": "2s", "failure_mode": "deny"}},
+  {"name": "leased", "match": {"path": {"prefix": "/leased"}}, "key": [{"header": "x-api-key"}],
+   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
+   "global": {"cluster": "ratelimit", "domain": "tollgate-cluster", "timeout": "2s", "failure_mode": "deny",
+              "lease": {"max_tokens": 4, "ttl": "60s"}}},
+  {"name": "local", "match": {"path": {"prefix": "/local"}}, "key": [{"header": "x-api-key"}],
+   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}]}
+]}`
+
+// clusterJob is one request: a path of clusterPaths and a key.
+type clusterJob struct {
+	path int
+	key  string
+}
+
+type clusterResult struct {
+	job     clusterJob
+	status  int
+	latency time.Duration
+	err     error
+}
+
+// clusterFleet is the replicas in front of the service.
+type clusterFleet struct {
+	replicas []*replica
+	sent     atomic.Int64 // requests sent so far, for a hook mid-run
+}
+
+// drive sends the jobs from clusterClients concurrent clients, job i to replica i mod the number
+// of replicas; hook, if not nil, runs once when job hookAt is taken.
+func (f *clusterFleet) drive(jobs []clusterJob, hookAt int, hook func()) []clusterResult {
+	results := make([]clusterResult, len(jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < clusterClients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(jobs) {
+					return
+				}
+				if hook != nil && i == hookAt {
+					hook()
+				}
+				f.sent.Add(1)
+				r := f.replicas[i%len(f.replicas)]
+				began := time.Now()
+				status, _, _, err := r.do(clusterPaths[jobs[i].path], jobs[i].key)
+				results[i] = clusterResult{job: jobs[i], status: status, latency: time.Since(began), err: err}
+			}
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// rounds are n rounds of one request per key and path, keys interleaved.
+func rounds(keys []string, n int) []clusterJob {
+	var jobs []clusterJob
+	for i := 0; i < n; i++ {
+		for _, k := range keys {
+			for p := range clusterPaths {
+				jobs = append(jobs, clusterJob{p, k})
+			}
+		}
+	}
+	return jobs
+}
+
+func phaseKeys(phase string) []string {
+	keys := make([]string, clusterKeys)
+	for i := range keys {
+		keys[i] = phase + "-" + strconv.Itoa(i)
+	}
+	return keys
+}
+
+// drain sends each key's leased requests to each replica, one after the other, until that
+// replica rejects: what a replica still holds leased is spent, so that what the leased rule
+// admitted can be compared with the limit. At most 2 × clusterLimit requests per replica and key.
+func (f *clusterFleet) drain(keys []string) ([]clusterResult, error) {
+	var out []clusterResult
+	for _, r := range f.replicas {
+		for _, k := range keys {
+			for i := 0; i < 2*clusterLimit; i++ {
+				status, _, _, err := r.do(clusterPaths[pathLeased], k)
+				if err != nil {
+					return out, err
+				}
+				out = append(out, clusterResult{job: clusterJob{pathLeased, k}, status: status})
+				if status != http.StatusOK {
+					break
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// stats adds up the fleet's counters.
+func (f *clusterFleet) stats(t *testing.T) map[string]int64 { return sumStats(t, f.replicas) }
+
+// phaseFigures are one phase's measurements, per path of clusterPaths.
+type phaseFigures struct {
+	name     string
+	duration time.Duration
+	requests [4]int
+	statuses [4]map[int]int
+	latency  [4][]time.Duration // sorted
+	calls    [3]int64           // calls to the service, per rule
+	ok       [3]int64           // calls answered OK, per rule
+	failed   [3]int64           // calls that failed or timed out, per rule
+	admitted [3]map[string]int  // per rule and key
+}
+
+// measure turns a phase's results and the counters before and after it into its figures.
+func measure(name string, d time.Duration, results []clusterResult, before, after map[string]int64) *phaseFigures {
+	p := &phaseFigures{name: name, duration: d}
+	for i := range p.statuses {
+		p.statuses[i] = map[int]int{}
+	}
+	for i := range p.admitted {
+		p.admitted[i] = map[string]int{}
+	}
+	for _, r := range results {
+		p.requests[r.job.path]++
+		p.statuses[r.job.path][r.status]++
+		if r.latency > 0 {
+			p.latency[r.job.path] = append(p.latency[r.job.path], r.latency)
+		}
+		if r.job.path < pathLocal && r.status == http.StatusOK {
+			p.admitted[r.job.path][r.job.key]++
+		}
+	}
+	for i := range p.latency {
+		sort.Slice(p.latency[i], func(a, b int) bool { return p.latency[i][a] < p.latency[i][b] })
+	}
+	delta := func(rule, kind string) int64 {
+		name := "tollgate.rule." + rule + ".global_" + kind
+		return after[name] - before[name]
+	}
+	for i, rule := range clusterRules {
+		p.failed[i] = delta(rule, "error") + delta(rule, "timeout")
+		p.ok[i] = delta(rule, "ok")
+		p.calls[i] = p.ok[i] + delta(rule, "over_limit") + p.failed[i]
+	}
+	return p
+}
+
+// over is what a rule admitted beyond the limit, summed over the phase's keys; under is what it
+// admitted below it.
+func (p *phaseFigures) overUnder(rule int) (over, under int) {
+	for _, n := range p.admitted[rule] {
+		over += max(n-clusterLimit, 0)
+		under += max(clusterLimit-n, 0)
+	}
+	// Keys never admitted at all are under by the whole limit.
+	under += (clusterKeys - len(p.admitted[rule])) * clusterLimit
+	return over, under
+}
+
+// callsPerRequest is a rule's calls to the service per request it received.
+func (p *phaseFigures) callsPerRequest(rule int) float64 {
+	if p.requests[rule] == 0 {
+		return 0
+	}
+	return float64(p.calls[rule]) / float64(p.requests[rule])
+}
+
+func (p *phaseFigures) quantile(path int, q float64) time.Duration {
+	if len(p.latency[path]) == 0 {
+		return 0
+	}
+	return quantile(p.latency[path], q)
+}
