@@ -108,7 +108,15 @@ func (v *validator) usage(path string, value *jsonValue) *Usage {
 	case header != nil && u.Source != 0:
 		v.add(fieldPath(path, "header"), `is only for "source": "header": remove it, or write "source": "header"`)
 	}
-	if reserve := value.member("reserve"); reserve != nil {
+	switch reserve := value.member("reserve"); {
+	case reserve == nil:
+	case reserve.kind == kindObject && reserve.member("request_field") != nil:
+		// Reading it would hold every such request until its body is in; a reserve of the
+		// most a request may ask for is exact without that.
+		v.add(fieldPath(path, "reserve"), `a reserve read from the request body ({"request_field": ...}) is not `+
+			`supported: give the most a request may use as a number (e.g. the largest max_tokens your clients `+
+			`send, "reserve": 1000); a smaller one is settled to the usage when the response ends`)
+	default:
 		u.Reserve, _ = v.wholeNumber(fieldPath(path, "reserve"), reserve, 1, maxUsage, usageReserveRule)
 	}
 	u.Unknown = u.Reserve

@@ -51,6 +51,8 @@ func TestUsage(t *testing.T) {
 			problems: []problem{{"rules[0].usage.header", `missing: "source": "header" needs the response header`}}},
 		{name: "header without source header", input: withRuleMembers(`"usage": {"source": "openai", "header": "x-u"}`),
 			problems: []problem{{"rules[0].usage.header", `is only for "source": "header"`}}},
+		{name: "reserve from the request body", input: withRuleMembers(`"usage": {"source": "openai", "reserve": {"request_field": "max_tokens"}}`),
+			problems: []problem{{"rules[0].usage.reserve", `a reserve read from the request body ({"request_field": ...}) is not supported: give the most a request may use as a number`}}},
 		{name: "reserve 0", input: withRuleMembers(`"usage": {"source": "openai", "reserve": 0}`),
 			problems: []problem{{"rules[0].usage.reserve", `0 is not allowed: reserve is what a request is charged when it is admitted`}}},
 		{name: "reserve fractional", input: withRuleMembers(`"usage": {"source": "openai", "reserve": 1.5}`),
