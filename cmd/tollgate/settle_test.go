@@ -104,3 +104,19 @@ func TestServeCountAndRefund(t *testing.T) {
 	}
 	send("/api/x?status=200", 429, false)
 }
+
+func TestCheckDescribesUsage(t *testing.T) {
+	for usage, want := range map[string]string{
+		`{"source": "openai", "reserve": 500, "unknown": 1000}`: "rule r: charges what the response reports (openai total tokens), reserving 500 when a request is admitted; a response whose usage cannot be read is charged 1000",
+		`{"source": "anthropic", "count": "output"}`:            "rule r: charges what the response reports (anthropic output tokens), reserving 1",
+		`{"source": "header", "header": "X-Usage"}`:             "(the response header or trailer x-usage)",
+		`{"source": "response_bytes", "unknown": 0}`:            "(the response body's bytes), reserving 1 when a request is admitted; a response whose usage cannot be read is charged 0",
+	} {
+		file := writeFile(t, "usage.json", `{"rules": [{"name": "r", "key": [{"header": "x-api-key"}],
+		  "limits": [{"capacity": 1000, "refill_tokens": 10, "refill_interval": "1s"}], "usage": `+usage+`}]}`)
+		code, stdout, stderr := runCLI("", "check", file)
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("%s: exit %d stdout %q stderr %q; want %q", usage, code, stdout, stderr, want)
+		}
+	}
+}
