@@ -113,9 +113,12 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 					continue // nothing to charge; the slot stays as it is
 				}
 				var idleAt int64
-				if tb, ok := a.limit.algo.(*tokenBucket); ok && tb.debt == 0 {
+				switch tb, ok := a.limit.algo.(*tokenBucket); {
+				case ok && tb.debt == 0:
 					idleAt = tb.b.IdleAt(bucketState(a.next)) // a direct call
-				} else {
+				case ok && a.limit.owes:
+					idleAt = tb.idleOwing(a.next) // kept for a settlement to come (usage.go)
+				default:
 					idleAt = a.limit.algo.idleAt(a.next)
 				}
 				if a.limit.wall {

@@ -32,6 +32,17 @@ func owe(l *limit, c cells, now, n int64) cells {
 	return next
 }
 
+// idleOwing is when a usage rule's bucket, just charged a reserve, may be given to another key:
+// not before it could have repaid the most a settlement may owe (its capacity) on top of the
+// state written. A response that ends within a refill of the capacity beyond the bucket's
+// being full again is so always settled in the key's own bucket; one that ends later may find
+// the slot given to another key, and then its usage beyond the reserve is not counted.
+func (t *tokenBucket) idleOwing(c cells) int64 {
+	s := bucketState(c)
+	s.Tokens = max(s.Tokens-t.debt, -2*t.debt)
+	return t.b.IdleAtOwing(s)
+}
+
 // owe makes the rule's token buckets (its tiers' too) owe what a response used beyond a reserve,
 // down to minus their capacity.
 func (r *rule) owe() {

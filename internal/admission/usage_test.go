@@ -233,3 +233,29 @@ func bucketDebt(t *testing.T, store *memStore) int64 {
 	}
 	return debt
 }
+
+// A key whose response is in flight keeps its bucket under a flood of other keys, even once the
+// bucket would be full again: the settlement still finds it, and the usage beyond the reserve is
+// owed, not dropped with a slot given away.
+func TestUsageKeepsTheBucketForItsSettlement(t *testing.T) {
+	g, store := mustGate(t, `{"key_table": {"max_keys": 16, "when_full": "reject"},
+	  "rules": [{"name": "llm", "key": [{"header": "k"}],
+	  "limits": [{"capacity": 10, "refill_tokens": 10, "refill_interval": "1s"}],
+	  "usage": {"source": "openai", "reserve": 1, "unknown": 10}}]}`), newMemStore()
+	base := 1000 * sec
+	out := g.Admit(header("k", "alice"), store, base)
+	if out.Verdict != Allow {
+		t.Fatalf("alice: verdict %d", out.Verdict)
+	}
+	held := &Pending{}
+	out.Hold(held)
+	// 0.5 s later alice's bucket is full again; 200 other keys want slots.
+	for i := range 200 {
+		g.Admit(header("k", "flood-"+strconv.Itoa(i)), store, base+500*ms)
+	}
+	g.SettleUsage(store, held, []int64{25}, base+600*ms) // 24 owed: 10 - 24 = -14, floored at -10
+	out = g.Admit(header("k", "alice"), store, base+600*ms)
+	if out.Verdict != Limited || out.RetryAfter != 1100*time.Millisecond {
+		t.Fatalf("alice after her settlement: verdict %d retry %v, want limited for 1.1s (the debt of 10, then the reserve)", out.Verdict, out.RetryAfter)
+	}
+}
