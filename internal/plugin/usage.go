@@ -46,8 +46,19 @@ func compileUsage(u *config.Usage, prefix string, define defineFunc) (*usageRule
 	if u == nil {
 		return nil, true
 	}
-	c := &usageRule{source: u.Source, count: usage.Count(u.Count), header: u.Header, reserve: u.Reserve, unknown: u.Unknown}
+	c := &usageRule{source: u.Source, count: usageCount(u.Count), header: u.Header, reserve: u.Reserve, unknown: u.Unknown}
 	return c, define(prefix+"usage", &c.charged) && define(prefix+"usage_unread", &c.unreadable)
+}
+
+// usageCount is the scanner's name for a configured count.
+func usageCount(c config.UsageCount) usage.Count {
+	switch c {
+	case config.UsageInput:
+		return usage.Input
+	case config.UsageOutput:
+		return usage.Output
+	}
+	return usage.Total
 }
 
 // usageMeter reads one response's usage, for the rules with usage whose charge its stream holds.
@@ -103,7 +114,8 @@ func (h *httpContext) holdUsage(out *admission.Outcome) {
 	if !p.usageReadsBody {
 		return
 	}
-	for _, i := range h.pending.AppendUsageRules(p.usageScratch[:0]) {
+	p.usageScratch = h.pending.AppendUsageRules(p.usageScratch[:0])
+	for _, i := range p.usageScratch {
 		if p.rules[i].usage.source.ReadsBody() {
 			if err := abi.RemoveHttpRequestHeader("accept-encoding"); err != nil {
 				p.failed("cannot remove accept-encoding: " + err.Error())
