@@ -31,7 +31,7 @@ type simulateFlags struct {
 
 // simulateCmd replays an access log through the module with one configuration (and another to
 // compare) and writes DIR/summary.json and DIR/report.html.
-func simulateCmd(args []string, stdout, stderr io.Writer) int {
+func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	f, ok := parseSimulateFlags(args, stderr)
 	if !ok {
 		return 2
@@ -50,7 +50,7 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	log, err := openLog(stderr, f.logPath, f.format)
+	log, err := openLog(stderr, stdin, f.logPath, f.format)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
 		return 1
@@ -79,14 +79,17 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	}
 
 	fmt.Fprintf(stdout, "%s: %s requests from %s to %s (%d bad lines skipped), replayed in %s\n",
-		f.logPath, simulate.Thousands(int64(log.Requests())), summary.Log.First.Format(time.RFC3339), summary.Log.Last.Format(time.RFC3339),
+		log.Path, simulate.Thousands(int64(log.Requests())), summary.Log.First.Format(time.RFC3339), summary.Log.Last.Format(time.RFC3339),
 		log.Bad, elapsed.Round(10*time.Millisecond))
 	for _, r := range results {
 		printTable(stdout, r)
+		printAlone(stdout, r)
 		for _, name := range globalRules(r, configs) {
 			fmt.Fprintf(stdout, "  rule %s has a global limit: no rate limit service is called in a simulation, so its global failure_mode decided\n", name)
 		}
 	}
+	printChanges(stdout, summary.Changes)
+	printWarnings(stderr, results)
 	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.outDir, "summary.json"), filepath.Join(f.outDir, "report.html"))
 	return 0
 }
@@ -97,7 +100,7 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	fs := flag.NewFlagSet("tollgate simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "plugin configuration `FILE` (JSON), required")
-	logPath := fs.String("log", "", "access log `FILE` to replay, required")
+	logPath := fs.String("log", "", "access log `FILE` to replay, required; - reads standard input")
 	format := fs.String("format", "envoy-json", "log format: envoy-json or combined")
 	outDir := fs.String("out", "", "`DIR` for summary.json and report.html, required (created if missing)")
 	comparePath := fs.String("compare", "", "another configuration `FILE` to replay the same log through, side by side")
@@ -169,21 +172,34 @@ func readSimulateConfigs(stderr io.Writer, paths ...string) ([]simulate.ConfigFi
 	return configs, true
 }
 
-// openLog reads and indexes the log, reporting its bad lines on stderr.
-func openLog(stderr io.Writer, path string, format simulate.Format) (*simulate.Log, error) {
-	if info, err := os.Stat(path); err == nil && info.Mode()&os.ModeNamedPipe != 0 {
+// openLog reads and indexes the log ("-": standard input), reporting its bad lines on stderr and,
+// on a terminal, how many lines it has read so far.
+func openLog(stderr io.Writer, stdin io.Reader, path string, format simulate.Format) (*simulate.Log, error) {
+	in := simulate.Input{Path: path}
+	if path == "-" {
+		in = simulate.Input{Path: "standard input", Reader: stdin}
+	} else if info, err := os.Stat(path); err == nil && info.Mode()&os.ModeNamedPipe != 0 {
 		// Opening a named pipe waits for its writer: say so rather than sit silent.
 		fmt.Fprintf(stderr, "tollgate simulate: %s is a named pipe: waiting for a writer\n", path)
 	}
-	log, err := simulate.Open(path, format)
+	reading := isTerminal(stderr)
+	if reading {
+		in.Progress = func(lines int) {
+			fmt.Fprintf(stderr, "\rreading %s: %s lines", in.Path, simulate.Thousands(int64(lines)))
+		}
+	}
+	log, err := simulate.OpenInput(in, format)
+	if reading {
+		fmt.Fprint(stderr, "\r\033[K") // the reading line is erased, whatever follows
+	}
 	if err != nil {
 		return nil, err
 	}
 	for _, bad := range log.BadSamples {
-		fmt.Fprintf(stderr, "%s:%d: skipped: %s\n", path, bad.Line, bad.Error)
+		fmt.Fprintf(stderr, "%s:%d: skipped: %s\n", log.Path, bad.Line, bad.Error)
 	}
 	if more := log.Bad - len(log.BadSamples); more > 0 {
-		fmt.Fprintf(stderr, "%s: %d more bad lines skipped (summary.json counts them)\n", path, more)
+		fmt.Fprintf(stderr, "%s: %d more bad lines skipped (summary.json counts them)\n", log.Path, more)
 	}
 	return log, nil
 }

@@ -15,6 +15,8 @@ type Summary struct {
 	Keys string `json:"keys"`
 	*Result
 	Compare *Result `json:"compare,omitempty"`
+	// Changes says what the second configuration changes from the first (with --compare).
+	Changes *Changes `json:"changes,omitempty"`
 }
 
 // LogInfo describes the replayed log.
@@ -40,11 +42,15 @@ type Result struct {
 	// Statuses counts the responses by status: 200 for every request the module let through.
 	Statuses map[string]int64       `json:"statuses"`
 	Rules    map[string]*RuleResult `json:"rules"`
+	// Warnings name what in the setup is probably wrong (a log without the key's header, …).
+	Warnings []Warning `json:"warnings"`
 
 	// SeriesStart and SeriesStep place the rules' series: bucket i covers
 	// [SeriesStart + i·SeriesStep, SeriesStart + (i+1)·SeriesStep).
 	SeriesStart time.Time     `json:"-"`
 	SeriesStep  time.Duration `json:"-"`
+	// changes, on the second configuration's result, is what it changes from the first.
+	changes *Changes
 }
 
 // RuleTotals are a rule's counters over the log.
@@ -57,6 +63,8 @@ type RuleTotals struct {
 	MissingKey int64 `json:"missing_key"`
 	// Exempt counts the exempt requests the rule's match would have selected.
 	Exempt int64 `json:"exempt"`
+	// InvalidCost counts the requests whose cost header was not a whole number (answered 400).
+	InvalidCost int64 `json:"invalid_cost"`
 }
 
 // RuleResult is one rule's figures.
@@ -64,8 +72,15 @@ type RuleResult struct {
 	RuleTotals
 	Shadow bool        `json:"shadow,omitempty"`
 	Limits []LimitInfo `json:"limits"`
-	// Keys counts the distinct partition keys the rule saw.
-	Keys int `json:"keys"`
+	// Requests counts the requests the rule matched, exempt ones left out.
+	Requests int64 `json:"requests"`
+	// Keys counts the distinct partition keys the rule saw, KeysLimited those it limited (or
+	// shadow-limited) at least once.
+	Keys        int `json:"keys"`
+	KeysLimited int `json:"keys_limited"`
+	// EnforcedAlone is, for a shadow rule, what it would have done enforced as the only rule:
+	// unlike ShadowLimited, it counts the requests an enforced rule rejected too.
+	EnforcedAlone *AloneResult `json:"enforced_alone,omitempty"`
 	// TopLimitedKeys are the keys with the most limited (or shadow-limited) requests.
 	TopLimitedKeys []KeyResult `json:"top_limited_keys"`
 	// BusiestKeys are the keys with the highest peak rate.
@@ -102,10 +117,24 @@ type KeyResult struct {
 	KeyTotals
 }
 
+// AloneResult is what a shadow rule would have done enforced, with no other rule: the question
+// shadow mode exists to answer, from a replay of the log through that rule alone.
+type AloneResult struct {
+	Admitted    int64       `json:"admitted"`
+	Limited     int64       `json:"limited"`
+	MissingKey  int64       `json:"missing_key"`
+	KeysLimited int         `json:"keys_limited"`
+	TopKeys     []KeyResult `json:"top_limited_keys"`
+}
+
 // Point is one bucket of a rule's time series.
 type Point struct {
-	Admitted, Limited, ShadowLimited int64
+	Admitted, Limited, ShadowLimited, MissingKey int64
 }
+
+// Changes is, on the second configuration's result, what it changes from the first (nil on
+// the first).
+func (r *Result) Changes() *Changes { return r.changes }
 
 // RuleNames lists the rules in configuration order.
 func (r *Result) RuleNames() []string {

@@ -50,25 +50,35 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 		cache = wazero.NewCompilationCache()
 		defer cache.Close(ctx)
 	}
-	sims := make([]*Simulator, len(opts.Configs))
+	var all []*Simulator
 	defer func() {
-		for _, s := range sims {
-			if s != nil {
-				s.Close(ctx)
-			}
+		for _, s := range all {
+			s.Close(ctx)
 		}
 	}()
-	for i, c := range opts.Configs {
+	start := func(name string, data []byte) (*Simulator, error) {
 		s, err := New(ctx, Options{
-			Wasm: opts.Wasm, Config: c.Data, ConfigName: c.Name, Start: log.First,
+			Wasm: opts.Wasm, Config: data, ConfigName: name, Start: log.First,
 			Span: time.Duration(log.Last - log.First), Keys: namer, Cache: cache, Seed: opts.Seed,
+			LogFormat: log.Format, RecordVerdicts: len(opts.Configs) > 1,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.Name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		sims[i] = s
+		all = append(all, s)
+		return s, nil
 	}
-	if err := replay(ctx, log, sims, opts.Progress); err != nil {
+	sims := make([]*Simulator, len(opts.Configs))
+	for i, c := range opts.Configs {
+		if sims[i], err = start(c.Name, c.Data); err != nil {
+			return nil, err
+		}
+	}
+	alone, err := startAlone(opts.Configs, start)
+	if err != nil {
+		return nil, err
+	}
+	if err := replay(ctx, log, all, opts.Progress); err != nil {
 		return nil, err
 	}
 	if opts.Progress != nil {
@@ -78,7 +88,36 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 	for i, s := range sims {
 		results[i] = s.Result(opts.Top)
 	}
+	for _, a := range alone {
+		results[a.config].Rules[a.rule].EnforcedAlone = a.result(opts.Top)
+	}
+	if len(sims) > 1 {
+		results[1].changes = compare(sims[0], sims[1], opts.Top)
+	}
 	return results, nil
+}
+
+// startAlone starts a simulator per shadow rule of each configuration, enforcing the rule alone.
+func startAlone(configs []ConfigFile, start func(name string, data []byte) (*Simulator, error)) ([]aloneSim, error) {
+	var alone []aloneSim
+	for i, c := range configs {
+		rules, err := shadowRules(c.Data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Name, err)
+		}
+		for _, rule := range rules {
+			data, err := enforcedAlone(c.Data, rule)
+			if err != nil {
+				return nil, fmt.Errorf("%s: rule %s enforced alone: %w", c.Name, rule, err)
+			}
+			s, err := start(c.Name+" (rule "+rule+" enforced alone)", data)
+			if err != nil {
+				return nil, err
+			}
+			alone = append(alone, aloneSim{config: i, rule: rule, sim: s})
+		}
+	}
+	return alone, nil
 }
 
 // newKeyNamer names keys as they are, or by a hash keyed with a fresh random secret.
@@ -185,6 +224,7 @@ func Summarize(log *Log, showKeys bool, results []*Result) *Summary {
 	}
 	if len(results) > 1 {
 		s.Compare = results[1]
+		s.Changes = results[1].changes
 	}
 	return s
 }

@@ -46,6 +46,10 @@ type Options struct {
 	Seed uint64
 	// Cache, when set, is shared by Simulators of the same module to compile it once.
 	Cache wazero.CompilationCache
+	// LogFormat is the replayed log's format, for the warnings' advice.
+	LogFormat Format
+	// RecordVerdicts keeps, per request, whether each rule limited it, for Compare.
+	RecordVerdicts bool
 }
 
 // Simulator replays requests through the module in the embedded host on a manual clock: one
@@ -71,6 +75,9 @@ type Simulator struct {
 	requests int64
 
 	series seriesClock
+	// limitedBy holds, when Options.RecordVerdicts, one bit per rule per request: whether the
+	// rule limited it (rule i in bit i of a uint64, so at most 64 rules, as config allows).
+	limitedBy []uint64
 
 	logMu sync.Mutex
 	logs  []string
@@ -94,7 +101,9 @@ type ruleState struct {
 	name                                      string
 	shadow                                    bool
 	admitted, limited, shadowLimited, missing counter
+	invalidCost                               counter
 	totals                                    RuleTotals
+	requests                                  int64
 	keys                                      map[string]*keyState
 	series                                    []Point
 }
@@ -149,7 +158,8 @@ func New(ctx context.Context, opts Options) (*Simulator, error) {
 			name: r.Name, shadow: r.Shadow || cfg.Shadow,
 			admitted: counter{name: prefix + "admitted"}, limited: counter{name: prefix + "limited"},
 			shadowLimited: counter{name: prefix + "shadow_limited"}, missing: counter{name: prefix + "missing_key"},
-			keys: map[string]*keyState{},
+			invalidCost: counter{name: prefix + "invalid_cost"},
+			keys:        map[string]*keyState{},
 		})
 	}
 	return s, nil
@@ -219,52 +229,71 @@ func (s *Simulator) Do(e *Entry) error {
 	m := s.host.Metrics()
 	exempt := s.exempt.delta(m) > 0
 	s.internal.delta(m)
-	bucket := s.series.bucket(e.Time)
-	second := e.Time / int64(time.Second)
+	var limitedBy uint64
 	for i := range s.rules {
-		r := &s.rules[i]
-		admitted, limited := r.admitted.delta(m), r.limited.delta(m)
-		shadowLimited, missing := r.shadowLimited.delta(m), r.missing.delta(m)
-		r.totals.Admitted += admitted
-		r.totals.Limited += limited
-		r.totals.ShadowLimited += shadowLimited
-		r.totals.MissingKey += missing
-		if admitted+limited+shadowLimited > 0 {
-			for len(r.series) <= bucket {
-				r.series = append(r.series, Point{})
-			}
-			p := &r.series[bucket]
-			p.Admitted += admitted
-			p.Limited += limited
-			p.ShadowLimited += shadowLimited
+		if s.countRule(i, m, e.Time, exempt) {
+			limitedBy |= 1 << i
 		}
-		key, matched := s.attrib.PartitionKey(&s.req, i)
-		if !matched {
-			continue
-		}
-		if exempt {
-			r.totals.Exempt++
-			continue
-		}
-		if key == nil {
-			continue
-		}
-		k := r.keys[string(key)]
-		if k == nil {
-			k = &keyState{second: second}
-			r.keys[string(key)] = k
-		}
-		k.Requests++
-		k.Admitted += admitted
-		k.Limited += limited
-		k.ShadowLimited += shadowLimited
-		if second != k.second {
-			k.second, k.inSecond = second, 0
-		}
-		k.inSecond++
-		k.PeakPerSecond = max(k.PeakPerSecond, k.inSecond)
+	}
+	if s.opts.RecordVerdicts {
+		s.limitedBy = append(s.limitedBy, limitedBy)
 	}
 	return nil
+}
+
+// countRule adds the request's counts to rule i (its counters' deltas since the last request)
+// and to the key it charged, and reports whether the rule limited it.
+func (s *Simulator) countRule(i int, m *host.Metrics, at int64, exempt bool) bool {
+	r := &s.rules[i]
+	admitted, limited := r.admitted.delta(m), r.limited.delta(m)
+	shadowLimited, missing := r.shadowLimited.delta(m), r.missing.delta(m)
+	r.totals.Admitted += admitted
+	r.totals.Limited += limited
+	r.totals.ShadowLimited += shadowLimited
+	r.totals.MissingKey += missing
+	r.totals.InvalidCost += r.invalidCost.delta(m)
+	if admitted+limited+shadowLimited+missing > 0 {
+		bucket := s.series.bucket(at)
+		for len(r.series) <= bucket {
+			r.series = append(r.series, Point{})
+		}
+		p := &r.series[bucket]
+		p.Admitted += admitted
+		p.Limited += limited
+		p.ShadowLimited += shadowLimited
+		p.MissingKey += missing
+	}
+	key, matched := s.attrib.PartitionKey(&s.req, i)
+	if !matched {
+		return limited > 0
+	}
+	if exempt {
+		r.totals.Exempt++
+		return limited > 0
+	}
+	r.requests++
+	if key != nil {
+		r.countKey(key, at/int64(time.Second), admitted, limited, shadowLimited)
+	}
+	return limited > 0
+}
+
+// countKey adds a request of the given second to a key's figures.
+func (r *ruleState) countKey(key []byte, second, admitted, limited, shadowLimited int64) {
+	k := r.keys[string(key)]
+	if k == nil {
+		k = &keyState{second: second}
+		r.keys[string(key)] = k
+	}
+	k.Requests++
+	k.Admitted += admitted
+	k.Limited += limited
+	k.ShadowLimited += shadowLimited
+	if second != k.second {
+		k.second, k.inSecond = second, 0
+	}
+	k.inSecond++
+	k.PeakPerSecond = max(k.PeakPerSecond, k.inSecond)
 }
 
 // request is an Entry as the host's Request and as admission's Request, for PartitionKey.
@@ -376,10 +405,22 @@ func (s *Simulator) Result(top int) *Result {
 			}
 		}
 		rr.TopLimitedKeys, rr.BusiestKeys = topKeys(r.name, r.keys, s.opts.Keys, top)
-		rr.Keys = len(r.keys)
+		rr.Keys, rr.KeysLimited, rr.Requests = len(r.keys), r.keysLimited(), r.requests
 		res.Rules[r.name] = rr
 	}
+	res.Warnings = s.warnings(res)
 	return res
+}
+
+// keysLimited counts the keys the rule limited or shadow-limited at least once.
+func (r *ruleState) keysLimited() int {
+	n := 0
+	for _, k := range r.keys {
+		if k.Limited+k.ShadowLimited > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // describeLimit gives a limit's burst and sustained rate.
