@@ -172,7 +172,8 @@ func TestSummaryEqualsAnIndependentTokenBucket(t *testing.T) {
 		entry := func(n string) any {
 			k := m[n]
 			return map[string]any{"key": n, "requests": float64(k.requests), "admitted": float64(k.admitted),
-				"limited": float64(k.limited), "shadow_limited": float64(k.shadowLimited), "peak_per_second": float64(k.peak)}
+				"limited": float64(k.limited), "shadow_limited": float64(k.shadowLimited), "peak_per_second": float64(k.peak),
+				"peak_units_per_second": float64(k.peak)} // every request costs 1
 		}
 		sort.Slice(names, func(i, j int) bool {
 			a, b := m[names[i]], m[names[j]]
@@ -219,7 +220,7 @@ func TestSummaryEqualsAnIndependentTokenBucket(t *testing.T) {
 		r := map[string]any{
 			"requests": float64(tt.requests), "admitted": float64(tt.admitted), "limited": float64(tt.limited),
 			"shadow_limited": float64(tt.shadowLimited), "missing_key": float64(tt.missingKey), "exempt": float64(tt.exempt),
-			"invalid_cost": float64(0), "keys": float64(len(m)), "keys_limited": keysLimited(m),
+			"invalid_cost": float64(0), "cost": "a request costs 1 unit", "keys": float64(len(m)), "keys_limited": keysLimited(m),
 			"limits": []any{limit}, "top_limited_keys": limited, "busiest_keys": busiest,
 		}
 		if shadow {
@@ -238,8 +239,10 @@ func TestSummaryEqualsAnIndependentTokenBucket(t *testing.T) {
 		"requests": float64(len(reqs)), "exempt": float64(exempt), "internal_errors": float64(0),
 		"statuses": statusesAny, "warnings": []any{},
 		"rules": map[string]any{
-			"per-key":    rule(keyRule, false, keys, map[string]any{"algorithm": "token_bucket", "capacity": float64(4), "per_second": float64(12)}),
-			"per-client": rule(clientRule, true, clients, map[string]any{"algorithm": "token_bucket", "capacity": float64(6), "per_second": float64(5)}),
+			"per-key": rule(keyRule, false, keys, map[string]any{"algorithm": "token_bucket", "capacity": float64(4), "per_second": float64(12),
+				"text": "4 requests at once, then 3 every 250ms"}),
+			"per-client": rule(clientRule, true, clients, map[string]any{"algorithm": "token_bucket", "capacity": float64(6), "per_second": float64(5),
+				"text": "6 requests at once, then 5 per second"}),
 		},
 	}
 	for field, w := range want {

@@ -13,10 +13,11 @@ type Summary struct {
 	Log LogInfo `json:"log"`
 	// Keys says how keys are named: "hashed" (a keyed hash per run) or "shown".
 	Keys string `json:"keys"`
+	// Changes says what the second configuration changes from the first (with --compare):
+	// first, as the figure a comparison is for.
+	Changes *Changes `json:"changes,omitempty"`
 	*Result
 	Compare *Result `json:"compare,omitempty"`
-	// Changes says what the second configuration changes from the first (with --compare).
-	Changes *Changes `json:"changes,omitempty"`
 }
 
 // LogInfo describes the replayed log.
@@ -70,7 +71,9 @@ type RuleTotals struct {
 // RuleResult is one rule's figures.
 type RuleResult struct {
 	RuleTotals
-	Shadow bool        `json:"shadow,omitempty"`
+	Shadow bool `json:"shadow,omitempty"`
+	// Cost says what a request costs, in words; Limits are the rule's limits.
+	Cost   string      `json:"cost"`
 	Limits []LimitInfo `json:"limits"`
 	// Requests counts the requests the rule matched, exempt ones left out.
 	Requests int64 `json:"requests"`
@@ -88,6 +91,7 @@ type RuleResult struct {
 	// Series counts the decisions per time bucket (Result.SeriesStep).
 	Series []Point `json:"-"`
 	order  int
+	unit   string // what the limits count: "requests" (each costs 1) or "units"
 }
 
 // LimitInfo is a limit's burst and sustained rate, to compare keys' peaks with.
@@ -97,7 +101,12 @@ type LimitInfo struct {
 	Algorithm string  `json:"algorithm"`
 	Capacity  int64   `json:"capacity"`
 	PerSecond float64 `json:"per_second"`
-	position  int     // the limit's index in its rule's (or tier's) limits
+	// Text says what the limit admits, in words: "20 requests at once, then 5 per second".
+	Text     string `json:"text"`
+	position int    // the limit's index in its rule's (or tier's) limits
+	// phased: a fixed or sliding window on the monotonic clock, whose windows start at an
+	// instant that differs on every Envoy start.
+	phased bool
 }
 
 // KeyTotals are one partition key's figures under one rule.
@@ -107,8 +116,10 @@ type KeyTotals struct {
 	Admitted      int64 `json:"admitted"`
 	Limited       int64 `json:"limited"`
 	ShadowLimited int64 `json:"shadow_limited"`
-	// PeakPerSecond is the most requests in one calendar second.
-	PeakPerSecond int64 `json:"peak_per_second"`
+	// PeakPerSecond is the most requests in one calendar second, PeakUnitsPerSecond the most
+	// units (the rule's cost) in one: what the rule's limits count.
+	PeakPerSecond      int64 `json:"peak_per_second"`
+	PeakUnitsPerSecond int64 `json:"peak_units_per_second"`
 }
 
 // KeyResult is a key with its figures.

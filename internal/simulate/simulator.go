@@ -110,7 +110,9 @@ type ruleState struct {
 
 type keyState struct {
 	KeyTotals
-	second, inSecond int64
+	// second is the calendar second of the key's last request, inSecond and unitsInSecond the
+	// requests and units of that second so far.
+	second, inSecond, unitsInSecond int64
 }
 
 // New loads the module with the configuration and starts its VM at opts.Start. A configuration
@@ -273,13 +275,14 @@ func (s *Simulator) countRule(i int, m *host.Metrics, at int64, exempt bool) boo
 	}
 	r.requests++
 	if key != nil {
-		r.countKey(key, at/int64(time.Second), admitted, limited, shadowLimited)
+		cost, _ := s.attrib.Cost(&s.req, i) // a bad cost header charges nothing: 0
+		r.countKey(key, at/int64(time.Second), cost, admitted, limited, shadowLimited)
 	}
 	return limited > 0
 }
 
-// countKey adds a request of the given second to a key's figures.
-func (r *ruleState) countKey(key []byte, second, admitted, limited, shadowLimited int64) {
+// countKey adds a request of the given second and cost to a key's figures.
+func (r *ruleState) countKey(key []byte, second, cost, admitted, limited, shadowLimited int64) {
 	k := r.keys[string(key)]
 	if k == nil {
 		k = &keyState{second: second}
@@ -290,10 +293,12 @@ func (r *ruleState) countKey(key []byte, second, admitted, limited, shadowLimite
 	k.Limited += limited
 	k.ShadowLimited += shadowLimited
 	if second != k.second {
-		k.second, k.inSecond = second, 0
+		k.second, k.inSecond, k.unitsInSecond = second, 0, 0
 	}
 	k.inSecond++
+	k.unitsInSecond += cost
 	k.PeakPerSecond = max(k.PeakPerSecond, k.inSecond)
+	k.PeakUnitsPerSecond = max(k.PeakUnitsPerSecond, k.unitsInSecond)
 }
 
 // request is an Entry as the host's Request and as admission's Request, for PartitionKey.
@@ -393,14 +398,17 @@ func (s *Simulator) Result(top int) *Result {
 	}
 	for i := range s.rules {
 		r := &s.rules[i]
-		rr := &RuleResult{RuleTotals: r.totals, Shadow: r.shadow, Series: r.series, order: i}
-		for j, l := range s.cfg.Rules[i].Limits {
-			rr.Limits = append(rr.Limits, describeLimit(l, "", j))
+		rule := &s.cfg.Rules[i]
+		rr := &RuleResult{RuleTotals: r.totals, Shadow: r.shadow, Series: r.series, order: i, Cost: describeCost(rule.Cost)}
+		unit := unitWord(rule.Cost)
+		rr.unit = unit
+		for j, l := range rule.Limits {
+			rr.Limits = append(rr.Limits, describeLimit(l, "", j, unit))
 		}
-		if by := s.cfg.Rules[i].LimitsBy; by != nil {
+		if by := rule.LimitsBy; by != nil {
 			for _, tier := range by.Tiers {
 				for j, l := range tier.Limits {
-					rr.Limits = append(rr.Limits, describeLimit(l, tier.Name, j))
+					rr.Limits = append(rr.Limits, describeLimit(l, tier.Name, j, unit))
 				}
 			}
 		}
@@ -424,8 +432,9 @@ func (r *ruleState) keysLimited() int {
 }
 
 // describeLimit gives a limit's burst and sustained rate.
-func describeLimit(l config.Limit, tier string, position int) LimitInfo {
-	info := LimitInfo{Algorithm: l.Algorithm.String(), Capacity: l.Capacity, Tier: tier, position: position}
+func describeLimit(l config.Limit, tier string, position int, unit string) LimitInfo {
+	info := LimitInfo{Algorithm: l.Algorithm.String(), Capacity: l.Capacity, Tier: tier, position: position,
+		Text: describeLimitWords(l, unit), phased: windowOf(l) > 0 && l.Calendar == config.NoCalendar}
 	switch {
 	case l.RefillInterval > 0:
 		info.PerSecond = float64(l.RefillTokens) / l.RefillInterval.Seconds()
