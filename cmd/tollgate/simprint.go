@@ -23,6 +23,16 @@ func printAlone(w io.Writer, r *simulate.Result) {
 	}
 }
 
+// printPhases writes, for a configuration replayed at several phases of its windows, each
+// rule's range over them.
+func printPhases(w io.Writer, r *simulate.Result) {
+	for _, name := range r.RuleNames() {
+		if p := r.Rules[name].WindowPhases; p != nil {
+			fmt.Fprintf(w, "  rule %s: %s\n", name, p.Describe(r.Rules[name].Shadow))
+		}
+	}
+}
+
 // printChanges writes what the second configuration changes from the first, a line per rule.
 func printChanges(w io.Writer, c *simulate.Changes) {
 	if c == nil {

@@ -25,7 +25,7 @@ type simulateFlags struct {
 	configPath, logPath, outDir, comparePath, wasmPath string
 	format                                             simulate.Format
 	showKeys                                           bool
-	top                                                int
+	top, phases                                        int
 	seed                                               uint64
 }
 
@@ -59,7 +59,7 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	bar := progressFor(stderr, log.Requests())
 	started := time.Now()
-	opts := simulate.RunOptions{Wasm: wasm, Configs: configs, ShowKeys: f.showKeys, Top: f.top, Seed: f.seed}
+	opts := simulate.RunOptions{Wasm: wasm, Configs: configs, ShowKeys: f.showKeys, Top: f.top, Seed: f.seed, Phases: f.phases}
 	if bar != nil {
 		opts.Progress = bar.update
 	}
@@ -84,6 +84,7 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	for _, r := range results {
 		printTable(stdout, r)
 		printAlone(stdout, r)
+		printPhases(stdout, r)
 		for _, name := range globalRules(r, configs) {
 			fmt.Fprintf(stdout, "  rule %s has a global limit: no rate limit service is called in a simulation, so its global failure_mode decided\n", name)
 		}
@@ -107,6 +108,7 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	showKeys := fs.Bool("show-keys", false, "show partition keys as they are instead of by a keyed hash")
 	wasmPath := fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")
 	top := fs.Int("top", 10, "how many keys to list per rule")
+	phases := fs.Int("phases", 8, "replay configurations with fixed or sliding windows at `N` phases of their windows, and give each rule's range (1: one replay)")
 	seed := fs.Uint64("seed", 1, "seed of the module's randomness: its key table's secret, and so which keys share a slot")
 	if err := fs.Parse(args); err != nil {
 		return simulateFlags{}, false
@@ -128,6 +130,9 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	if *top < 1 || *top > 1000 {
 		problems = append(problems, fmt.Sprintf("--top %d is out of range: use 1 to 1000", *top))
 	}
+	if *phases < 1 || *phases > simulate.MaxPhases {
+		problems = append(problems, fmt.Sprintf("--phases %d is out of range: use 1 to %d", *phases, simulate.MaxPhases))
+	}
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Sprintf("unexpected argument %q: every input is given with a flag", fs.Arg(0)))
 	}
@@ -139,7 +144,7 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	}
 	return simulateFlags{
 		configPath: *configPath, logPath: *logPath, outDir: *outDir, comparePath: *comparePath, wasmPath: *wasmPath,
-		format: logFormat, showKeys: *showKeys, top: *top, seed: *seed,
+		format: logFormat, showKeys: *showKeys, top: *top, phases: *phases, seed: *seed,
 	}, true
 }
 

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -107,5 +108,50 @@ func TestCompareSaysWhatChanges(t *testing.T) {
 	}
 	if s.Result.Changes() != nil || len(c.Rules) != 2 {
 		t.Errorf("changes on the first result, or %d rules compared", len(c.Rules))
+	}
+}
+
+// A fixed window's figures depend on where windows start, which Envoy does not fix: three
+// requests in 59 seconds are limited once when one window holds them all (the first phase,
+// whose window starts at the first request) and never when a window boundary falls between
+// them (the seven other phases).
+func TestWindowPhasesGiveTheRange(t *testing.T) {
+	t.Parallel()
+	var lines []string
+	for _, second := range []int{0, 31, 59} {
+		lines = append(lines, fmt.Sprintf(`{"start_time":"2026-11-30T10:00:%02dZ","method":"GET","path":"/","req.x-api-key":"a"}`, second))
+	}
+	path := filepath.Join(t.TempDir(), "access.log")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const config = `{"rules": [
+	  {"name": "window", "key": [{"header": "x-api-key"}], "limits": [{"algorithm": "fixed_window", "capacity": 2, "window": "1m"}]},
+	  {"name": "bucket", "key": [{"header": "x-api-key"}], "limits": [{"capacity": 10, "refill_tokens": 1, "refill_interval": "1s"}]}]}`
+	tests := []struct {
+		phases int
+		want   *PhaseRange
+	}{
+		{1, nil},
+		{8, &PhaseRange{Phases: 8, WindowSeconds: 60, LimitedMin: 0, LimitedMax: 1}},
+	}
+	for _, tt := range tests {
+		log, err := Open(path, EnvoyJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results, err := Run(context.Background(), log, RunOptions{Wasm: module(t), Seed: 1, Cache: testCache, Phases: tt.phases,
+			Configs: []ConfigFile{{Name: "config.json", Data: []byte(config)}}})
+		log.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		window, bucket := results[0].Rules["window"], results[0].Rules["bucket"]
+		if window.Limited != 1 || asJSON(window.WindowPhases) != asJSON(tt.want) {
+			t.Errorf("%d phases: limited %d, range %s; want 1 and %s", tt.phases, window.Limited, asJSON(window.WindowPhases), asJSON(tt.want))
+		}
+		if bucket.WindowPhases != nil {
+			t.Errorf("%d phases: a rule without windows, which no phase moves, has a range: %+v", tt.phases, bucket.WindowPhases)
+		}
 	}
 }

@@ -180,7 +180,8 @@ func simulateFile(tb testing.TB, path string, format Format, showKeys bool, conf
 		tb.Fatal(err)
 	}
 	defer log.Close()
-	opts := RunOptions{Wasm: module(tb), ShowKeys: showKeys, Seed: 1, Cache: testCache}
+	// Two phases: configurations with windows show their range, at the cost of one more replay.
+	opts := RunOptions{Wasm: module(tb), ShowKeys: showKeys, Seed: 1, Cache: testCache, Phases: 2}
 	for i, c := range configs {
 		opts.Configs = append(opts.Configs, ConfigFile{Name: fmt.Sprintf("config-%d.json", i), Data: []byte(c)})
 	}

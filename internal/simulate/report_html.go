@@ -31,6 +31,7 @@ svg.sample { display: inline-block; vertical-align: middle; margin: 0 0.2em 0 0;
 .big { font-size: 1.1em; }
 ul.limits { margin: 0.2em 0 0.6em; padding-left: 1.2em; font-size: 0.9em; }
 .alone { background: #f4f3fa; border-left: 3px solid #7570b3; padding: 0.3em 0.6em; font-size: 0.9em; }
+.phases { font-size: 0.9em; }
 .legend { font-size: 0.85em; margin: 0 0 1em; }
 .legend div { margin: 0.1em 0; }
 </style>
@@ -67,7 +68,8 @@ ul.limits { margin: 0.2em 0 0.6em; padding-left: 1.2em; font-size: 0.9em; }
 {{end}}</table>
 {{range .Rules}}<h3>rule {{.Name}}{{if .Rule.Shadow}} (shadow){{end}}</h3>
 <ul class="limits">{{range .Limits}}<li>{{.Name}}: {{.Text}}</li>{{end}}<li>{{.Rule.Cost}}{{if .Rule.InvalidCost}}; {{num .Rule.InvalidCost}} requests had a cost header that is not a whole number (400){{end}}</li></ul>
-{{$r := .Rule}}{{with .Rule.EnforcedAlone}}<p class="alone">Enforced, as the only rule, it would limit <b>{{num .Limited}}</b> of its {{num $r.Requests}} requests ({{pct .Limited $r.Requests}}), from {{num (int64 .KeysLimited)}} keys. Behind the enforced rules, which reject some requests before it sees them, it shadow-limited {{num $r.ShadowLimited}}.</p>{{end}}
+{{$r := .Rule}}{{with $r.WindowPhases}}<p class="phases">Windows start where Envoy's clock puts them: {{.Describe $r.Shadow}}.</p>{{end}}
+{{with .Rule.EnforcedAlone}}<p class="alone">Enforced, as the only rule, it would limit <b>{{num .Limited}}</b> of its {{num $r.Requests}} requests ({{pct .Limited $r.Requests}}), from {{num (int64 .KeysLimited)}} keys. Behind the enforced rules, which reject some requests before it sees them, it shadow-limited {{num $r.ShadowLimited}}.</p>{{end}}
 <h4>requests per second, by decision</h4>
 {{.Series}}
 {{if .TopKeys}}<h4>{{.TopKeysTitle}}</h4>{{.TopKeys}}{{else}}<p class="none">No key was {{if .Rule.Shadow}}shadow-{{end}}limited.</p>{{end}}

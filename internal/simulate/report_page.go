@@ -65,13 +65,33 @@ func cannotTell(s *Summary, results []*Result) []string {
 		out = append(out, "Headers the log does not record. A key part or match on a header without a req.<name> field in the log sees it as absent.")
 	}
 	if windowed(results) {
-		out = append(out, "Where windows start. A fixed or sliding window starts at an instant of Envoy's monotonic clock, which differs on every start; this replay shows one such phase, and another moves the limited requests of a window rule a little.")
+		where := "Where windows start. A fixed or sliding window starts at an instant of Envoy's monotonic clock, which differs on every start: "
+		if phasesReplayed(results) {
+			where += "each rule gives the range of its figures over the phases replayed; the figures and charts are those of one phase."
+		} else {
+			where += "this replay shows one such phase, and another moves the limited requests of a window rule a little (--phases replays several)."
+		}
+		out = append(out, where)
+	} else {
+		out = append(out, "Nothing about window phases: token buckets and calendar windows do not depend on when Envoy started, so one replay is exact.")
 	}
 	out = append(out,
 		"The upstream's answers. An admitted request is answered with the status the log recorded (a logged 429 is replayed as 200): a request another limiter rejected counts as a success here.",
 		"Several replicas. This is one Envoy process; each replica of a fleet sees its share of the traffic and has its own buckets.",
 		"Global limits. No rate limit service is called: a global check fails at once, and its failure_mode decides.")
 	return out
+}
+
+// phasesReplayed reports whether any configuration was replayed at several window phases.
+func phasesReplayed(results []*Result) bool {
+	for _, r := range results {
+		for _, rr := range r.Rules {
+			if rr.WindowPhases != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // windowed reports whether any rule has a fixed or sliding window (not a calendar one).

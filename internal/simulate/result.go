@@ -84,6 +84,9 @@ type RuleResult struct {
 	// EnforcedAlone is, for a shadow rule, what it would have done enforced as the only rule:
 	// unlike ShadowLimited, it counts the requests an enforced rule rejected too.
 	EnforcedAlone *AloneResult `json:"enforced_alone,omitempty"`
+	// WindowPhases is, for a configuration with fixed or sliding windows replayed at several
+	// phases (--phases), the range of the rule's figures over them.
+	WindowPhases *PhaseRange `json:"window_phases,omitempty"`
 	// TopLimitedKeys are the keys with the most limited (or shadow-limited) requests.
 	TopLimitedKeys []KeyResult `json:"top_limited_keys"`
 	// BusiestKeys are the keys with the highest peak rate.

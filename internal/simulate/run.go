@@ -30,6 +30,9 @@ type RunOptions struct {
 	Top int
 	// Cache, when set, keeps the compiled module between runs.
 	Cache wazero.CompilationCache
+	// Phases is how many phases of their windows configurations with fixed or sliding windows
+	// are replayed at (Result's WindowPhases); 0 or 1 replays one.
+	Phases int
 	// Progress, when set, is called now and then with the requests replayed so far (by the
 	// slowest configuration).
 	Progress func(done int)
@@ -56,11 +59,11 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 			s.Close(ctx)
 		}
 	}()
-	start := func(name string, data []byte) (*Simulator, error) {
+	start := func(name string, data []byte, v simVariant) (*Simulator, error) {
 		s, err := New(ctx, Options{
 			Wasm: opts.Wasm, Config: data, ConfigName: name, Start: log.First,
 			Span: time.Duration(log.Last - log.First), Keys: namer, Cache: cache, Seed: opts.Seed,
-			LogFormat: log.Format, RecordVerdicts: len(opts.Configs) > 1,
+			LogFormat: log.Format, RecordVerdicts: v.record, Phase: v.phase,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -70,11 +73,15 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 	}
 	sims := make([]*Simulator, len(opts.Configs))
 	for i, c := range opts.Configs {
-		if sims[i], err = start(c.Name, c.Data); err != nil {
+		if sims[i], err = start(c.Name, c.Data, simVariant{record: len(opts.Configs) > 1}); err != nil {
 			return nil, err
 		}
 	}
 	alone, err := startAlone(opts.Configs, start)
+	if err != nil {
+		return nil, err
+	}
+	phased, err := startPhases(opts.Configs, opts.Phases, start)
 	if err != nil {
 		return nil, err
 	}
@@ -91,14 +98,26 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 	for _, a := range alone {
 		results[a.config].Rules[a.rule].EnforcedAlone = a.result(opts.Top)
 	}
+	for _, p := range phased {
+		p.apply(results[p.config], sims[p.config])
+	}
 	if len(sims) > 1 {
 		results[1].changes = compare(sims[0], sims[1], opts.Top)
 	}
 	return results, nil
 }
 
+// simVariant is how a simulator differs from its configuration's main replay.
+type simVariant struct {
+	phase  time.Duration // Options.Phase
+	record bool          // Options.RecordVerdicts
+}
+
+// startFunc starts a simulator of a configuration.
+type startFunc func(name string, data []byte, v simVariant) (*Simulator, error)
+
 // startAlone starts a simulator per shadow rule of each configuration, enforcing the rule alone.
-func startAlone(configs []ConfigFile, start func(name string, data []byte) (*Simulator, error)) ([]aloneSim, error) {
+func startAlone(configs []ConfigFile, start startFunc) ([]aloneSim, error) {
 	var alone []aloneSim
 	for i, c := range configs {
 		rules, err := shadowRules(c.Data)
@@ -110,7 +129,7 @@ func startAlone(configs []ConfigFile, start func(name string, data []byte) (*Sim
 			if err != nil {
 				return nil, fmt.Errorf("%s: rule %s enforced alone: %w", c.Name, rule, err)
 			}
-			s, err := start(c.Name+" (rule "+rule+" enforced alone)", data)
+			s, err := start(c.Name+" (rule "+rule+" enforced alone)", data, simVariant{})
 			if err != nil {
 				return nil, err
 			}

@@ -46,6 +46,9 @@ type Options struct {
 	Seed uint64
 	// Cache, when set, is shared by Simulators of the same module to compile it once.
 	Cache wazero.CompilationCache
+	// Phase moves the monotonic clock's start, and with it where fixed and sliding windows
+	// start (they are aligned on that clock, whose zero differs on every Envoy start).
+	Phase time.Duration
 	// LogFormat is the replayed log's format, for the warnings' advice.
 	LogFormat Format
 	// RecordVerdicts keeps, per request, whether each rule limited it, for Compare.
@@ -129,7 +132,7 @@ func New(ctx context.Context, opts Options) (*Simulator, error) {
 	attrib := admission.NewGate(policy)
 	s := &Simulator{opts: opts, cfg: cfg, attrib: attrib, statuses: map[int]int64{}}
 	s.upstreamFunc = s.upstream
-	s.clock = host.NewManualClock(time.Unix(0, opts.Start), monotonicStart)
+	s.clock = host.NewManualClock(time.Unix(0, opts.Start), monotonicStart+int64(opts.Phase))
 	s.host, err = host.New(ctx, opts.Wasm, host.Options{
 		PluginName: pluginName, RootID: pluginName, VMID: pluginName,
 		PluginConfig: opts.Config, Clock: s.clock, LogLevel: 2, CompilationCache: opts.Cache,
