@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/tollgate-proxy/tollgate/internal/simulate"
@@ -58,6 +59,28 @@ func printChanges(w io.Writer, c *simulate.Changes) {
 // changedRuleNames lists the rules of a comparison by name.
 func changedRuleNames(c *simulate.Changes) []string {
 	return simulate.SortedKeys(c.Rules)
+}
+
+// printSuggestion writes --suggest's limits per rule and what they did in their replay.
+func printSuggestion(w io.Writer, s *simulate.Suggestion, outDir string) {
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nsuggested limits (%s): at most %g %% of each rule's keys limited, the keys limited most left out\n",
+		filepath.Join(outDir, "suggested.json"), s.KeysPercent)
+	for _, name := range s.Result.RuleNames() {
+		rs, rr := s.Rules[name], s.Result.Rules[name]
+		fmt.Fprintf(w, "  rule %s (%s keys left out): replayed, %s requests limited from %s of %s keys\n", name,
+			simulate.Thousands(int64(rs.KeysExcluded)), simulate.Thousands(rr.Limited+rr.ShadowLimited),
+			simulate.Thousands(int64(rr.KeysLimited)), simulate.Thousands(int64(rr.Keys)))
+		for i, l := range rs.Limits {
+			text := l.Text
+			if l.Kept != "" {
+				text += " (kept: " + l.Kept + ")"
+			}
+			fmt.Fprintf(w, "    limit %d: %s\n", i+1, text)
+		}
+	}
 }
 
 // printWarnings writes every configuration's warnings, each naming its configuration.

@@ -40,3 +40,37 @@ func TestSimulateReadsStandardInputAndSaysWhatChanges(t *testing.T) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
 }
+
+// --suggest writes a configuration that tollgate check accepts, with the limits fitted to the
+// log: of two clients sending five and four requests at once, the first is the key limited most
+// (--top 1) and left out, so the bucket is fitted to four, its shape kept, and limits one request.
+func TestSimulateSuggestWritesAValidConfiguration(t *testing.T) {
+	wasm := builtModule(t)
+	tight := writeFile(t, "tight.json", simulateConfig)
+	var log strings.Builder
+	for client, n := range map[int]int{1: 5, 2: 4} {
+		for range n {
+			fmt.Fprintf(&log, `192.0.2.%d - - [30/Nov/2026:10:00:00 +0000] "GET /x HTTP/1.1" 200 5 "-" "curl/8.5.0"`+"\n", client)
+		}
+	}
+	logPath := writeFile(t, "access.log", log.String())
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := runCLI("", "simulate", "--config", tight, "--log", logPath, "--format", "combined",
+		"--out", out, "--wasm", wasm, "--suggest", "--suggest-percent", "10", "--top", "1")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	suggested := filepath.Join(out, "suggested.json")
+	for _, want := range []string{
+		"suggested limits (" + suggested + "): at most 10 % of each rule's keys limited, the keys limited most left out",
+		"rule per-ip (1 keys left out): replayed, 1 requests limited from 1 of 2 keys",
+		"limit 1: 4 requests at once, then 2 per second\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if code, _, stderr := runCLI("", "check", suggested); code != 0 {
+		t.Errorf("tollgate check %s: exit %d: %s", suggested, code, stderr)
+	}
+}

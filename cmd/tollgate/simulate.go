@@ -24,7 +24,8 @@ const progressFrom = 50_000
 type simulateFlags struct {
 	configPath, logPath, outDir, comparePath, wasmPath string
 	format                                             simulate.Format
-	showKeys                                           bool
+	showKeys, suggest                                  bool
+	suggestPercent                                     float64
 	top, phases                                        int
 	seed                                               uint64
 }
@@ -60,6 +61,9 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	bar := progressFor(stderr, log.Requests())
 	started := time.Now()
 	opts := simulate.RunOptions{Wasm: wasm, Configs: configs, ShowKeys: f.showKeys, Top: f.top, Seed: f.seed, Phases: f.phases}
+	if f.suggest {
+		opts.SuggestPercent = f.suggestPercent
+	}
 	if bar != nil {
 		opts.Progress = bar.update
 	}
@@ -90,6 +94,7 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	printChanges(stdout, summary.Changes)
+	printSuggestion(stdout, summary.Suggestion, f.outDir)
 	printWarnings(stderr, results)
 	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.outDir, "summary.json"), filepath.Join(f.outDir, "report.html"))
 	return 0
@@ -108,6 +113,8 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	showKeys := fs.Bool("show-keys", false, "show partition keys as they are instead of by a keyed hash")
 	wasmPath := fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")
 	top := fs.Int("top", 10, "how many keys to list per rule")
+	suggest := fs.Bool("suggest", false, "fit each rule's limits to the log (the smallest under which few keys would be limited), write DIR/suggested.json and replay it")
+	suggestPercent := fs.Float64("suggest-percent", 1, "with --suggest, the `P` percent of keys the fitted limits may limit, the keys limited most left out")
 	phases := fs.Int("phases", 8, "replay configurations with fixed or sliding windows at `N` phases of their windows, and give each rule's range (1: one replay)")
 	seed := fs.Uint64("seed", 1, "seed of the module's randomness: its key table's secret, and so which keys share a slot")
 	if err := fs.Parse(args); err != nil {
@@ -130,6 +137,9 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	if *top < 1 || *top > 1000 {
 		problems = append(problems, fmt.Sprintf("--top %d is out of range: use 1 to 1000", *top))
 	}
+	if *suggestPercent <= 0 || *suggestPercent >= 100 {
+		problems = append(problems, fmt.Sprintf("--suggest-percent %g is out of range: use more than 0 and less than 100, such as 1", *suggestPercent))
+	}
 	if *phases < 1 || *phases > simulate.MaxPhases {
 		problems = append(problems, fmt.Sprintf("--phases %d is out of range: use 1 to %d", *phases, simulate.MaxPhases))
 	}
@@ -145,6 +155,7 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	return simulateFlags{
 		configPath: *configPath, logPath: *logPath, outDir: *outDir, comparePath: *comparePath, wasmPath: *wasmPath,
 		format: logFormat, showKeys: *showKeys, top: *top, phases: *phases, seed: *seed,
+		suggest: *suggest, suggestPercent: *suggestPercent,
 	}, true
 }
 
@@ -156,6 +167,9 @@ func writeSimulation(outDir string, summary *simulate.Summary) error {
 	}
 	if err == nil {
 		err = writeReport(filepath.Join(outDir, "report.html"), summary)
+	}
+	if err == nil && summary.Suggestion != nil {
+		err = os.WriteFile(filepath.Join(outDir, "suggested.json"), append(summary.Suggestion.Config, '\n'), 0o644)
 	}
 	return err
 }

@@ -77,6 +77,9 @@ func WriteReport(w io.Writer, s *Summary) error {
 	if s.Changes != nil {
 		page.Changes = changeRows(s)
 	}
+	if s.Suggestion != nil {
+		page.Suggested = suggestionRows(s)
+	}
 	return reportTemplate.Execute(w, page)
 }
 
@@ -84,6 +87,7 @@ type reportPage struct {
 	Summary    *Summary
 	Warnings   []string
 	Changes    []changeRow
+	Suggested  []suggestionRow
 	Columns    []reportColumn
 	CannotTell []string
 }

@@ -28,6 +28,7 @@ svg.sample { display: inline-block; vertical-align: middle; margin: 0 0.2em 0 0;
 .box { border: 1px solid #ccc; border-radius: 4px; padding: 0.4em 1em; margin: 1em 0; }
 .warnings { border-color: #d95f02; background: #fff6ef; }
 .changes { border-color: #377eb8; background: #f3f8fc; }
+.suggestion { border-color: #1b9e77; background: #f2faf7; }
 .big { font-size: 1.1em; }
 ul.limits { margin: 0.2em 0 0.6em; padding-left: 1.2em; font-size: 0.9em; }
 .alone { background: #f4f3fa; border-left: 3px solid #7570b3; padding: 0.3em 0.6em; font-size: 0.9em; }
@@ -50,6 +51,11 @@ ul.limits { margin: 0.2em 0 0.6em; padding-left: 1.2em; font-size: 0.9em; }
 {{range .MovedMost}}<tr><td class="key">{{.Key}}</td><td>{{num .Requests}}</td><td>{{num .LimitedFrom}}</td><td>{{num .LimitedTo}}</td><td>{{signed (delta .LimitedTo .LimitedFrom)}}</td></tr>
 {{end}}</table>{{end}}{{end}}
 </div>{{end}}
+{{with .Summary.Suggestion}}<div class="box suggestion"><h2>Suggested limits for {{$.Summary.Config}}</h2>
+<p>Per rule, the smallest limits under which at most {{.KeysPercent}}&nbsp;% of its keys would ever be limited, the keys limited most left out, then replayed; suggested.json is that configuration. It cannot know how clients would react (backing off, retrying) or traffic the log does not hold.</p>
+<table><tr><th>rule</th><th class="text">limits fitted to the log</th><th>keys left out</th><th>limited or shadow-limited (replayed)</th><th>keys limited</th></tr>
+{{range $.Suggested}}<tr><td>{{.Rule}}</td><td class="text">{{range .Limits}}<div>{{.Text}}{{with .Kept}} (kept: {{.}}){{end}}</div>{{end}}</td><td>{{num (int64 .KeysExcluded)}}</td><td>{{num (add .Replayed.Limited .Replayed.ShadowLimited)}}</td><td>{{num (int64 .Replayed.KeysLimited)}} of {{num (int64 .Replayed.Keys)}}</td></tr>
+{{end}}</table></div>{{end}}
 {{with .Warnings}}<div class="box warnings"><h2>Warnings: the setup is probably wrong</h2><ul>
 {{range .}}<li>{{.}}</li>
 {{end}}</ul></div>{{end}}

@@ -54,6 +54,21 @@ func changeRows(s *Summary) []changeRow {
 	return rows
 }
 
+// suggestionRow is one rule's fitted limits and what they did, replayed.
+type suggestionRow struct {
+	Rule string
+	*RuleSuggestion
+	Replayed *RuleResult
+}
+
+func suggestionRows(s *Summary) []suggestionRow {
+	var rows []suggestionRow
+	for _, name := range s.Result.RuleNames() {
+		rows = append(rows, suggestionRow{Rule: name, RuleSuggestion: s.Suggestion.Rules[name], Replayed: s.Suggestion.Result.Rules[name]})
+	}
+	return rows
+}
+
 // cannotTell lists what a replay of this log cannot know, most relevant first.
 func cannotTell(s *Summary, results []*Result) []string {
 	out := []string{
@@ -116,6 +131,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 		return t.Format("2006-01-02 15:04:05.000 MST")
 	},
 	"delta": func(a, b int64) int64 { return a - b },
+	"add":   func(a, b int64) int64 { return a + b },
 	"signed": func(n int64) string {
 		if n > 0 {
 			return "+" + Thousands(n)

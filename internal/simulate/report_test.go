@@ -32,7 +32,7 @@ func writeTestReport(t *testing.T) (htmlPath string, s *Summary) {
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "access.log")
 	generateLog(t, logPath, 3, genOptions{requests: 30_000, keys: 40, noKey: 0.05, exempt: 0.02, clients: 30, meanGapMs: 4})
-	s, _ = simulateFile(t, logPath, EnvoyJSON, false, compareConfigs...)
+	s, _ = simulateFileWith(t, logPath, EnvoyJSON, false, func(o *RunOptions) { o.SuggestPercent = 1 }, compareConfigs...)
 	htmlPath = filepath.Join(dir, "report.html")
 	f, err := os.Create(htmlPath)
 	if err != nil {
@@ -75,7 +75,8 @@ func TestReportIsSelfContained(t *testing.T) {
 	}
 	for _, name := range []string{"config-0.json", "config-1.json", "rule per-key", "rule per-client (shadow)",
 		"What config-1.json changes from config-0.json", "limit 1: 4 requests at once, then 3 every 250ms",
-		"Enforced, as the only rule, it would limit", "What this log cannot tell", "<td>429</td>"} {
+		"Enforced, as the only rule, it would limit", "What this log cannot tell", "<td>429</td>",
+		"Suggested limits for config-0.json"} {
 		if !bytes.Contains(page, []byte(name)) {
 			t.Errorf("the page does not mention %q", name)
 		}

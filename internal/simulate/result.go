@@ -16,6 +16,8 @@ type Summary struct {
 	// Changes says what the second configuration changes from the first (with --compare):
 	// first, as the figure a comparison is for.
 	Changes *Changes `json:"changes,omitempty"`
+	// Suggestion is, with --suggest, the limits fitted to the log and their replay.
+	Suggestion *Suggestion `json:"suggestion,omitempty"`
 	*Result
 	Compare *Result `json:"compare,omitempty"`
 }
@@ -52,6 +54,8 @@ type Result struct {
 	SeriesStep  time.Duration `json:"-"`
 	// changes, on the second configuration's result, is what it changes from the first.
 	changes *Changes
+	// suggestion, on the first configuration's result, is --suggest's answer.
+	suggestion *Suggestion
 }
 
 // RuleTotals are a rule's counters over the log.

@@ -30,6 +30,9 @@ type RunOptions struct {
 	Top int
 	// Cache, when set, keeps the compiled module between runs.
 	Cache wazero.CompilationCache
+	// SuggestPercent, when above 0, fits each rule of the first configuration to the log: the
+	// smallest limits under which at most that percent of keys would be limited (Suggestion).
+	SuggestPercent float64
 	// Phases is how many phases of their windows configurations with fixed or sliding windows
 	// are replayed at (Result's WindowPhases); 0 or 1 replays one.
 	Phases int
@@ -63,7 +66,7 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 		s, err := New(ctx, Options{
 			Wasm: opts.Wasm, Config: data, ConfigName: name, Start: log.First,
 			Span: time.Duration(log.Last - log.First), Keys: namer, Cache: cache, Seed: opts.Seed,
-			LogFormat: log.Format, RecordVerdicts: v.record, Phase: v.phase,
+			LogFormat: log.Format, RecordVerdicts: v.record, Phase: v.phase, RecordRequests: v.requests,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -73,7 +76,8 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 	}
 	sims := make([]*Simulator, len(opts.Configs))
 	for i, c := range opts.Configs {
-		if sims[i], err = start(c.Name, c.Data, simVariant{record: len(opts.Configs) > 1}); err != nil {
+		v := simVariant{record: len(opts.Configs) > 1, requests: i == 0 && opts.SuggestPercent > 0}
+		if sims[i], err = start(c.Name, c.Data, v); err != nil {
 			return nil, err
 		}
 	}
@@ -104,13 +108,37 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 	if len(sims) > 1 {
 		results[1].changes = compare(sims[0], sims[1], opts.Top)
 	}
+	if opts.SuggestPercent > 0 {
+		if results[0].suggestion, err = suggest(ctx, log, sims[0], opts, start); err != nil {
+			return nil, err
+		}
+	}
 	return results, nil
+}
+
+// suggest fits the first configuration's limits to the log and replays the configuration with
+// the fitted limits.
+func suggest(ctx context.Context, log *Log, s *Simulator, opts RunOptions, start startFunc) (*Suggestion, error) {
+	sug, data, err := suggestion(s, opts.Configs[0].Data, opts.SuggestPercent, opts.Top)
+	if err != nil {
+		return nil, fmt.Errorf("suggest: %w", err)
+	}
+	fitted, err := start(opts.Configs[0].Name+" (suggested)", data, simVariant{})
+	if err != nil {
+		return nil, fmt.Errorf("the suggested configuration: %w", err)
+	}
+	if err := replay(ctx, log, []*Simulator{fitted}, nil); err != nil {
+		return nil, err
+	}
+	sug.Result = fitted.Result(opts.Top)
+	return sug, nil
 }
 
 // simVariant is how a simulator differs from its configuration's main replay.
 type simVariant struct {
-	phase  time.Duration // Options.Phase
-	record bool          // Options.RecordVerdicts
+	phase    time.Duration // Options.Phase
+	record   bool          // Options.RecordVerdicts
+	requests bool          // Options.RecordRequests
 }
 
 // startFunc starts a simulator of a configuration.
@@ -245,5 +273,6 @@ func Summarize(log *Log, showKeys bool, results []*Result) *Summary {
 		s.Compare = results[1]
 		s.Changes = results[1].changes
 	}
+	s.Suggestion = results[0].suggestion
 	return s
 }

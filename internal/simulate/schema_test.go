@@ -48,6 +48,8 @@ func (c *schemaChecker) check(where, def string, node map[string]any, v any) []s
 			if p, ok := props[name]; ok {
 				c.seen[def+"."+name] = true
 				problems = append(problems, c.check(where+"."+name, def, p.(map[string]any), obj[name])...)
+			} else if node["additionalProperties"] == true {
+				// Any value: the suggested configuration, which config/doc.go describes.
 			} else if extra, ok := node["additionalProperties"].(map[string]any); ok {
 				problems = append(problems, c.check(where+"."+name, def, extra, obj[name])...)
 			} else {
@@ -131,8 +133,9 @@ func TestSummaryMatchesItsSchema(t *testing.T) {
 	generateLog(t, logPath, 5, genOptions{requests: 3000, keys: 20, noKey: 0.05, exempt: 0.02, clients: 10, meanGapMs: 4, badEvery: 500})
 	tiers := `{"name": "plans", "key": [{"header": "x-api-key"}], "limits_by": {"part": {"header": "x-plan"}, "default": "free",
 	  "tiers": {"free": [{"algorithm": "sliding_window", "capacity": 50, "window": "1h"}]}}}`
-	_, doc := simulateFile(t, logPath, EnvoyJSON, false,
-		`{"rules": [`+tiers+`]}`, compareConfigs[1])
+	_, doc := simulateFileWith(t, logPath, EnvoyJSON, false, func(o *RunOptions) { o.SuggestPercent = 1 },
+		`{"rules": [`+tiers+`, {"name": "per-key", "key": [{"header": "x-api-key"}],
+		  "limits": [{"capacity": 4, "refill_tokens": 3, "refill_interval": "250ms"}]}]}`, compareConfigs[1])
 	for _, p := range c.check("summary.json", "summary", c.root, doc) {
 		t.Error(p)
 	}

@@ -53,6 +53,8 @@ type Options struct {
 	LogFormat Format
 	// RecordVerdicts keeps, per request, whether each rule limited it, for Compare.
 	RecordVerdicts bool
+	// RecordRequests keeps every key's requests (time and cost), for Suggest.
+	RecordRequests bool
 }
 
 // Simulator replays requests through the module in the embedded host on a manual clock: one
@@ -116,6 +118,13 @@ type keyState struct {
 	// second is the calendar second of the key's last request, inSecond and unitsInSecond the
 	// requests and units of that second so far.
 	second, inSecond, unitsInSecond int64
+	// requests are the key's requests, when Options.RecordRequests.
+	requests []keyRequest
+}
+
+// keyRequest is one request of a key: its time (Unix nanoseconds) and its cost.
+type keyRequest struct {
+	at, cost int64
 }
 
 // New loads the module with the configuration and starts its VM at opts.Start. A configuration
@@ -279,13 +288,16 @@ func (s *Simulator) countRule(i int, m *host.Metrics, at int64, exempt bool) boo
 	r.requests++
 	if key != nil {
 		cost, _ := s.attrib.Cost(&s.req, i) // a bad cost header charges nothing: 0
-		r.countKey(key, at/int64(time.Second), cost, admitted, limited, shadowLimited)
+		k := r.countKey(key, at/int64(time.Second), cost, admitted, limited, shadowLimited)
+		if s.opts.RecordRequests {
+			k.requests = append(k.requests, keyRequest{at: at, cost: cost})
+		}
 	}
 	return limited > 0
 }
 
 // countKey adds a request of the given second and cost to a key's figures.
-func (r *ruleState) countKey(key []byte, second, cost, admitted, limited, shadowLimited int64) {
+func (r *ruleState) countKey(key []byte, second, cost, admitted, limited, shadowLimited int64) *keyState {
 	k := r.keys[string(key)]
 	if k == nil {
 		k = &keyState{second: second}
@@ -302,6 +314,7 @@ func (r *ruleState) countKey(key []byte, second, cost, admitted, limited, shadow
 	k.unitsInSecond += cost
 	k.PeakPerSecond = max(k.PeakPerSecond, k.inSecond)
 	k.PeakUnitsPerSecond = max(k.PeakUnitsPerSecond, k.unitsInSecond)
+	return k
 }
 
 // request is an Entry as the host's Request and as admission's Request, for PartitionKey.
