@@ -56,6 +56,8 @@ func TestTicksAreRound(t *testing.T) {
 		{"a minute", func() []string { return labels(timeTicks(at("2026-11-30T10:00:00Z"), at("2026-11-30T10:01:00Z"))) }, "10:00:00 10:00:10 10:00:20 10:00:30 10:00:40 10:00:50 10:01:00"},
 		{"three days", func() []string { return labels(timeTicks(at("2026-11-30T00:00:00Z"), at("2026-12-03T00:00:00Z"))) }, "Nov 30 Dec 1 Dec 2 Dec 3"},
 		{"a day and a half", func() []string { return labels(timeTicks(at("2026-11-30T00:00:00Z"), at("2026-12-01T12:00:00Z"))) }, "Nov 30 00:00 Nov 30 12:00 Dec 1 00:00 Dec 1 12:00"},
+		{"two years", func() []string { return labels(timeTicks(at("2025-01-01T00:00:00Z"), at("2027-01-01T00:00:00Z"))) },
+			"Mar 31 2025 Aug 18 2025 Jan 5 2026 May 25 2026 Oct 12 2026"},
 		{"thousands", func() []string { return labels(countTicks(0, 5000)) }, "0 1,000 2,000 3,000 4,000 5,000"},
 		{"fractions", func() []string { return labels(countTicks(0, 2.5)) }, "0 0.5 1 1.5 2 2.5"},
 	}

@@ -27,6 +27,8 @@ func timeTicks(lo, hi float64) []plot.Tick {
 	switch {
 	case step < time.Minute:
 		layout = "15:04:05"
+	case step > timeSteps[len(timeSteps)-1]:
+		layout = "Jan 2 2006" // over months: the year matters
 	case step >= 24*time.Hour:
 		layout = "Jan 2"
 	case span > 24*time.Hour:
@@ -54,7 +56,9 @@ func timeStep(span time.Duration, n int) time.Duration {
 			return s
 		}
 	}
-	return timeSteps[len(timeSteps)-1]
+	// Longer than the steps go: whole multiples of the longest.
+	longest := timeSteps[len(timeSteps)-1]
+	return longest * (span/longest/time.Duration(n-1) + 1)
 }
 
 // niceStep is a round spacing (1, 2 or 5 times a power of ten) giving at most about n ticks
