@@ -34,12 +34,8 @@ func shadowRules(data []byte) ([]string, error) {
 // every other rule and the shadow settings are dropped, everything else (exemptions, client_ip,
 // the key table, the response) is kept as written.
 func enforcedAlone(data []byte, rule string) ([]byte, error) {
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, err
-	}
-	var rules []map[string]json.RawMessage
-	if err := json.Unmarshal(doc["rules"], &rules); err != nil {
+	doc, rules, err := configRules(data)
+	if err != nil {
 		return nil, err
 	}
 	for _, r := range rules {
@@ -57,6 +53,20 @@ func enforcedAlone(data []byte, rule string) ([]byte, error) {
 		return json.Marshal(doc)
 	}
 	return nil, fmt.Errorf("no rule %q", rule)
+}
+
+// configRules splits a configuration's JSON into its top-level fields and its rules' fields, each
+// kept as written, for a variant of it to be written back.
+func configRules(data []byte) (map[string]json.RawMessage, []map[string]json.RawMessage, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, nil, err
+	}
+	var rules []map[string]json.RawMessage
+	if err := json.Unmarshal(doc["rules"], &rules); err != nil {
+		return nil, nil, err
+	}
+	return doc, rules, nil
 }
 
 // aloneResult reads what the rule did in its replay alone.

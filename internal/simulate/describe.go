@@ -7,6 +7,21 @@ import (
 	"github.com/tollgate-proxy/tollgate/config"
 )
 
+// eachLimit calls fn with every limit of a rule: its limits, or every tier's (tier "" for the
+// former), each with its position in its list.
+func eachLimit(r *config.Rule, fn func(tier string, position int, l config.Limit)) {
+	for j, l := range r.Limits {
+		fn("", j, l)
+	}
+	if r.LimitsBy != nil {
+		for _, tier := range r.LimitsBy.Tiers {
+			for j, l := range tier.Limits {
+				fn(tier.Name, j, l)
+			}
+		}
+	}
+}
+
 // unitWord is what a rule's limits count: requests when each costs one, units otherwise.
 func unitWord(c config.Cost) string {
 	if c.Header == "" && c.Units == 1 {

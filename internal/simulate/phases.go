@@ -36,19 +36,11 @@ type phaseSims struct {
 // windows follow the wall clock, which the log gives): 0 when it has none.
 func phasedWindow(r *config.Rule) time.Duration {
 	var longest time.Duration
-	each := func(limits []config.Limit) {
-		for _, l := range limits {
-			if l.Calendar == config.NoCalendar {
-				longest = max(longest, windowOf(l))
-			}
+	eachLimit(r, func(_ string, _ int, l config.Limit) {
+		if l.Calendar == config.NoCalendar {
+			longest = max(longest, windowOf(l))
 		}
-	}
-	each(r.Limits)
-	if r.LimitsBy != nil {
-		for _, tier := range r.LimitsBy.Tiers {
-			each(tier.Limits)
-		}
-	}
+	})
 	return longest
 }
 

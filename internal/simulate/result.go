@@ -177,22 +177,7 @@ func topKeys(rule string, keys map[string]*keyState, namer *KeyNamer, top int) (
 		}
 		return out
 	}
-	// Ties are broken by the key itself, so that a report does not change from run to run.
-	sort.Slice(all, func(i, j int) bool {
-		a, b := all[i], all[j]
-		if x, y := a.Limited+a.ShadowLimited, b.Limited+b.ShadowLimited; x != y {
-			return x > y
-		}
-		if a.PeakPerSecond != b.PeakPerSecond {
-			return a.PeakPerSecond > b.PeakPerSecond
-		}
-		return a.Key < b.Key
-	})
-	n := 0
-	for n < len(all) && n < top && all[n].Limited+all[n].ShadowLimited > 0 {
-		n++
-	}
-	limited = name(all[:n])
+	limited = name(all[:limitedMost(all, top)])
 	sort.Slice(all, func(i, j int) bool {
 		a, b := all[i], all[j]
 		if a.PeakPerSecond != b.PeakPerSecond {
@@ -205,6 +190,28 @@ func topKeys(rule string, keys map[string]*keyState, namer *KeyNamer, top int) (
 	})
 	busiest = name(all[:min(top, len(all))])
 	return limited, busiest
+}
+
+// limitedMost sorts keys by limited (and shadow-limited) requests, most first, and returns how
+// many of the first top have any: the keys the report names as limited most.
+func limitedMost(keys []KeyResult, top int) int {
+	// Ties are broken by the peak, then the key itself, so that a report does not change from
+	// run to run.
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if x, y := a.Limited+a.ShadowLimited, b.Limited+b.ShadowLimited; x != y {
+			return x > y
+		}
+		if a.PeakPerSecond != b.PeakPerSecond {
+			return a.PeakPerSecond > b.PeakPerSecond
+		}
+		return a.Key < b.Key
+	})
+	n := 0
+	for n < len(keys) && n < top && keys[n].Limited+keys[n].ShadowLimited > 0 {
+		n++
+	}
+	return n
 }
 
 // MarshalIndent writes the summary as summary.json holds it.

@@ -418,16 +418,9 @@ func (s *Simulator) Result(top int) *Result {
 		rr := &RuleResult{RuleTotals: r.totals, Shadow: r.shadow, Series: r.series, order: i, Cost: describeCost(rule.Cost)}
 		unit := unitWord(rule.Cost)
 		rr.unit = unit
-		for j, l := range rule.Limits {
-			rr.Limits = append(rr.Limits, describeLimit(l, "", j, unit))
-		}
-		if by := rule.LimitsBy; by != nil {
-			for _, tier := range by.Tiers {
-				for j, l := range tier.Limits {
-					rr.Limits = append(rr.Limits, describeLimit(l, tier.Name, j, unit))
-				}
-			}
-		}
+		eachLimit(rule, func(tier string, j int, l config.Limit) {
+			rr.Limits = append(rr.Limits, describeLimit(l, tier, j, unit))
+		})
 		rr.TopLimitedKeys, rr.BusiestKeys = topKeys(r.name, r.keys, s.opts.Keys, top)
 		rr.Keys, rr.KeysLimited, rr.Requests = len(r.keys), r.keysLimited(), r.requests
 		res.Rules[r.name] = rr

@@ -44,12 +44,8 @@ type SuggestedLimit struct {
 // the top keys by limited requests, and returns the configuration with the fitted limits.
 func suggestion(s *Simulator, data []byte, percent float64, top int) (*Suggestion, []byte, error) {
 	sug := &Suggestion{KeysPercent: percent, Rules: map[string]*RuleSuggestion{}}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, nil, err
-	}
-	var rules []map[string]json.RawMessage
-	if err := json.Unmarshal(doc["rules"], &rules); err != nil {
+	doc, rules, err := configRules(data)
+	if err != nil {
 		return nil, nil, err
 	}
 	for i := range s.rules {
@@ -66,13 +62,11 @@ func suggestion(s *Simulator, data []byte, percent float64, top int) (*Suggestio
 			}
 			rs.Limits = append(rs.Limits, SuggestedLimit{LimitInfo: describeLimit(limits[j], "", j, unit), Kept: kept})
 		}
-		if by := rule.LimitsBy; by != nil {
-			for _, tier := range by.Tiers {
-				for j, l := range tier.Limits {
-					rs.Limits = append(rs.Limits, SuggestedLimit{LimitInfo: describeLimit(l, tier.Name, j, unit), Kept: "limits_by tiers are not fitted"})
-				}
+		eachLimit(rule, func(tier string, j int, l config.Limit) {
+			if tier != "" {
+				rs.Limits = append(rs.Limits, SuggestedLimit{LimitInfo: describeLimit(l, tier, j, unit), Kept: "limits_by tiers are not fitted"})
 			}
-		}
+		})
 		if err := setLimits(rules[i], limits, fitted); err != nil {
 			return nil, nil, err
 		}
@@ -91,31 +85,16 @@ func suggestion(s *Simulator, data []byte, percent float64, top int) (*Suggestio
 	return sug, append(suggested, '\n'), nil
 }
 
-// fittedKeys lists the requests of every key but the top ones by limited (and shadow-limited)
-// requests, as the report names them.
+// fittedKeys lists the requests of every key but those the report names as limited most.
 func fittedKeys(keys map[string]*keyState, top int) [][]keyRequest {
-	type ranked struct {
-		key string
-		st  *keyState
-	}
-	all := make([]ranked, 0, len(keys))
+	all := make([]KeyResult, 0, len(keys))
 	for k, st := range keys {
-		all = append(all, ranked{k, st})
+		all = append(all, KeyResult{Key: k, KeyTotals: st.KeyTotals})
 	}
-	sort.Slice(all, func(i, j int) bool {
-		a, b := all[i].st, all[j].st
-		if x, y := a.Limited+a.ShadowLimited, b.Limited+b.ShadowLimited; x != y {
-			return x > y
-		}
-		return all[i].key < all[j].key
-	})
-	excluded := 0
-	for excluded < len(all) && excluded < top && all[excluded].st.Limited+all[excluded].st.ShadowLimited > 0 {
-		excluded++
-	}
+	excluded := limitedMost(all, top)
 	out := make([][]keyRequest, 0, len(all)-excluded)
-	for _, r := range all[excluded:] {
-		out = append(out, r.st.requests)
+	for _, k := range all[excluded:] {
+		out = append(out, keys[k.Key].requests)
 	}
 	return out
 }

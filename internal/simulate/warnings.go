@@ -86,22 +86,14 @@ func missingKeyHint(parts []config.KeyPart, format Format) string {
 // longestWindow is the longest window of a rule's fixed or sliding windows (0 for none), and
 // its name ("1-hour", "calendar day").
 func longestWindow(r *config.Rule) (longest time.Duration, name string) {
-	each := func(limits []config.Limit) {
-		for _, l := range limits {
-			if w := windowOf(l); w > longest {
-				longest, name = w, describeWindow(w)
-				if l.Calendar != config.NoCalendar {
-					name = "calendar " + l.Calendar.String()
-				}
+	eachLimit(r, func(_ string, _ int, l config.Limit) {
+		if w := windowOf(l); w > longest {
+			longest, name = w, describeWindow(w)
+			if l.Calendar != config.NoCalendar {
+				name = "calendar " + l.Calendar.String()
 			}
 		}
-	}
-	each(r.Limits)
-	if r.LimitsBy != nil {
-		for _, tier := range r.LimitsBy.Tiers {
-			each(tier.Limits)
-		}
-	}
+	})
 	return longest, name
 }
 
