@@ -17,7 +17,8 @@ var tollgateConfigs = []string{"examples/tollgate.json", "examples/egress/tollga
 
 // otherShippedFiles are configuration files proven by a test outside these lists.
 var otherShippedFiles = map[string]string{
-	"deploy/image/Dockerfile": "TestDockerfileMakesOneLayerWithPluginWasm",
+	"deploy/image/Dockerfile":  "TestDockerfileMakesOneLayerWithPluginWasm",
+	"docs/summary.schema.json": "internal/simulate's TestSummaryMatchesItsSchema",
 }
 
 // shippedConfigs maps every configuration file the repository ships to the test that proves it

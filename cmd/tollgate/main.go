@@ -64,7 +64,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "serve":
 		return serve(args[1:], stdin, stdout, stderr)
 	case "simulate":
-		return simulateCmd(args[1:], stdout, stderr)
+		return simulateCmd(args[1:], stdin, stdout, stderr)
 	case "demo-upstream":
 		return demoUpstream(args[1:], stdout, stderr)
 	case "backtrace":

@@ -24,14 +24,15 @@ const progressFrom = 50_000
 type simulateFlags struct {
 	configPath, logPath, outDir, comparePath, wasmPath string
 	format                                             simulate.Format
-	showKeys                                           bool
-	top                                                int
+	showKeys, suggest                                  bool
+	suggestPercent                                     float64
+	top, phases                                        int
 	seed                                               uint64
 }
 
 // simulateCmd replays an access log through the module with one configuration (and another to
 // compare) and writes DIR/summary.json and DIR/report.html.
-func simulateCmd(args []string, stdout, stderr io.Writer) int {
+func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	f, ok := parseSimulateFlags(args, stderr)
 	if !ok {
 		return 2
@@ -50,7 +51,7 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	log, err := openLog(stderr, f.logPath, f.format)
+	log, err := openLog(stderr, stdin, f.logPath, f.format)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
 		return 1
@@ -59,7 +60,10 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 
 	bar := progressFor(stderr, log.Requests())
 	started := time.Now()
-	opts := simulate.RunOptions{Wasm: wasm, Configs: configs, ShowKeys: f.showKeys, Top: f.top, Seed: f.seed}
+	opts := simulate.RunOptions{Wasm: wasm, Configs: configs, ShowKeys: f.showKeys, Top: f.top, Seed: f.seed, Phases: f.phases}
+	if f.suggest {
+		opts.SuggestPercent = f.suggestPercent
+	}
 	if bar != nil {
 		opts.Progress = bar.update
 	}
@@ -79,14 +83,19 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	}
 
 	fmt.Fprintf(stdout, "%s: %s requests from %s to %s (%d bad lines skipped), replayed in %s\n",
-		f.logPath, simulate.Thousands(int64(log.Requests())), summary.Log.First.Format(time.RFC3339), summary.Log.Last.Format(time.RFC3339),
+		log.Path, simulate.Thousands(int64(log.Requests())), summary.Log.First.Format(time.RFC3339), summary.Log.Last.Format(time.RFC3339),
 		log.Bad, elapsed.Round(10*time.Millisecond))
 	for _, r := range results {
 		printTable(stdout, r)
+		printAlone(stdout, r)
+		printPhases(stdout, r)
 		for _, name := range globalRules(r, configs) {
 			fmt.Fprintf(stdout, "  rule %s has a global limit: no rate limit service is called in a simulation, so its global failure_mode decided\n", name)
 		}
 	}
+	printChanges(stdout, summary.Changes)
+	printSuggestion(stdout, summary.Suggestion, f.outDir)
+	printWarnings(stderr, results)
 	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.outDir, "summary.json"), filepath.Join(f.outDir, "report.html"))
 	return 0
 }
@@ -97,13 +106,16 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	fs := flag.NewFlagSet("tollgate simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "plugin configuration `FILE` (JSON), required")
-	logPath := fs.String("log", "", "access log `FILE` to replay, required")
+	logPath := fs.String("log", "", "access log `FILE` to replay, required; - reads standard input")
 	format := fs.String("format", "envoy-json", "log format: envoy-json or combined")
 	outDir := fs.String("out", "", "`DIR` for summary.json and report.html, required (created if missing)")
 	comparePath := fs.String("compare", "", "another configuration `FILE` to replay the same log through, side by side")
 	showKeys := fs.Bool("show-keys", false, "show partition keys as they are instead of by a keyed hash")
 	wasmPath := fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")
 	top := fs.Int("top", 10, "how many keys to list per rule")
+	suggest := fs.Bool("suggest", false, "fit each rule's limits to the log (the smallest under which few keys would be limited), write DIR/suggested.json and replay it")
+	suggestPercent := fs.Float64("suggest-percent", 1, "with --suggest, the `P` percent of keys the fitted limits may limit, the keys limited most left out")
+	phases := fs.Int("phases", 8, "replay configurations with fixed or sliding windows at `N` phases of their windows, and give each rule's range (1: one replay)")
 	seed := fs.Uint64("seed", 1, "seed of the module's randomness: its key table's secret, and so which keys share a slot")
 	if err := fs.Parse(args); err != nil {
 		return simulateFlags{}, false
@@ -125,6 +137,12 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	if *top < 1 || *top > 1000 {
 		problems = append(problems, fmt.Sprintf("--top %d is out of range: use 1 to 1000", *top))
 	}
+	if *suggestPercent <= 0 || *suggestPercent >= 100 {
+		problems = append(problems, fmt.Sprintf("--suggest-percent %g is out of range: use more than 0 and less than 100, such as 1", *suggestPercent))
+	}
+	if *phases < 1 || *phases > simulate.MaxPhases {
+		problems = append(problems, fmt.Sprintf("--phases %d is out of range: use 1 to %d", *phases, simulate.MaxPhases))
+	}
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Sprintf("unexpected argument %q: every input is given with a flag", fs.Arg(0)))
 	}
@@ -136,7 +154,8 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	}
 	return simulateFlags{
 		configPath: *configPath, logPath: *logPath, outDir: *outDir, comparePath: *comparePath, wasmPath: *wasmPath,
-		format: logFormat, showKeys: *showKeys, top: *top, seed: *seed,
+		format: logFormat, showKeys: *showKeys, top: *top, phases: *phases, seed: *seed,
+		suggest: *suggest, suggestPercent: *suggestPercent,
 	}, true
 }
 
@@ -148,6 +167,9 @@ func writeSimulation(outDir string, summary *simulate.Summary) error {
 	}
 	if err == nil {
 		err = writeReport(filepath.Join(outDir, "report.html"), summary)
+	}
+	if err == nil && summary.Suggestion != nil {
+		err = os.WriteFile(filepath.Join(outDir, "suggested.json"), append(summary.Suggestion.Config, '\n'), 0o644)
 	}
 	return err
 }
@@ -169,21 +191,34 @@ func readSimulateConfigs(stderr io.Writer, paths ...string) ([]simulate.ConfigFi
 	return configs, true
 }
 
-// openLog reads and indexes the log, reporting its bad lines on stderr.
-func openLog(stderr io.Writer, path string, format simulate.Format) (*simulate.Log, error) {
-	if info, err := os.Stat(path); err == nil && info.Mode()&os.ModeNamedPipe != 0 {
+// openLog reads and indexes the log ("-": standard input), reporting its bad lines on stderr and,
+// on a terminal, how many lines it has read so far.
+func openLog(stderr io.Writer, stdin io.Reader, path string, format simulate.Format) (*simulate.Log, error) {
+	in := simulate.Input{Path: path}
+	if path == "-" {
+		in = simulate.Input{Path: "standard input", Reader: stdin}
+	} else if info, err := os.Stat(path); err == nil && info.Mode()&os.ModeNamedPipe != 0 {
 		// Opening a named pipe waits for its writer: say so rather than sit silent.
 		fmt.Fprintf(stderr, "tollgate simulate: %s is a named pipe: waiting for a writer\n", path)
 	}
-	log, err := simulate.Open(path, format)
+	reading := isTerminal(stderr)
+	if reading {
+		in.Progress = func(lines int) {
+			fmt.Fprintf(stderr, "\rreading %s: %s lines", in.Path, simulate.Thousands(int64(lines)))
+		}
+	}
+	log, err := simulate.OpenInput(in, format)
+	if reading {
+		fmt.Fprint(stderr, "\r\033[K") // the reading line is erased, whatever follows
+	}
 	if err != nil {
 		return nil, err
 	}
 	for _, bad := range log.BadSamples {
-		fmt.Fprintf(stderr, "%s:%d: skipped: %s\n", path, bad.Line, bad.Error)
+		fmt.Fprintf(stderr, "%s:%d: skipped: %s\n", log.Path, bad.Line, bad.Error)
 	}
 	if more := log.Bad - len(log.BadSamples); more > 0 {
-		fmt.Fprintf(stderr, "%s: %d more bad lines skipped (summary.json counts them)\n", path, more)
+		fmt.Fprintf(stderr, "%s: %d more bad lines skipped (summary.json counts them)\n", log.Path, more)
 	}
 	return log, nil
 }

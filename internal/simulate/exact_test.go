@@ -62,7 +62,8 @@ func (k *modelKey) offered(ms int64) {
 
 // TestSummaryEqualsAnIndependentTokenBucket replays a generated log (requests without a key,
 // exempt requests, bursts in one millisecond, lines out of start order, bad lines) through the
-// module and compares summary.json with the test's own computation.
+// module and compares summary.json with the test's own computation, the shadow rule enforced alone
+// included.
 func TestSummaryEqualsAnIndependentTokenBucket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "access.log")
 	reqs := generateLog(t, path, 7, genOptions{requests: 20_000, keys: 12, noKey: 0.08, exempt: 0.03,
@@ -74,8 +75,11 @@ func TestSummaryEqualsAnIndependentTokenBucket(t *testing.T) {
 	keyBuckets, clientBuckets := map[string]*bucket{}, map[string]*bucket{}
 	keys := map[string]*modelKey{}    // by API key
 	clients := map[string]*modelKey{} // by client address
-	type totals struct{ admitted, limited, shadowLimited, missingKey, exempt int64 }
+	type totals struct{ requests, admitted, limited, shadowLimited, missingKey, exempt int64 }
 	var keyRule, clientRule totals
+	// The shadow rule enforced alone: every request that is not exempt reaches it.
+	aloneBuckets, aloneClients := map[string]*bucket{}, map[string]*modelKey{}
+	var alone totals
 	statuses := map[string]int64{}
 	var exempt int64
 	for _, r := range reqs {
@@ -85,6 +89,26 @@ func TestSummaryEqualsAnIndependentTokenBucket(t *testing.T) {
 			clientRule.exempt++
 			statuses["200"]++
 			continue
+		}
+		keyRule.requests++
+		clientRule.requests++
+		ac := aloneClients[r.client]
+		if ac == nil {
+			ac = &modelKey{}
+			aloneClients[r.client] = ac
+		}
+		ac.offered(r.ms)
+		ab, seen := aloneBuckets[r.client]
+		if !seen {
+			ab = &bucket{}
+			aloneBuckets[r.client] = ab
+		}
+		if perClient.take(ab, seen, r.ms) {
+			alone.admitted++
+			ac.admitted++
+		} else {
+			alone.limited++
+			ac.limited++
 		}
 		client := clients[r.client]
 		if r.key == "" {
@@ -136,7 +160,7 @@ func TestSummaryEqualsAnIndependentTokenBucket(t *testing.T) {
 			client.shadowLimited++
 		}
 	}
-	if keyRule.limited == 0 || clientRule.shadowLimited == 0 || keyRule.missingKey == 0 || exempt == 0 {
+	if keyRule.limited == 0 || clientRule.shadowLimited == 0 || keyRule.missingKey == 0 || exempt == 0 || alone.limited <= clientRule.shadowLimited {
 		t.Fatalf("the generated log does not exercise every outcome: %+v %+v exempt %d", keyRule, clientRule, exempt)
 	}
 
@@ -148,7 +172,8 @@ func TestSummaryEqualsAnIndependentTokenBucket(t *testing.T) {
 		entry := func(n string) any {
 			k := m[n]
 			return map[string]any{"key": n, "requests": float64(k.requests), "admitted": float64(k.admitted),
-				"limited": float64(k.limited), "shadow_limited": float64(k.shadowLimited), "peak_per_second": float64(k.peak)}
+				"limited": float64(k.limited), "shadow_limited": float64(k.shadowLimited), "peak_per_second": float64(k.peak),
+				"peak_units_per_second": float64(k.peak)} // every request costs 1
 		}
 		sort.Slice(names, func(i, j int) bool {
 			a, b := m[names[i]], m[names[j]]
@@ -181,15 +206,28 @@ func TestSummaryEqualsAnIndependentTokenBucket(t *testing.T) {
 		}
 		return limited, busiest
 	}
+	keysLimited := func(m map[string]*modelKey) float64 {
+		n := 0
+		for _, k := range m {
+			if k.limited+k.shadowLimited > 0 {
+				n++
+			}
+		}
+		return float64(n)
+	}
 	rule := func(tt totals, shadow bool, m map[string]*modelKey, limit map[string]any) map[string]any {
 		limited, busiest := top(m)
 		r := map[string]any{
-			"admitted": float64(tt.admitted), "limited": float64(tt.limited), "shadow_limited": float64(tt.shadowLimited),
-			"missing_key": float64(tt.missingKey), "exempt": float64(tt.exempt), "keys": float64(len(m)),
+			"requests": float64(tt.requests), "admitted": float64(tt.admitted), "limited": float64(tt.limited),
+			"shadow_limited": float64(tt.shadowLimited), "missing_key": float64(tt.missingKey), "exempt": float64(tt.exempt),
+			"invalid_cost": float64(0), "cost": "a request costs 1 unit", "keys": float64(len(m)), "keys_limited": keysLimited(m),
 			"limits": []any{limit}, "top_limited_keys": limited, "busiest_keys": busiest,
 		}
 		if shadow {
 			r["shadow"] = true
+			aloneLimited, _ := top(aloneClients)
+			r["enforced_alone"] = map[string]any{"admitted": float64(alone.admitted), "limited": float64(alone.limited),
+				"missing_key": float64(0), "keys_limited": keysLimited(aloneClients), "top_limited_keys": aloneLimited}
 		}
 		return r
 	}
@@ -199,10 +237,12 @@ func TestSummaryEqualsAnIndependentTokenBucket(t *testing.T) {
 	}
 	want := map[string]any{
 		"requests": float64(len(reqs)), "exempt": float64(exempt), "internal_errors": float64(0),
-		"statuses": statusesAny,
+		"statuses": statusesAny, "warnings": []any{},
 		"rules": map[string]any{
-			"per-key":    rule(keyRule, false, keys, map[string]any{"algorithm": "token_bucket", "capacity": float64(4), "per_second": float64(12)}),
-			"per-client": rule(clientRule, true, clients, map[string]any{"algorithm": "token_bucket", "capacity": float64(6), "per_second": float64(5)}),
+			"per-key": rule(keyRule, false, keys, map[string]any{"algorithm": "token_bucket", "capacity": float64(4), "per_second": float64(12),
+				"text": "4 requests at once, then 3 every 250ms"}),
+			"per-client": rule(clientRule, true, clients, map[string]any{"algorithm": "token_bucket", "capacity": float64(6), "per_second": float64(5),
+				"text": "6 requests at once, then 5 per second"}),
 		},
 	}
 	for field, w := range want {

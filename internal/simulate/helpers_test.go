@@ -175,14 +175,24 @@ func sortStable[T any](s []T, less func(a, b T) bool) {
 // simulateFile replays a log file through configs and returns the summary as summary.json has it.
 func simulateFile(tb testing.TB, path string, format Format, showKeys bool, configs ...string) (*Summary, map[string]any) {
 	tb.Helper()
+	return simulateFileWith(tb, path, format, showKeys, nil, configs...)
+}
+
+// simulateFileWith is simulateFile with the run's options changed by edit, when set.
+func simulateFileWith(tb testing.TB, path string, format Format, showKeys bool, edit func(*RunOptions), configs ...string) (*Summary, map[string]any) {
+	tb.Helper()
 	log, err := Open(path, format)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer log.Close()
-	opts := RunOptions{Wasm: module(tb), ShowKeys: showKeys, Seed: 1, Cache: testCache}
+	// Two phases: configurations with windows show their range, at the cost of one more replay.
+	opts := RunOptions{Wasm: module(tb), ShowKeys: showKeys, Seed: 1, Cache: testCache, Phases: 2}
 	for i, c := range configs {
 		opts.Configs = append(opts.Configs, ConfigFile{Name: fmt.Sprintf("config-%d.json", i), Data: []byte(c)})
+	}
+	if edit != nil {
+		edit(&opts)
 	}
 	results, err := Run(context.Background(), log, opts)
 	if err != nil {

@@ -58,6 +58,19 @@ type indexed struct {
 	line   int32
 }
 
+// Input is a log to read: a file, or a stream such as standard input.
+type Input struct {
+	// Path names the log in messages and summary.json; Open opens it unless Reader is set.
+	Path string
+	// Reader, when set, is read instead of Path (and copied to a temporary file as it is).
+	Reader io.Reader
+	// Progress, when set, is called every ProgressLines lines read, with the lines so far.
+	Progress func(lines int)
+}
+
+// ProgressLines is how often Input.Progress is called.
+const ProgressLines = 1 << 16
+
 // Open reads and checks every line of the log at path and sorts the requests by start time:
 // Envoy writes a line when its request ends, so lines are out of start order by up to the
 // longest request. Requests with the same start time keep their order in the file. It fails when
@@ -67,26 +80,38 @@ type indexed struct {
 // that is not a regular file (a pipe, a device) is copied to a temporary file as it is read,
 // since the replay reads its lines again. Close the Log when done.
 func Open(path string, format Format) (*Log, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	l := &Log{Path: path, Format: format, file: f}
-	src := io.Reader(f)
-	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
-		spool, err := os.CreateTemp("", "tollgate-simulate-*.log")
+	return OpenInput(Input{Path: path}, format)
+}
+
+// OpenInput is Open for a file or a stream, with progress.
+func OpenInput(in Input, format Format) (*Log, error) {
+	src := in.Reader
+	if src == nil {
+		f, err := os.Open(in.Path)
 		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%s is not a regular file, and a temporary copy cannot be made: %w", path, err)
+			return nil, err
+		}
+		if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
+			return load(&Log{Path: in.Path, Format: format, file: f}, f, in.Progress)
 		}
 		defer f.Close() // only the copy is read again
-		l.file, l.spool = spool, true
-		src = io.TeeReader(f, spool)
+		src = f
 	}
-	if err := l.scan(src); err != nil {
+	spool, err := os.CreateTemp("", "tollgate-simulate-*.log")
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a regular file, and a temporary copy cannot be made: %w", in.Path, err)
+	}
+	l := &Log{Path: in.Path, Format: format, file: spool, spool: true}
+	return load(l, io.TeeReader(src, spool), in.Progress)
+}
+
+// load scans the log from src, checks it and sorts its index.
+func load(l *Log, src io.Reader, progress func(lines int)) (*Log, error) {
+	if err := l.scan(src, progress); err != nil {
 		l.Close()
 		return nil, err
 	}
+	path, format := l.Path, l.Format
 	if len(l.index) == 0 {
 		l.Close()
 		if l.Bad > 0 {
@@ -118,7 +143,7 @@ func (l *Log) badSummary() string {
 	return b.String()
 }
 
-func (l *Log) scan(src io.Reader) error {
+func (l *Log) scan(src io.Reader, progress func(lines int)) error {
 	r := bufio.NewReaderSize(src, 256<<10)
 	var offset int64
 	// The lines and bytes read since the last request (or the start).
@@ -142,6 +167,9 @@ func (l *Log) scan(src io.Reader) error {
 			continue
 		}
 		l.Lines++
+		if progress != nil && l.Lines%ProgressLines == 0 {
+			progress(l.Lines)
+		}
 		if e, reason := l.parse(line, tooLong); reason != "" {
 			l.bad(number, reason)
 			if fruitlessLines++; fruitlessLines >= GiveUpLines || fruitlessBytes >= GiveUpBytes {

@@ -22,8 +22,11 @@ var (
 	ColorAdmitted      = color.RGBA{R: 0x1b, G: 0x9e, B: 0x77, A: 0xff}
 	ColorLimited       = color.RGBA{R: 0xd9, G: 0x5f, B: 0x02, A: 0xff}
 	colorShadowLimited = color.RGBA{R: 0x75, G: 0x70, B: 0xb3, A: 0xff}
+	colorMissingKey    = color.RGBA{R: 0xe7, G: 0x29, B: 0x8a, A: 0xff}
 	colorPeak          = color.RGBA{R: 0x37, G: 0x7e, B: 0xb8, A: 0xff}
-	colorLimitLine     = color.RGBA{R: 0x33, G: 0x33, B: 0x33, A: 0xff}
+	// limitColors tell a rule's limits apart on the peak chart: limit i has colour i mod 4.
+	limitColors = []color.RGBA{{R: 0x22, G: 0x22, B: 0x22, A: 0xff}, {R: 0xa6, G: 0x1a, B: 0x8b, A: 0xff},
+		{R: 0x8c, G: 0x51, B: 0x0a, A: 0xff}, {R: 0x01, G: 0x66, B: 0x5e, A: 0xff}}
 )
 
 // maxPoints bounds the points of a time-series chart: buckets are merged (and averaged per
@@ -36,69 +39,111 @@ const (
 	seriesHeight = 2.6 * vg.Inch
 )
 
-// WriteReport writes the self-contained HTML report of a summary: for each configuration, per
-// rule, the decisions per second over the log's time, the keys limited most and the peak rate of
-// the keys against the rule's limits; two configurations side by side.
+// WriteReport writes the self-contained HTML report of a summary: what the second configuration
+// changes and the warnings first, then for each configuration its responses and, per rule, its
+// limits in words, the decisions per second over the log's time, the keys limited most and the
+// keys' peak rates against the rule's limits; two configurations side by side; and what the log
+// cannot tell.
 func WriteReport(w io.Writer, s *Summary) error {
 	results := []*Result{s.Result}
 	if s.Compare != nil {
 		results = append(results, s.Compare)
 	}
-	// One y scale for the time series of every configuration, so columns compare by eye.
-	var yMax float64
+	// One y scale per rule, shared by the configurations, so that columns compare by eye and a
+	// quiet rule is not flattened by a busy one.
+	scales := map[string]float64{}
 	for _, r := range results {
-		for _, rr := range r.Rules {
+		for name, rr := range r.Rules {
 			for _, p := range perSecond(rr.Series, r.SeriesStep, s.Log) {
-				yMax = max(yMax, p.Admitted, p.Limited, p.ShadowLimited)
+				scales[name] = max(scales[name], p.Admitted, p.Limited, p.ShadowLimited, p.MissingKey)
 			}
 		}
 	}
-	page := reportPage{Summary: s}
+	page := reportPage{Summary: s, CannotTell: cannotTell(s, results)}
 	for _, r := range results {
-		col := reportColumn{Result: r}
+		for _, warning := range r.Warnings {
+			page.Warnings = append(page.Warnings, r.Config+": "+warning.Message)
+		}
+		col := reportColumn{Result: r, Statuses: statusRows(r)}
 		for _, name := range r.RuleNames() {
-			rr := r.Rules[name]
-			section := reportRule{Name: name, Rule: rr}
-			var err error
-			if section.Series, err = seriesChart(name, rr, r.SeriesStep, s.Log, yMax); err != nil {
-				return err
-			}
-			if section.TopKeys, err = topKeysChart(rr); err != nil {
-				return err
-			}
-			if section.Peaks, section.PeakTitle, err = peakChart(rr); err != nil {
+			section, err := ruleSection(name, r.Rules[name], r.SeriesStep, s.Log, scales[name])
+			if err != nil {
 				return err
 			}
 			col.Rules = append(col.Rules, section)
 		}
 		page.Columns = append(page.Columns, col)
 	}
+	if s.Changes != nil {
+		page.Changes = changeRows(s)
+	}
+	if s.Suggestion != nil {
+		page.Suggested = suggestionRows(s)
+	}
 	return reportTemplate.Execute(w, page)
 }
 
 type reportPage struct {
-	Summary *Summary
-	Columns []reportColumn
+	Summary    *Summary
+	Warnings   []string
+	Changes    []changeRow
+	Suggested  []suggestionRow
+	Columns    []reportColumn
+	CannotTell []string
 }
 
 type reportColumn struct {
-	Result *Result
-	Rules  []reportRule
+	Result   *Result
+	Statuses []statusRow
+	Rules    []reportRule
 }
 
 type reportRule struct {
-	Name      string
-	Rule      *RuleResult
-	Series    template.HTML
-	TopKeys   template.HTML
-	Peaks     template.HTML
-	PeakTitle string
+	Name           string
+	Rule           *RuleResult
+	Limits         []limitLegend
+	Series         template.HTML
+	TopKeys        template.HTML
+	TopKeysTitle   string
+	Peaks          template.HTML
+	PeakTitle      string
+	PeakBeyondNote bool
+}
+
+// limitLegend is one limit in words, with the line styles the peak chart draws it in.
+type limitLegend struct {
+	Name, Text            string
+	Burst, Sustained      template.HTML // line samples
+	BurstValue, RateValue string
+	BurstTitle, RateTitle string
+	HasBurstLine, HasRate bool
+	// BurstShown and RateShown are false for a line beyond the chart's scale.
+	BurstShown, RateShown  bool
+	colour                 color.RGBA
+	burstMark, sustainMark int // indices in the chart's marks, -1 for none
+}
+
+// ruleSection draws one rule's charts and words.
+func ruleSection(name string, rr *RuleResult, step time.Duration, log LogInfo, yMax float64) (reportRule, error) {
+	section := reportRule{Name: name, Rule: rr}
+	var err error
+	if section.Series, err = seriesChart(rr, step, log, yMax); err != nil {
+		return section, err
+	}
+	section.TopKeys, section.TopKeysTitle = topKeysChart(rr)
+	section.Peaks, section.PeakTitle, section.Limits = peakChart(rr)
+	for _, l := range section.Limits {
+		if (l.HasBurstLine && !l.BurstShown) || (l.HasRate && !l.RateShown) {
+			section.PeakBeyondNote = true
+		}
+	}
+	return section, nil
 }
 
 // rate is a time-series point in requests per second.
 type rate struct {
-	T                                float64 // Unix seconds at the start of the point
-	Admitted, Limited, ShadowLimited float64
+	T                                            float64 // Unix seconds at the start of the point
+	Admitted, Limited, ShadowLimited, MissingKey float64
 }
 
 // perSecond turns a rule's buckets into at most maxPoints rates, covering the whole log (a rule
@@ -119,169 +164,159 @@ func perSecond(series []Point, step time.Duration, log LogInfo) []rate {
 		if end := log.Last.Add(time.Millisecond); from.Add(width).After(end) {
 			covered -= from.Add(width).Sub(end)
 		}
-		seconds := max(covered.Seconds(), 1e-3)
+		// A point is at least a second, the series' resolution: a few requests in the last
+		// milliseconds of the log are not a spike.
+		seconds := max(covered.Seconds(), min(width.Seconds(), 1))
 		r := rate{T: float64(from.UnixNano()) / 1e9}
 		for j := i; j < i+group && j < len(series); j++ {
 			r.Admitted += float64(series[j].Admitted)
 			r.Limited += float64(series[j].Limited)
 			r.ShadowLimited += float64(series[j].ShadowLimited)
+			r.MissingKey += float64(series[j].MissingKey)
 		}
 		r.Admitted /= seconds
 		r.Limited /= seconds
 		r.ShadowLimited /= seconds
+		r.MissingKey /= seconds
 		out = append(out, r)
 	}
 	return out
 }
 
-func seriesChart(name string, rr *RuleResult, step time.Duration, log LogInfo, yMax float64) (template.HTML, error) {
+// seriesChart draws a rule's decisions per second over the log's time: admitted, limited,
+// shadow-limited and without a key, each line only where the rule can have it.
+func seriesChart(rr *RuleResult, step time.Duration, log LogInfo, yMax float64) (template.HTML, error) {
 	rates := perSecond(rr.Series, step, log)
 	p := plot.New()
-	p.Title.Text = "rule " + name + ": decisions per second"
-	p.Y.Label.Text = "requests / s"
-	p.Y.Min, p.Y.Max = 0, math.Max(yMax*1.3, 1) // room for the legend above the lines
-	format := "15:04:05"
-	if log.Last.Sub(log.First) > 24*time.Hour {
-		format = "Jan 2 15:04"
-	}
-	p.X.Tick.Marker = plot.TimeTicks{Format: format}
+	// No y label: rotated text leaves the chart in browsers; the heading above says the unit.
+	p.Y.Min, p.Y.Max = 0, math.Max(yMax*1.35, 1) // room for the legend above the lines
+	p.Y.Tick.Marker = plot.TickerFunc(countTicks)
+	p.X.Tick.Marker = plot.TickerFunc(timeTicks)
 	p.Legend.Top = true
-	add := func(label string, c color.Color, value func(rate) float64, dashed bool) error {
+	series := []struct {
+		label  string
+		c      color.Color
+		value  func(rate) float64
+		dashed bool
+		show   bool
+	}{
+		{"admitted", ColorAdmitted, func(r rate) float64 { return r.Admitted }, false, true},
+		{"limited", ColorLimited, func(r rate) float64 { return r.Limited }, false, !rr.Shadow || rr.Limited > 0},
+		{"shadow-limited", colorShadowLimited, func(r rate) float64 { return r.ShadowLimited }, true, rr.Shadow || rr.ShadowLimited > 0},
+		{"no key", colorMissingKey, func(r rate) float64 { return r.MissingKey }, false, rr.MissingKey > 0},
+	}
+	for _, s := range series {
+		if !s.show {
+			continue
+		}
 		xys := make(plotter.XYs, len(rates))
 		for i, r := range rates {
-			xys[i] = plotter.XY{X: r.T, Y: value(r)}
+			xys[i] = plotter.XY{X: r.T, Y: s.value(r)}
 		}
 		line, err := plotter.NewLine(xys)
 		if err != nil {
-			return err
+			return "", err
 		}
-		line.Color, line.Width = c, vg.Points(1.5)
-		if dashed {
+		line.Color, line.Width = s.c, vg.Points(1.5)
+		if s.dashed {
 			line.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 		}
 		p.Add(line)
-		p.Legend.Add(label, line)
-		return nil
+		p.Legend.Add(s.label, line)
 	}
-	if err := add("admitted", ColorAdmitted, func(r rate) float64 { return r.Admitted }, false); err != nil {
-		return "", err
-	}
-	if rr.Shadow || rr.ShadowLimited > 0 {
-		if err := add("shadow-limited", colorShadowLimited, func(r rate) float64 { return r.ShadowLimited }, true); err != nil {
-			return "", err
-		}
-	}
-	if !rr.Shadow || rr.Limited > 0 {
-		if err := add("limited", ColorLimited, func(r rate) float64 { return r.Limited }, false); err != nil {
-			return "", err
-		}
-	}
-	if len(rates) > 1 && step*time.Duration((len(rr.Series)+maxPoints-1)/maxPoints) > time.Second {
-		p.X.Label.Text = fmt.Sprintf("time (UTC), averaged over %s", (time.Duration(math.Round(rates[1].T-rates[0].T)) * time.Second))
-	} else {
-		p.X.Label.Text = "time (UTC)"
+	p.X.Label.Text = "time (UTC)"
+	if len(rates) > 1 && rates[1].T-rates[0].T > 1 {
+		p.X.Label.Text += ", averaged over " + (time.Duration(math.Round(rates[1].T-rates[0].T)) * time.Second).String()
 	}
 	return svg(p, chartWidth, seriesHeight)
 }
 
-// topKeysChart draws the keys limited most as horizontal bars; "" when none was limited.
-func topKeysChart(rr *RuleResult) (template.HTML, error) {
-	keys := rr.TopLimitedKeys
-	if len(keys) == 0 {
-		return "", nil
+// topKeysChart draws the keys limited (or, for a shadow rule, shadow-limited) most; "" when
+// none was.
+func topKeysChart(rr *RuleResult) (template.HTML, string) {
+	if len(rr.TopLimitedKeys) == 0 {
+		return "", ""
 	}
-	values := make(plotter.Values, len(keys))
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		// The first key at the top.
-		j := len(keys) - 1 - i
-		values[j] = float64(k.Limited + k.ShadowLimited)
-		names[j] = k.Key
+	verb, title := "limited", "keys limited most"
+	if rr.Shadow {
+		verb, title = "shadow-limited", "keys the shadow rule would have limited most"
 	}
-	p := plot.New()
-	p.Title.Text = "keys limited most"
-	p.X.Label.Text = "limited requests"
-	p.X.Min = 0
-	bars, err := plotter.NewBarChart(values, vg.Points(12))
-	if err != nil {
-		return "", err
+	rows := make([]barRow, len(rr.TopLimitedKeys))
+	for i, k := range rr.TopLimitedKeys {
+		n := k.Limited + k.ShadowLimited
+		rows[i] = barRow{Label: k.Key, Value: float64(n),
+			Text:  fmt.Sprintf("%s of %s", Thousands(n), Thousands(k.Requests)),
+			Title: fmt.Sprintf("%s: %s of its %s requests %s (%s)", k.Key, Thousands(n), Thousands(k.Requests), verb, percent(n, k.Requests))}
 	}
-	bars.Horizontal = true
-	bars.Color = ColorLimited
-	bars.LineStyle.Width = 0
-	p.Add(bars)
-	p.NominalY(names...)
-	return svg(p, chartWidth, barsHeight(len(keys)))
+	chart, _ := barsChart(rows, ColorLimited, nil, verb+" requests (of the key's requests)")
+	return chart, title
 }
 
-// peakChart draws the keys' peak rates against the rule's limits: the keys limited most, or the
-// busiest keys when none was.
-func peakChart(rr *RuleResult) (template.HTML, string, error) {
-	keys, title := rr.TopLimitedKeys, "peak rate of the keys limited most"
+// peakChart draws the keys' peaks in one second, in the units the rule's limits count (the
+// requests' cost included), against every limit: its burst dashed, its sustained rate solid,
+// each limit in its own colour. It shows the keys limited most, or the busiest when none was.
+func peakChart(rr *RuleResult) (template.HTML, string, []limitLegend) {
+	keys, title := rr.TopLimitedKeys, "peak units per second of the keys limited most"
 	if len(keys) == 0 {
-		keys, title = rr.BusiestKeys, "peak rate of the busiest keys"
+		keys, title = rr.BusiestKeys, "peak units per second of the busiest keys"
 	}
-	if len(keys) == 0 {
-		return "", "", nil
+	if rr.unit == "requests" {
+		title = strings.Replace(title, "units", "requests", 1)
 	}
-	values := make(plotter.Values, len(keys))
-	names := make([]string, len(keys))
-	xMax := 0.0
-	for i, k := range keys {
-		j := len(keys) - 1 - i
-		values[j] = float64(k.PeakPerSecond)
-		names[j] = k.Key
-		xMax = max(xMax, values[j])
-	}
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "requests in one second (peak)"
-	p.X.Min = 0
-	bars, err := plotter.NewBarChart(values, vg.Points(12))
-	if err != nil {
-		return "", "", err
-	}
-	bars.Horizontal = true
-	bars.Color = colorPeak
-	bars.LineStyle.Width = 0
-	p.Add(bars)
-	p.NominalY(names...)
-	var marks []string
-	for _, l := range rr.Limits {
-		for _, mark := range []struct {
-			value float64
-			dash  bool
-			text  string
-		}{{l.PerSecond, false, "sustained " + trimFloat(l.PerSecond) + "/s (solid)"}, {float64(l.Capacity), true, "burst " + trimFloat(float64(l.Capacity)) + " (dashed)"}} {
-			if mark.value <= 0 {
-				continue
-			}
-			xMax = max(xMax, mark.value)
-			line, err := plotter.NewLine(plotter.XYs{{X: mark.value, Y: -0.5}, {X: mark.value, Y: float64(len(keys)) - 0.5}})
-			if err != nil {
-				return "", "", err
-			}
-			line.Color, line.Width = colorLimitLine, vg.Points(1.2)
-			if mark.dash {
-				line.Dashes = []vg.Length{vg.Points(3), vg.Points(2)}
-			}
-			p.Add(line)
-			name := fmt.Sprintf("limit %d", l.position)
-			if l.Tier != "" {
-				name = fmt.Sprintf("tier %s limit %d", l.Tier, l.position)
-			}
-			marks = append(marks, name+" "+mark.text)
+	var marks []barMark
+	legends := make([]limitLegend, len(rr.Limits))
+	for i, l := range rr.Limits {
+		g := limitLegend{Name: limitName(l), Text: l.Text, colour: limitColors[i%len(limitColors)], burstMark: -1, sustainMark: -1}
+		if l.Algorithm != "concurrency" {
+			g.HasBurstLine, g.BurstValue = true, Thousands(l.Capacity)
+			g.BurstTitle = fmt.Sprintf("%s: %s %s at once", g.Name, Thousands(l.Capacity), rr.unit)
+			g.burstMark = len(marks)
+			marks = append(marks, barMark{Value: float64(l.Capacity), Dashed: true, Color: g.colour, Title: g.BurstTitle})
 		}
+		if l.PerSecond > 0 {
+			g.HasRate, g.RateValue = true, trimFloat(l.PerSecond)
+			g.RateTitle = fmt.Sprintf("%s: %s %s per second, sustained", g.Name, trimFloat(l.PerSecond), rr.unit)
+			g.sustainMark = len(marks)
+			marks = append(marks, barMark{Value: l.PerSecond, Color: g.colour, Title: g.RateTitle})
+		}
+		g.Burst, g.Sustained = lineSample(g.colour, true), lineSample(g.colour, false)
+		legends[i] = g
 	}
-	if len(marks) > 0 {
-		p.X.Label.Text += "\n" + strings.Join(marks, ", ")
+	if len(keys) == 0 {
+		return "", "", legends
 	}
-	p.X.Max = xMax * 1.1
-	chart, err := svg(p, chartWidth, barsHeight(len(keys))+0.4*vg.Inch)
-	return chart, title, err
+	rows := make([]barRow, len(keys))
+	for i, k := range keys {
+		rows[i] = barRow{Label: k.Key, Value: float64(k.PeakUnitsPerSecond), Text: Thousands(k.PeakUnitsPerSecond),
+			Title: fmt.Sprintf("%s: at most %s %s (%s requests) in one second", k.Key, Thousands(k.PeakUnitsPerSecond), rr.unit, Thousands(k.PeakPerSecond))}
+	}
+	chart, shown := barsChart(rows, colorPeak, marks, "most "+rr.unit+" in one calendar second")
+	for i := range legends {
+		g := &legends[i]
+		g.BurstShown = g.burstMark >= 0 && shown[g.burstMark]
+		g.RateShown = g.sustainMark >= 0 && shown[g.sustainMark]
+	}
+	return chart, title, legends
 }
 
-func barsHeight(n int) vg.Length { return vg.Length(n)*vg.Points(18) + 1.1*vg.Inch }
+// limitName names a limit as people count: "limit 1", "tier pro, limit 2".
+func limitName(l LimitInfo) string {
+	if l.Tier != "" {
+		return fmt.Sprintf("tier %s, limit %d", l.Tier, l.position+1)
+	}
+	return fmt.Sprintf("limit %d", l.position+1)
+}
+
+func percent(n, of int64) string {
+	if of == 0 {
+		return "0 %"
+	}
+	p := 100 * float64(n) / float64(of)
+	if p > 0 && p < 1 {
+		return "< 1\u00a0%"
+	}
+	return fmt.Sprintf("%.0f\u00a0%%", p) // a non-breaking space: "13 %" never wraps
+}
 
 func trimFloat(f float64) string {
 	s := fmt.Sprintf("%.3f", f)
@@ -303,50 +338,3 @@ func svg(p *plot.Plot, w, h vg.Length) (template.HTML, error) {
 	}
 	return template.HTML(out), nil
 }
-
-var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"num":   Thousands,
-	"int64": func(n int) int64 { return int64(n) },
-	"time": func(t time.Time) string {
-		return t.Format("2006-01-02 15:04:05.000 MST")
-	},
-}).Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>Tollgate simulation: {{.Summary.Log.File}}</title>
-<style>
-body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
-h1 { font-size: 1.4em; margin-bottom: 0.2em; }
-h2 { font-size: 1.15em; border-bottom: 1px solid #ccc; padding-bottom: 0.2em; }
-h3 { font-size: 1em; margin: 1.2em 0 0.3em; }
-.meta { color: #555; margin: 0.2em 0; }
-.columns { display: grid; grid-template-columns: repeat({{len .Columns}}, minmax(0, 1fr)); gap: 2em; }
-table { border-collapse: collapse; margin: 0.5em 0; }
-th, td { padding: 0.15em 0.6em; text-align: right; border-bottom: 1px solid #eee; }
-th:first-child, td:first-child { text-align: left; }
-svg { max-width: 100%; height: auto; display: block; margin-bottom: 1.2em; }
-td:first-child { white-space: nowrap; }
-.none { color: #777; font-style: italic; }
-</style>
-</head>
-<body>
-<h1>Tollgate simulation</h1>
-<p class="meta">{{.Summary.Log.File}} ({{.Summary.Log.Format}}): {{num (int64 .Summary.Log.Lines)}} lines, {{num (int64 .Summary.Log.BadLines)}} bad, from {{time .Summary.Log.First}} to {{time .Summary.Log.Last}}. Keys are {{if eq .Summary.Keys "shown"}}shown as they are{{else}}named by a keyed hash{{end}}.</p>
-<div class="columns">
-{{range .Columns}}<div>
-<h2>{{.Result.Config}}</h2>
-<p class="meta">{{num .Result.Requests}} requests, {{num .Result.Exempt}} exempt{{if .Result.InternalErrors}}, {{num .Result.InternalErrors}} internal errors{{end}}.</p>
-<table>
-<tr><th>rule</th><th>admitted</th><th>limited</th><th>shadow-limited</th><th>missing key</th><th>exempt</th><th>keys</th></tr>
-{{range .Rules}}<tr><td>{{.Name}}</td><td>{{num .Rule.Admitted}}</td><td>{{num .Rule.Limited}}</td><td>{{num .Rule.ShadowLimited}}</td><td>{{num .Rule.MissingKey}}</td><td>{{num .Rule.Exempt}}</td><td>{{num (int64 .Rule.Keys)}}</td></tr>
-{{end}}</table>
-{{range .Rules}}<h3>rule {{.Name}}{{if .Rule.Shadow}} (shadow){{end}}</h3>
-{{.Series}}
-{{if .TopKeys}}{{.TopKeys}}{{else}}<p class="none">No key was limited.</p>{{end}}
-{{if .Peaks}}{{.Peaks}}{{end}}
-{{end}}</div>
-{{end}}</div>
-</body>
-</html>
-`))

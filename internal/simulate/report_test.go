@@ -32,7 +32,7 @@ func writeTestReport(t *testing.T) (htmlPath string, s *Summary) {
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "access.log")
 	generateLog(t, logPath, 3, genOptions{requests: 30_000, keys: 40, noKey: 0.05, exempt: 0.02, clients: 30, meanGapMs: 4})
-	s, _ = simulateFile(t, logPath, EnvoyJSON, false, compareConfigs...)
+	s, _ = simulateFileWith(t, logPath, EnvoyJSON, false, func(o *RunOptions) { o.SuggestPercent = 1 }, compareConfigs...)
 	htmlPath = filepath.Join(dir, "report.html")
 	f, err := os.Create(htmlPath)
 	if err != nil {
@@ -66,13 +66,17 @@ func TestReportIsSelfContained(t *testing.T) {
 	if limitedRules < 2 {
 		t.Fatalf("only %d rules limited a key: the log does not exercise the report", limitedRules)
 	}
-	if n := bytes.Count(page, []byte("<svg")); n != want {
+	// Besides the charts, each limit's legend has two line samples.
+	if n := bytes.Count(page, []byte("<svg")) - bytes.Count(page, []byte(`<svg class="sample"`)); n != want {
 		t.Errorf("%d SVG charts, want %d", n, want)
 	}
 	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?(https?:|//)`).Find(page); m != nil {
 		t.Errorf("the page refers outside itself: %s", m)
 	}
-	for _, name := range []string{"config-0.json", "config-1.json", "rule per-key", "rule per-client (shadow)"} {
+	for _, name := range []string{"config-0.json", "config-1.json", "rule per-key", "rule per-client (shadow)",
+		"What config-1.json changes from config-0.json", "limit 1: 4 requests at once, then 3 every 250ms",
+		"Enforced, as the only rule, it would limit", "What this log cannot tell", "<td>429</td>",
+		"Suggested limits for config-0.json"} {
 		if !bytes.Contains(page, []byte(name)) {
 			t.Errorf("the page does not mention %q", name)
 		}

@@ -13,6 +13,11 @@ type Summary struct {
 	Log LogInfo `json:"log"`
 	// Keys says how keys are named: "hashed" (a keyed hash per run) or "shown".
 	Keys string `json:"keys"`
+	// Changes says what the second configuration changes from the first (with --compare):
+	// first, as the figure a comparison is for.
+	Changes *Changes `json:"changes,omitempty"`
+	// Suggestion is, with --suggest, the limits fitted to the log and their replay.
+	Suggestion *Suggestion `json:"suggestion,omitempty"`
 	*Result
 	Compare *Result `json:"compare,omitempty"`
 }
@@ -40,11 +45,17 @@ type Result struct {
 	// Statuses counts the responses by status: 200 for every request the module let through.
 	Statuses map[string]int64       `json:"statuses"`
 	Rules    map[string]*RuleResult `json:"rules"`
+	// Warnings name what in the setup is probably wrong (a log without the key's header, …).
+	Warnings []Warning `json:"warnings"`
 
 	// SeriesStart and SeriesStep place the rules' series: bucket i covers
 	// [SeriesStart + i·SeriesStep, SeriesStart + (i+1)·SeriesStep).
 	SeriesStart time.Time     `json:"-"`
 	SeriesStep  time.Duration `json:"-"`
+	// changes, on the second configuration's result, is what it changes from the first.
+	changes *Changes
+	// suggestion, on the first configuration's result, is --suggest's answer.
+	suggestion *Suggestion
 }
 
 // RuleTotals are a rule's counters over the log.
@@ -57,15 +68,29 @@ type RuleTotals struct {
 	MissingKey int64 `json:"missing_key"`
 	// Exempt counts the exempt requests the rule's match would have selected.
 	Exempt int64 `json:"exempt"`
+	// InvalidCost counts the requests whose cost header was not a whole number (answered 400).
+	InvalidCost int64 `json:"invalid_cost"`
 }
 
 // RuleResult is one rule's figures.
 type RuleResult struct {
 	RuleTotals
-	Shadow bool        `json:"shadow,omitempty"`
+	Shadow bool `json:"shadow,omitempty"`
+	// Cost says what a request costs, in words; Limits are the rule's limits.
+	Cost   string      `json:"cost"`
 	Limits []LimitInfo `json:"limits"`
-	// Keys counts the distinct partition keys the rule saw.
-	Keys int `json:"keys"`
+	// Requests counts the requests the rule matched, exempt ones left out.
+	Requests int64 `json:"requests"`
+	// Keys counts the distinct partition keys the rule saw, KeysLimited those it limited (or
+	// shadow-limited) at least once.
+	Keys        int `json:"keys"`
+	KeysLimited int `json:"keys_limited"`
+	// EnforcedAlone is, for a shadow rule, what it would have done enforced as the only rule:
+	// unlike ShadowLimited, it counts the requests an enforced rule rejected too.
+	EnforcedAlone *AloneResult `json:"enforced_alone,omitempty"`
+	// WindowPhases is, for a configuration with fixed or sliding windows replayed at several
+	// phases (--phases), the range of the rule's figures over them.
+	WindowPhases *PhaseRange `json:"window_phases,omitempty"`
 	// TopLimitedKeys are the keys with the most limited (or shadow-limited) requests.
 	TopLimitedKeys []KeyResult `json:"top_limited_keys"`
 	// BusiestKeys are the keys with the highest peak rate.
@@ -73,6 +98,7 @@ type RuleResult struct {
 	// Series counts the decisions per time bucket (Result.SeriesStep).
 	Series []Point `json:"-"`
 	order  int
+	unit   string // what the limits count: "requests" (each costs 1) or "units"
 }
 
 // LimitInfo is a limit's burst and sustained rate, to compare keys' peaks with.
@@ -82,7 +108,12 @@ type LimitInfo struct {
 	Algorithm string  `json:"algorithm"`
 	Capacity  int64   `json:"capacity"`
 	PerSecond float64 `json:"per_second"`
-	position  int     // the limit's index in its rule's (or tier's) limits
+	// Text says what the limit admits, in words: "20 requests at once, then 5 per second".
+	Text     string `json:"text"`
+	position int    // the limit's index in its rule's (or tier's) limits
+	// phased: a fixed or sliding window on the monotonic clock, whose windows start at an
+	// instant that differs on every Envoy start.
+	phased bool
 }
 
 // KeyTotals are one partition key's figures under one rule.
@@ -92,8 +123,10 @@ type KeyTotals struct {
 	Admitted      int64 `json:"admitted"`
 	Limited       int64 `json:"limited"`
 	ShadowLimited int64 `json:"shadow_limited"`
-	// PeakPerSecond is the most requests in one calendar second.
-	PeakPerSecond int64 `json:"peak_per_second"`
+	// PeakPerSecond is the most requests in one calendar second, PeakUnitsPerSecond the most
+	// units (the rule's cost) in one: what the rule's limits count.
+	PeakPerSecond      int64 `json:"peak_per_second"`
+	PeakUnitsPerSecond int64 `json:"peak_units_per_second"`
 }
 
 // KeyResult is a key with its figures.
@@ -102,10 +135,24 @@ type KeyResult struct {
 	KeyTotals
 }
 
+// AloneResult is what a shadow rule would have done enforced, with no other rule: the question
+// shadow mode exists to answer, from a replay of the log through that rule alone.
+type AloneResult struct {
+	Admitted    int64       `json:"admitted"`
+	Limited     int64       `json:"limited"`
+	MissingKey  int64       `json:"missing_key"`
+	KeysLimited int         `json:"keys_limited"`
+	TopKeys     []KeyResult `json:"top_limited_keys"`
+}
+
 // Point is one bucket of a rule's time series.
 type Point struct {
-	Admitted, Limited, ShadowLimited int64
+	Admitted, Limited, ShadowLimited, MissingKey int64
 }
+
+// Changes is, on the second configuration's result, what it changes from the first (nil on
+// the first).
+func (r *Result) Changes() *Changes { return r.changes }
 
 // RuleNames lists the rules in configuration order.
 func (r *Result) RuleNames() []string {
@@ -130,22 +177,7 @@ func topKeys(rule string, keys map[string]*keyState, namer *KeyNamer, top int) (
 		}
 		return out
 	}
-	// Ties are broken by the key itself, so that a report does not change from run to run.
-	sort.Slice(all, func(i, j int) bool {
-		a, b := all[i], all[j]
-		if x, y := a.Limited+a.ShadowLimited, b.Limited+b.ShadowLimited; x != y {
-			return x > y
-		}
-		if a.PeakPerSecond != b.PeakPerSecond {
-			return a.PeakPerSecond > b.PeakPerSecond
-		}
-		return a.Key < b.Key
-	})
-	n := 0
-	for n < len(all) && n < top && all[n].Limited+all[n].ShadowLimited > 0 {
-		n++
-	}
-	limited = name(all[:n])
+	limited = name(all[:limitedMost(all, top)])
 	sort.Slice(all, func(i, j int) bool {
 		a, b := all[i], all[j]
 		if a.PeakPerSecond != b.PeakPerSecond {
@@ -158,6 +190,28 @@ func topKeys(rule string, keys map[string]*keyState, namer *KeyNamer, top int) (
 	})
 	busiest = name(all[:min(top, len(all))])
 	return limited, busiest
+}
+
+// limitedMost sorts keys by limited (and shadow-limited) requests, most first, and returns how
+// many of the first top have any: the keys the report names as limited most.
+func limitedMost(keys []KeyResult, top int) int {
+	// Ties are broken by the peak, then the key itself, so that a report does not change from
+	// run to run.
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if x, y := a.Limited+a.ShadowLimited, b.Limited+b.ShadowLimited; x != y {
+			return x > y
+		}
+		if a.PeakPerSecond != b.PeakPerSecond {
+			return a.PeakPerSecond > b.PeakPerSecond
+		}
+		return a.Key < b.Key
+	})
+	n := 0
+	for n < len(keys) && n < top && keys[n].Limited+keys[n].ShadowLimited > 0 {
+		n++
+	}
+	return n
 }
 
 // MarshalIndent writes the summary as summary.json holds it.

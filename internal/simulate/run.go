@@ -30,6 +30,12 @@ type RunOptions struct {
 	Top int
 	// Cache, when set, keeps the compiled module between runs.
 	Cache wazero.CompilationCache
+	// SuggestPercent, when above 0, fits each rule of the first configuration to the log: the
+	// smallest limits under which at most that percent of keys would be limited (Suggestion).
+	SuggestPercent float64
+	// Phases is how many phases of their windows configurations with fixed or sliding windows
+	// are replayed at (Result's WindowPhases); 0 or 1 replays one.
+	Phases int
 	// Progress, when set, is called now and then with the requests replayed so far (by the
 	// slowest configuration).
 	Progress func(done int)
@@ -50,25 +56,40 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 		cache = wazero.NewCompilationCache()
 		defer cache.Close(ctx)
 	}
-	sims := make([]*Simulator, len(opts.Configs))
+	var all []*Simulator
 	defer func() {
-		for _, s := range sims {
-			if s != nil {
-				s.Close(ctx)
-			}
+		for _, s := range all {
+			s.Close(ctx)
 		}
 	}()
-	for i, c := range opts.Configs {
+	start := func(name string, data []byte, v simVariant) (*Simulator, error) {
 		s, err := New(ctx, Options{
-			Wasm: opts.Wasm, Config: c.Data, ConfigName: c.Name, Start: log.First,
+			Wasm: opts.Wasm, Config: data, ConfigName: name, Start: log.First,
 			Span: time.Duration(log.Last - log.First), Keys: namer, Cache: cache, Seed: opts.Seed,
+			LogFormat: log.Format, RecordVerdicts: v.record, Phase: v.phase, RecordRequests: v.requests,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.Name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		sims[i] = s
+		all = append(all, s)
+		return s, nil
 	}
-	if err := replay(ctx, log, sims, opts.Progress); err != nil {
+	sims := make([]*Simulator, len(opts.Configs))
+	for i, c := range opts.Configs {
+		v := simVariant{record: len(opts.Configs) > 1, requests: i == 0 && opts.SuggestPercent > 0}
+		if sims[i], err = start(c.Name, c.Data, v); err != nil {
+			return nil, err
+		}
+	}
+	alone, err := startAlone(opts.Configs, start)
+	if err != nil {
+		return nil, err
+	}
+	phased, err := startPhases(opts.Configs, opts.Phases, start)
+	if err != nil {
+		return nil, err
+	}
+	if err := replay(ctx, log, all, opts.Progress); err != nil {
 		return nil, err
 	}
 	if opts.Progress != nil {
@@ -78,7 +99,72 @@ func Run(ctx context.Context, log *Log, opts RunOptions) ([]*Result, error) {
 	for i, s := range sims {
 		results[i] = s.Result(opts.Top)
 	}
+	for _, a := range alone {
+		results[a.config].Rules[a.rule].EnforcedAlone = a.result(opts.Top)
+	}
+	for _, p := range phased {
+		p.apply(results[p.config], sims[p.config])
+	}
+	if len(sims) > 1 {
+		results[1].changes = compare(sims[0], sims[1], opts.Top)
+	}
+	if opts.SuggestPercent > 0 {
+		if results[0].suggestion, err = suggest(ctx, log, sims[0], opts, start); err != nil {
+			return nil, err
+		}
+	}
 	return results, nil
+}
+
+// suggest fits the first configuration's limits to the log and replays the configuration with
+// the fitted limits.
+func suggest(ctx context.Context, log *Log, s *Simulator, opts RunOptions, start startFunc) (*Suggestion, error) {
+	sug, data, err := suggestion(s, opts.Configs[0].Data, opts.SuggestPercent, opts.Top)
+	if err != nil {
+		return nil, fmt.Errorf("suggest: %w", err)
+	}
+	fitted, err := start(opts.Configs[0].Name+" (suggested)", data, simVariant{})
+	if err != nil {
+		return nil, fmt.Errorf("the suggested configuration: %w", err)
+	}
+	if err := replay(ctx, log, []*Simulator{fitted}, nil); err != nil {
+		return nil, err
+	}
+	sug.Result = fitted.Result(opts.Top)
+	return sug, nil
+}
+
+// simVariant is how a simulator differs from its configuration's main replay.
+type simVariant struct {
+	phase    time.Duration // Options.Phase
+	record   bool          // Options.RecordVerdicts
+	requests bool          // Options.RecordRequests
+}
+
+// startFunc starts a simulator of a configuration.
+type startFunc func(name string, data []byte, v simVariant) (*Simulator, error)
+
+// startAlone starts a simulator per shadow rule of each configuration, enforcing the rule alone.
+func startAlone(configs []ConfigFile, start startFunc) ([]aloneSim, error) {
+	var alone []aloneSim
+	for i, c := range configs {
+		rules, err := shadowRules(c.Data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Name, err)
+		}
+		for _, rule := range rules {
+			data, err := enforcedAlone(c.Data, rule)
+			if err != nil {
+				return nil, fmt.Errorf("%s: rule %s enforced alone: %w", c.Name, rule, err)
+			}
+			s, err := start(c.Name+" (rule "+rule+" enforced alone)", data, simVariant{})
+			if err != nil {
+				return nil, err
+			}
+			alone = append(alone, aloneSim{config: i, rule: rule, sim: s})
+		}
+	}
+	return alone, nil
 }
 
 // newKeyNamer names keys as they are, or by a hash keyed with a fresh random secret.
@@ -185,6 +271,8 @@ func Summarize(log *Log, showKeys bool, results []*Result) *Summary {
 	}
 	if len(results) > 1 {
 		s.Compare = results[1]
+		s.Changes = results[1].changes
 	}
+	s.Suggestion = results[0].suggestion
 	return s
 }

@@ -46,6 +46,15 @@ type Options struct {
 	Seed uint64
 	// Cache, when set, is shared by Simulators of the same module to compile it once.
 	Cache wazero.CompilationCache
+	// Phase moves the monotonic clock's start, and with it where fixed and sliding windows
+	// start (they are aligned on that clock, whose zero differs on every Envoy start).
+	Phase time.Duration
+	// LogFormat is the replayed log's format, for the warnings' advice.
+	LogFormat Format
+	// RecordVerdicts keeps, per request, whether each rule limited it, for Compare.
+	RecordVerdicts bool
+	// RecordRequests keeps every key's requests (time and cost), for Suggest.
+	RecordRequests bool
 }
 
 // Simulator replays requests through the module in the embedded host on a manual clock: one
@@ -72,6 +81,9 @@ type Simulator struct {
 	requests int64
 
 	series seriesClock
+	// limitedBy holds, when Options.RecordVerdicts, one bit per rule per request: whether the
+	// rule limited it (rule i in bit i of a uint64, so at most 64 rules, as config allows).
+	limitedBy []uint64
 
 	logMu sync.Mutex
 	logs  []string
@@ -95,14 +107,25 @@ type ruleState struct {
 	name                                      string
 	shadow                                    bool
 	admitted, limited, shadowLimited, missing counter
+	invalidCost                               counter
 	totals                                    RuleTotals
+	requests                                  int64
 	keys                                      map[string]*keyState
 	series                                    []Point
 }
 
 type keyState struct {
 	KeyTotals
-	second, inSecond int64
+	// second is the calendar second of the key's last request, inSecond and unitsInSecond the
+	// requests and units of that second so far.
+	second, inSecond, unitsInSecond int64
+	// requests are the key's requests, when Options.RecordRequests.
+	requests []keyRequest
+}
+
+// keyRequest is one request of a key: its time (Unix nanoseconds) and its cost.
+type keyRequest struct {
+	at, cost int64
 }
 
 // New loads the module with the configuration and starts its VM at opts.Start. A configuration
@@ -119,7 +142,7 @@ func New(ctx context.Context, opts Options) (*Simulator, error) {
 	attrib := admission.NewGate(policy)
 	s := &Simulator{opts: opts, cfg: cfg, attrib: attrib, statuses: map[int]int64{}}
 	s.upstreamFunc = s.upstream
-	s.clock = host.NewManualClock(time.Unix(0, opts.Start), monotonicStart)
+	s.clock = host.NewManualClock(time.Unix(0, opts.Start), monotonicStart+int64(opts.Phase))
 	s.host, err = host.New(ctx, opts.Wasm, host.Options{
 		PluginName: pluginName, RootID: pluginName, VMID: pluginName,
 		PluginConfig: opts.Config, Clock: s.clock, LogLevel: 2, CompilationCache: opts.Cache,
@@ -150,7 +173,8 @@ func New(ctx context.Context, opts Options) (*Simulator, error) {
 			name: r.Name, shadow: r.Shadow || cfg.Shadow,
 			admitted: counter{name: prefix + "admitted"}, limited: counter{name: prefix + "limited"},
 			shadowLimited: counter{name: prefix + "shadow_limited"}, missing: counter{name: prefix + "missing_key"},
-			keys: map[string]*keyState{},
+			invalidCost: counter{name: prefix + "invalid_cost"},
+			keys:        map[string]*keyState{},
 		})
 	}
 	return s, nil
@@ -223,52 +247,78 @@ func (s *Simulator) Do(e *Entry) error {
 	m := s.host.Metrics()
 	exempt := s.exempt.delta(m) > 0
 	s.internal.delta(m)
-	bucket := s.series.bucket(e.Time)
-	second := e.Time / int64(time.Second)
+	var limitedBy uint64
 	for i := range s.rules {
-		r := &s.rules[i]
-		admitted, limited := r.admitted.delta(m), r.limited.delta(m)
-		shadowLimited, missing := r.shadowLimited.delta(m), r.missing.delta(m)
-		r.totals.Admitted += admitted
-		r.totals.Limited += limited
-		r.totals.ShadowLimited += shadowLimited
-		r.totals.MissingKey += missing
-		if admitted+limited+shadowLimited > 0 {
-			for len(r.series) <= bucket {
-				r.series = append(r.series, Point{})
-			}
-			p := &r.series[bucket]
-			p.Admitted += admitted
-			p.Limited += limited
-			p.ShadowLimited += shadowLimited
+		if s.countRule(i, m, e.Time, exempt) {
+			limitedBy |= 1 << i
 		}
-		key, matched := s.attrib.PartitionKey(&s.req, i)
-		if !matched {
-			continue
-		}
-		if exempt {
-			r.totals.Exempt++
-			continue
-		}
-		if key == nil {
-			continue
-		}
-		k := r.keys[string(key)]
-		if k == nil {
-			k = &keyState{second: second}
-			r.keys[string(key)] = k
-		}
-		k.Requests++
-		k.Admitted += admitted
-		k.Limited += limited
-		k.ShadowLimited += shadowLimited
-		if second != k.second {
-			k.second, k.inSecond = second, 0
-		}
-		k.inSecond++
-		k.PeakPerSecond = max(k.PeakPerSecond, k.inSecond)
+	}
+	if s.opts.RecordVerdicts {
+		s.limitedBy = append(s.limitedBy, limitedBy)
 	}
 	return nil
+}
+
+// countRule adds the request's counts to rule i (its counters' deltas since the last request)
+// and to the key it charged, and reports whether the rule limited it.
+func (s *Simulator) countRule(i int, m *host.Metrics, at int64, exempt bool) bool {
+	r := &s.rules[i]
+	admitted, limited := r.admitted.delta(m), r.limited.delta(m)
+	shadowLimited, missing := r.shadowLimited.delta(m), r.missing.delta(m)
+	r.totals.Admitted += admitted
+	r.totals.Limited += limited
+	r.totals.ShadowLimited += shadowLimited
+	r.totals.MissingKey += missing
+	r.totals.InvalidCost += r.invalidCost.delta(m)
+	if admitted+limited+shadowLimited+missing > 0 {
+		bucket := s.series.bucket(at)
+		for len(r.series) <= bucket {
+			r.series = append(r.series, Point{})
+		}
+		p := &r.series[bucket]
+		p.Admitted += admitted
+		p.Limited += limited
+		p.ShadowLimited += shadowLimited
+		p.MissingKey += missing
+	}
+	key, matched := s.attrib.PartitionKey(&s.req, i)
+	if !matched {
+		return limited > 0
+	}
+	if exempt {
+		r.totals.Exempt++
+		return limited > 0
+	}
+	r.requests++
+	if key != nil {
+		cost, _ := s.attrib.Cost(&s.req, i) // a bad cost header charges nothing: 0
+		k := r.countKey(key, at/int64(time.Second), cost, admitted, limited, shadowLimited)
+		if s.opts.RecordRequests {
+			k.requests = append(k.requests, keyRequest{at: at, cost: cost})
+		}
+	}
+	return limited > 0
+}
+
+// countKey adds a request of the given second and cost to a key's figures.
+func (r *ruleState) countKey(key []byte, second, cost, admitted, limited, shadowLimited int64) *keyState {
+	k := r.keys[string(key)]
+	if k == nil {
+		k = &keyState{second: second}
+		r.keys[string(key)] = k
+	}
+	k.Requests++
+	k.Admitted += admitted
+	k.Limited += limited
+	k.ShadowLimited += shadowLimited
+	if second != k.second {
+		k.second, k.inSecond, k.unitsInSecond = second, 0, 0
+	}
+	k.inSecond++
+	k.unitsInSecond += cost
+	k.PeakPerSecond = max(k.PeakPerSecond, k.inSecond)
+	k.PeakUnitsPerSecond = max(k.PeakUnitsPerSecond, k.unitsInSecond)
+	return k
 }
 
 // request is an Entry as the host's Request and as admission's Request, for PartitionKey.
@@ -368,27 +418,36 @@ func (s *Simulator) Result(top int) *Result {
 	}
 	for i := range s.rules {
 		r := &s.rules[i]
-		rr := &RuleResult{RuleTotals: r.totals, Shadow: r.shadow, Series: r.series, order: i}
-		for j, l := range s.cfg.Rules[i].Limits {
-			rr.Limits = append(rr.Limits, describeLimit(l, "", j))
-		}
-		if by := s.cfg.Rules[i].LimitsBy; by != nil {
-			for _, tier := range by.Tiers {
-				for j, l := range tier.Limits {
-					rr.Limits = append(rr.Limits, describeLimit(l, tier.Name, j))
-				}
-			}
-		}
+		rule := &s.cfg.Rules[i]
+		rr := &RuleResult{RuleTotals: r.totals, Shadow: r.shadow, Series: r.series, order: i, Cost: describeCost(rule.Cost)}
+		unit := unitWord(rule.Cost)
+		rr.unit = unit
+		eachLimit(rule, func(tier string, j int, l config.Limit) {
+			rr.Limits = append(rr.Limits, describeLimit(l, tier, j, unit))
+		})
 		rr.TopLimitedKeys, rr.BusiestKeys = topKeys(r.name, r.keys, s.opts.Keys, top)
-		rr.Keys = len(r.keys)
+		rr.Keys, rr.KeysLimited, rr.Requests = len(r.keys), r.keysLimited(), r.requests
 		res.Rules[r.name] = rr
 	}
+	res.Warnings = s.warnings(res)
 	return res
 }
 
+// keysLimited counts the keys the rule limited or shadow-limited at least once.
+func (r *ruleState) keysLimited() int {
+	n := 0
+	for _, k := range r.keys {
+		if k.Limited+k.ShadowLimited > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // describeLimit gives a limit's burst and sustained rate.
-func describeLimit(l config.Limit, tier string, position int) LimitInfo {
-	info := LimitInfo{Algorithm: l.Algorithm.String(), Capacity: l.Capacity, Tier: tier, position: position}
+func describeLimit(l config.Limit, tier string, position int, unit string) LimitInfo {
+	info := LimitInfo{Algorithm: l.Algorithm.String(), Capacity: l.Capacity, Tier: tier, position: position,
+		Text: describeLimitWords(l, unit), phased: windowOf(l) > 0 && l.Calendar == config.NoCalendar}
 	switch {
 	case l.RefillInterval > 0:
 		info.PerSecond = float64(l.RefillTokens) / l.RefillInterval.Seconds()
