@@ -28,6 +28,7 @@ func Warnings(cfg *Config) []Problem {
 	}
 	warnings = append(warnings, cidrWarnings(cfg)...)
 	warnings = append(warnings, tierWarnings(cfg)...)
+	warnings = append(warnings, operatorWarnings(cfg)...)
 	return warnings
 }
 

@@ -60,6 +60,9 @@ func (p *pluginContext) OnTick() {
 			p.failed("cannot read the monotonic clock: " + err.Error())
 		}
 	}
+	if p.operator != nil {
+		p.operator.flushTop()
+	}
 	p.flushCounters()
 }
 

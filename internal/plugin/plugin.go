@@ -69,6 +69,8 @@ type pluginContext struct {
 	hasConcurrency bool
 	// slots are the waits for a free slot of a concurrency limit (slotwait.go).
 	slots slotWaiting
+	// operator is the operator endpoint (operator.go); nil when it is off.
+	operator *operatorEndpoint
 }
 
 // replyBuffers are reused to build local replies without allocating.
@@ -124,6 +126,9 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	if !define("tollgate.exempt", &p.exempt) || !define("tollgate.internal_errors", &p.internalErrors) ||
 		!define("tollgate.key_table_full", &p.tableFull) || !define("tollgate.escaped_slashes_rejected", &p.escapedSlashes) ||
 		!p.compileRules(cfg, define) {
+		return types.OnPluginStartStatusFailed
+	}
+	if !p.startOperator(cfg, namespace, define) {
 		return types.OnPluginStartStatusFailed
 	}
 	level, _ := abi.GetLogLevel()
@@ -242,6 +247,12 @@ func (h *httpContext) OnHttpRequestHeadersPanic() types.Action {
 func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) types.Action {
 	p := h.plugin
 	faultPoint("request")
+	// The operator endpoint's requests are answered before anything else: never charged.
+	if p.operator != nil && h.slotWait == nil {
+		if action, answered := h.operatorRequest(); answered {
+			return action
+		}
+	}
 	// The shadow marker a client sent is removed from every request before anything else,
 	// whatever the configuration and whether the request is exempt: an upstream must be able to
 	// trust it (a request decided again while it waits for a slot lost it already). Written out
@@ -309,6 +320,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		return types.ActionContinue
 	case admission.Limited:
 		p.rules[out.Rule].limited.add(1)
+		if p.operator != nil {
+			p.operator.top.limited(p.gate, out.Rule)
+		}
 		if out.InFlightLimited {
 			p.rules[out.Rule].inFlightLimited.add(1)
 		}
