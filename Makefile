@@ -69,7 +69,7 @@ WASM_GCFLAGS ?= github.com/tollgate-proxy/tollgate/config=-l
 PKG  ?= ./filter
 TAGS ?=
 # Packages linked into the module: they must also vet for wasip1.
-WASM_PKGS := ./filter ./internal/plugin ./internal/abi ./internal/wire ./internal/admission ./internal/netaddr ./internal/rls ./internal/version ./internal/duration ./config ./limiter
+WASM_PKGS := ./filter ./internal/plugin ./internal/abi ./internal/wire ./internal/admission ./internal/netaddr ./internal/rls ./internal/version ./internal/duration ./config ./limiter ./internal/heavy ./internal/digest
 # vet_wasip1 vets the wasip1 build of a package ($(2)) with build tags $(1), without its tests:
 # they run natively only, where durations are package time's (internal/duration says why).
 vet_wasip1 = echo "vet wasip1 $(1) $(2)" && files=$$(GOOS=wasip1 GOARCH=wasm $(GO) list -tags '$(1)' -f '{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}' $(2)) && \

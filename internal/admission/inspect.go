@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"strings"
+
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
@@ -254,6 +256,27 @@ func describeLimit(ls *LimitState, l *limit, c cells, now int64) {
 		}
 	}
 }
+
+// QueryValues are every value of the parameter name in a query string, percent-decoded as a
+// query key part's are: the operator endpoint reads its own parameters with it.
+func QueryValues(query, name string) []string {
+	var values []string
+	for query != "" {
+		var pair string
+		pair, query, _ = strings.Cut(query, "&")
+		k, v, _ := strings.Cut(pair, "=")
+		if unescape(k) == name {
+			values = append(values, unescape(v))
+		}
+	}
+	return values
+}
+
+// Unescape decodes %XX and '+' as a query string does (malformed escapes are kept).
+func Unescape(s string) string { return unescape(s) }
+
+// HostOf strips the port from an Envoy address ("10.0.0.1:5000", "[::1]:5000").
+func HostOf(addr string) string { return hostOf(addr) }
 
 // givenKey is a Request whose key parts have the values an operator gave, in order: what
 // KeyOf builds a rule's key from, the same way a request's is built.

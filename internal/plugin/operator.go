@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/admission"
 	"github.com/tollgate-proxy/tollgate/internal/digest"
 	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/internal/netaddr"
@@ -137,7 +138,7 @@ func (op *operatorEndpoint) peer() (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	text := peerHost(string(source))
+	text := admission.HostOf(string(source))
 	addr, _, ok := netaddr.ParseAddr(text)
 	if !ok {
 		return text, false
@@ -149,19 +150,6 @@ func (op *operatorEndpoint) peer() (string, bool) {
 		}
 	}
 	return text, false
-}
-
-// peerHost strips the port from an Envoy address: "10.0.0.1:5000" → "10.0.0.1",
-// "[::1]:5000" → "::1".
-func peerHost(addr string) string {
-	if strings.HasPrefix(addr, "[") {
-		host, _, _ := strings.Cut(addr[1:], "]")
-		return host
-	}
-	if i := strings.LastIndexByte(addr, ':'); i >= 0 && strings.IndexByte(addr, ':') == i {
-		return addr[:i]
-	}
-	return addr
 }
 
 // authorize checks the bearer token: 0 when its SHA-256 is listed, else the status (401) and why.

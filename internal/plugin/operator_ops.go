@@ -28,11 +28,13 @@ func (h *httpContext) operate(method, rest, query, peer string, now int64) {
 		op.answered.add(1)
 		h.operatorReply(200, nil, op.top.view(now))
 	case rest == "keys" && method == "GET":
-		h.visitKeys(queryValues(query, "key"), query, peer, now, false)
+		h.visitKeys(admission.QueryValues(query, "key"), query, peer, now, false)
 	case strings.HasPrefix(rest, "keys/") && len(rest) > len("keys/") && method == "GET":
-		h.visitKeys([]string{percentDecode(rest[len("keys/"):])}, query, peer, now, false)
+		// A path segment: '+' is itself there, not a space as in a query string.
+		segment := strings.ReplaceAll(rest[len("keys/"):], "+", "%2B")
+		h.visitKeys([]string{admission.Unescape(segment)}, query, peer, now, false)
 	case rest == "reset" && method == "POST":
-		h.visitKeys(queryValues(query, "key"), query, peer, now, true)
+		h.visitKeys(admission.QueryValues(query, "key"), query, peer, now, true)
 	default:
 		op.notFound.add(1)
 		h.operatorReply(404, nil, errorBody("no operation "+method+" "+op.prefix+rest+
@@ -52,7 +54,7 @@ func (h *httpContext) visitKeys(values []string, query, peer string, now int64, 
 		return
 	}
 	whole, level := true, int64(0)
-	if levels := queryValues(query, "level"); reset && len(levels) > 0 {
+	if levels := admission.QueryValues(query, "level"); reset && len(levels) > 0 {
 		n, err := strconv.ParseInt(levels[0], 10, 64)
 		if err != nil || n < 0 || len(levels) > 1 {
 			h.operatorReply(400, nil, errorBody("level is the units to leave the key, one whole number of 0 or more"))
@@ -99,7 +101,7 @@ func (h *httpContext) visitKeys(values []string, query, peer string, now int64, 
 // the name is unknown (answered 404).
 func (h *httpContext) operatorRules(query string) ([]int, bool) {
 	p := h.plugin
-	if names := queryValues(query, "rule"); len(names) > 0 {
+	if names := admission.QueryValues(query, "rule"); len(names) > 0 {
 		i := p.gate.RuleIndex(names[0])
 		if i < 0 || len(names) > 1 {
 			p.operator.notFound.add(1)
@@ -209,55 +211,8 @@ func millis(d duration.Duration) int64 {
 	return int64((d + duration.Millisecond - 1) / duration.Millisecond)
 }
 
-// queryValues are the values of the query parameter name, percent-decoded ('+' is a space).
-func queryValues(query, name string) []string {
-	var values []string
-	for query != "" {
-		var pair string
-		pair, query, _ = strings.Cut(query, "&")
-		k, v, _ := strings.Cut(pair, "=")
-		if percentDecode(k) == name {
-			values = append(values, percentDecode(v))
-		}
-	}
-	return values
-}
-
-// percentDecode decodes %XX and '+'; a '%' not followed by two hex digits stays as it is.
-func percentDecode(s string) string {
-	if !strings.ContainsAny(s, "%+") {
-		return s
-	}
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '+':
-			out = append(out, ' ')
-		case c == '%' && i+2 < len(s) && isHexDigit(s[i+1]) && isHexDigit(s[i+2]):
-			out = append(out, hexValue(s[i+1])<<4|hexValue(s[i+2]))
-			i += 2
-		default:
-			out = append(out, c)
-		}
-	}
-	return string(out)
-}
-
-func isHexDigit(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func hexValue(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
-}
-
-// jsonOut writes JSON by hand: encoding/json would add hundreds of kilobytes to the module.
+// jsonOut writes JSON by hand: encoding/json would add hundreds of kilobytes to the module. Its
+// methods are not inlined: every call site would carry a copy (10 kB of the module).
 type jsonOut struct {
 	b     []byte
 	comma bool // a value was written at this level: the next one needs a comma
@@ -268,19 +223,33 @@ func (j *jsonOut) sep() {
 		j.b = append(j.b, ',')
 	}
 }
-func (j *jsonOut) open(c byte)  { j.sep(); j.b, j.comma = append(j.b, c), false }
+
+//go:noinline
+func (j *jsonOut) open(c byte) { j.sep(); j.b, j.comma = append(j.b, c), false }
+
+//go:noinline
 func (j *jsonOut) close(c byte) { j.b, j.comma = append(j.b, c), true }
+
+//go:noinline
 func (j *jsonOut) key(k string) {
 	j.sep()
 	j.b = append(appendJSONString(j.b, k), ':')
 	j.comma = false
 }
+
+//go:noinline
 func (j *jsonOut) str(s string) { j.sep(); j.b, j.comma = appendJSONString(j.b, s), true }
-func (j *jsonOut) num(n int64)  { j.sep(); j.b, j.comma = strconv.AppendInt(j.b, n, 10), true }
+
+//go:noinline
+func (j *jsonOut) num(n int64) { j.sep(); j.b, j.comma = strconv.AppendInt(j.b, n, 10), true }
+
+//go:noinline
 func (j *jsonOut) boolean(b bool) {
 	j.sep()
 	j.b, j.comma = strconv.AppendBool(j.b, b), true
 }
+
+//go:noinline
 func (j *jsonOut) field(k string, n int64) { j.key(k); j.num(n) }
 
 // appendJSONString appends s as a JSON string; bytes that are not valid UTF-8 become U+FFFD.

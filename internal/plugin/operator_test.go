@@ -144,8 +144,11 @@ type keyState struct {
 	} `json:"skipped"`
 }
 
+// operate asks the endpoint, 100 ms after the last thing the test did: the endpoint's own rate
+// limit refills one request in that time.
 func operate(t *testing.T, host *abitest.Host, method, path string, into any) int {
 	t.Helper()
+	host.Advance(1e8)
 	s, _ := host.Request(opRequest(method, path, operatorPeer, operatorToken))
 	r := s.Reply()
 	if r == nil {
@@ -174,14 +177,15 @@ func TestOperatorInspectsAndResets(t *testing.T) {
 	if got := send(3); got != "con con 429 " {
 		t.Fatalf("before: %s", got)
 	}
-	for _, path := range []string{"/.tollgate/keys?key=alice", "/.tollgate/keys/alice", "/.tollgate/keys?key=alice&rule=per-key"} {
+	for i, path := range []string{"/.tollgate/keys?key=alice", "/.tollgate/keys/alice", "/.tollgate/keys?key=alice&rule=per-key"} {
 		var state keyState
 		if status := operate(t, host, "GET", path, &state); status != 200 || len(state.Rules) != 1 {
 			t.Fatalf("%s: %d %+v", path, status, state)
 		}
 		l := state.Rules[0].Limits[0]
-		if !l.Bucket || l.Remaining != 0 || l.Tokens != 0 || l.NextMs != 1000 {
-			t.Errorf("%s: %+v, want an empty bucket refilling in 1000 ms", path, l)
+		// Each operation comes 100 ms after the one before.
+		if wantMs := int64(900 - 100*i); !l.Bucket || l.Remaining != 0 || l.Tokens != 0 || l.NextMs != wantMs {
+			t.Errorf("%s: %+v, want an empty bucket refilling in %d ms", path, l, wantMs)
 		}
 	}
 	var reset keyState
@@ -218,6 +222,22 @@ func TestOperatorInspectsAndResets(t *testing.T) {
 		s, _ := host.Request(opRequest("POST", tt.path, operatorPeer, operatorToken))
 		if r := s.Reply(); r == nil || r.Status != 400 || !strings.Contains(string(r.Body), tt.want) {
 			t.Errorf("%s: %s, want 400 saying %q", tt.path, outcome(s), tt.want)
+		}
+	}
+	// A key with '+', '/' and a space, in the path form and the query form.
+	send2 := func(key string) {
+		s, _ := host.Request(keyed(key, "/"))
+		if outcome(s) != "continued" {
+			t.Fatalf("%q: %s", key, outcome(s))
+		}
+	}
+	send2("a+b/c d")
+	var byPath, byQuery keyState
+	operate(t, host, "GET", "/.tollgate/keys/a+b%2Fc%20d", &byPath)
+	operate(t, host, "GET", "/.tollgate/keys?key=a%2Bb%2Fc+d", &byQuery)
+	for _, got := range []keyState{byPath, byQuery} {
+		if len(got.Rules) != 1 || !got.Rules[0].Limits[0].Bucket || got.Rules[0].Limits[0].Remaining != 1 {
+			t.Errorf("the key a+b/c d: %+v, want its bucket with 1 token left", got)
 		}
 	}
 	var two keyState
