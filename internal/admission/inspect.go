@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"strings"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -31,8 +32,8 @@ type LimitState struct {
 	Bucket bool
 	// Capacity is the limit's quota; Remaining the whole units a request would find now.
 	Capacity, Remaining int64
-	// Tokens is a token bucket's whole tokens at its last write; Debt the tokens it owes for
-	// requests held until they are due (on_limit delay).
+	// Tokens is a token bucket's whole tokens now; Debt the tokens it owes, as of its last write,
+	// for requests held until they are due (on_limit delay), when Tokens is below zero.
 	Tokens, Debt int64
 	// Count and Previous are a window's units counted in the current and previous window.
 	Count, Previous int64
@@ -238,19 +239,36 @@ func (l *limit) leveled(c cells, now int64, set *resetTo) cells {
 
 // describeLimit fills in what a limit's state says at now.
 func describeLimit(ls *LimitState, l *limit, c cells, now int64) {
-	ls.Bucket = true
+	ls.Bucket, ls.Algorithm = true, config.Algorithm(l.tag)
+	ls.Capacity, _ = l.algo.policy()
+	if tb, ok := l.algo.(*tokenBucket); ok && c[0] < 0 {
+		// A bucket in debt (on_limit delay): its next token comes once what it owes is repaid.
+		ls.Tokens, ls.Debt, ls.Remaining = c[0], -c[0], 0
+		ls.Whole = duration.Duration(max(tb.idleAt(c)-now, 0))
+		if _, r := tb.b.Reserve(bucketState(c), now, 1, duration.Duration(math.MaxInt64)); r.OK {
+			ls.NextRefill = r.Wait
+		}
+		return
+	}
 	switch algo := l.algo.(type) {
 	case *tokenBucket:
-		ls.Tokens = c[0]
-		ls.Debt = max(-c[0], 0)
+		// Its whole tokens now are what peek finds, below.
 	case concurrency:
 		ls.InFlight = algo.inFlight(algo.roll(c, now))
 	default:
-		ls.Count, ls.Previous = c[1], c[2]
+		// A take of more than the capacity is refused and counts nothing, but brings the window
+		// to now: the counts are those of the current window and the one before, not the last
+		// write's.
+		rolled, _ := l.algo.take(c, now, ls.Capacity+1)
+		ls.Count, ls.Previous = rolled[1], rolled[2]
 	}
 	d := peek(l.algo, c, now)
-	ls.Remaining, ls.Whole = d.Remaining, d.Reset
-	if ls.Remaining < ls.Capacity {
+	ls.Remaining = d.Remaining
+	if _, ok := l.algo.(*tokenBucket); ok {
+		ls.Tokens = d.Remaining
+	}
+	if ls.Remaining < ls.Capacity { // peek's Reset is that of one unit taken: 0 when whole
+		ls.Whole = d.Reset
 		if _, next := l.algo.take(c, now, max(ls.Remaining, 0)+1); !next.Allowed {
 			ls.NextRefill = next.RetryAfter
 		}

@@ -83,6 +83,11 @@ func TestInspectAndReset(t *testing.T) {
 	if !window.Bucket || window.Count != 4 || window.Remaining != 6 || window.Algorithm != config.FixedWindow {
 		t.Errorf("window %+v, want 4 counted, 6 left", window)
 	}
+	// A minute on, the window moved: nothing counted in it, whole.
+	if later, _ := g.Inspect(store, 0, key, now+60*sec); later.Limits[1].Count != 0 || later.Limits[1].Remaining != 10 ||
+		later.Limits[1].Whole != 0 {
+		t.Errorf("the window a minute later: %+v, want nothing counted and whole", later.Limits[1])
+	}
 	if state.KeyHash != g.partitionHash("r", key) {
 		t.Errorf("key hash %x is not the debug log's", state.KeyHash)
 	}
@@ -142,5 +147,60 @@ func TestResetRetriesOnCASMismatch(t *testing.T) {
 	store.onSet(nil)
 	if err != nil || !state.Limits[0].Written || lost != 0 {
 		t.Errorf("reset %+v, %v; %d mismatches left", state, err, lost)
+	}
+}
+
+// TestInspectFeatures: what Inspect says of a delaying bucket's debt, a concurrency limit's
+// slots and a tiered rule's tier, and that Reset leaves concurrency slots alone.
+func TestInspectFeatures(t *testing.T) {
+	const (
+		delaying = `{"rules": [{"name": "r", "key": [{"header": "x-api-key"}], "on_limit": {"action": "delay", "max_delay": "10s"},
+			"limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`
+		slots = `{"rules": [{"name": "r", "key": [{"header": "x-api-key"}],
+			"limits": [{"algorithm": "concurrency", "max_in_flight": 3, "slot_timeout": "30s"}]}]}`
+		tiered = `{"rules": [{"name": "r", "key": [{"header": "x-api-key"}], "limits_by": {"part": {"header": "x-plan"}, "default": "free",
+			"tiers": {"free": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}],
+			"pro": [{"capacity": 5, "refill_tokens": 1, "refill_interval": "1s"}]}}}]}`
+	)
+	pro := fakeRequest{headers: map[string]string{"x-api-key": "alice", "x-plan": "pro"}, source: "192.0.2.1:5000"}
+	for _, tt := range []struct {
+		name     string
+		doc      string
+		req      fakeRequest
+		requests int
+		check    func(state RuleState) bool
+	}{
+		{"debt", delaying, header("x-api-key", "alice"), 4, func(s RuleState) bool {
+			l := s.Limits[0]
+			return l.Tokens == -2 && l.Debt == 2 && l.Remaining == 0 && l.NextRefill == 3e9
+		}},
+		{"slots", slots, header("x-api-key", "alice"), 2, func(s RuleState) bool {
+			return s.Limits[0].InFlight == 2 && s.Limits[0].Remaining == 1 && s.Limits[0].Capacity == 3
+		}},
+		{"tier", tiered, pro, 2, func(s RuleState) bool {
+			return s.Tier == "pro" && s.Limits[0].Capacity == 5 && s.Limits[0].Remaining == 3
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, store := mustGate(t, tt.doc), newMemStore()
+			now := 1000 * sec
+			for range tt.requests {
+				if out := g.Admit(tt.req, store, now); out.Verdict != Allow {
+					t.Fatalf("verdict %v", out.Verdict)
+				}
+			}
+			key, _ := g.KeyOf(0, []string{"alice"})
+			state, err := g.Inspect(store, 0, key, now)
+			if err != nil || !tt.check(state) {
+				t.Errorf("%+v, %v", state, err)
+			}
+			reset, _ := g.Reset(store, 0, key, true, 0, now)
+			if tt.name == "slots" && (reset.Limits[0].Written || reset.Limits[0].InFlight != 2) {
+				t.Errorf("reset touched the slots: %+v", reset.Limits[0])
+			}
+			if tt.name == "tier" && (reset.Tier != "pro" || reset.Limits[0].Remaining != 5) {
+				t.Errorf("reset of a pro key: %+v", reset)
+			}
+		})
 	}
 }

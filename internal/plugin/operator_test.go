@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/abi/abitest"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 const operatorToken = "s3cret-operator-token"
@@ -300,5 +301,65 @@ func TestOperatorTopOffenders(t *testing.T) {
 				t.Errorf("raw %v: key %q, want %q", raw, first.Key, wantKey)
 			}
 		})
+	}
+}
+
+// TestOperatorTopForgetsOldPeriods: the view covers the current minute and the one before; a
+// minute later the rejections move to the previous period, two minutes later they are gone.
+func TestOperatorTopForgetsOldPeriods(t *testing.T) {
+	host := rig(t, operatorConfig(""))
+	host.SetMonotonic(20 * topPeriod) // the start of a period, later than the rig's first reading
+	for range 4 {
+		host.Request(keyed("alice", "/"))
+	}
+	host.Tick()
+	for _, tt := range []struct {
+		after      int64
+		rejections int64
+	}{{0, 2}, {topPeriod, 2}, {topPeriod, 0}} {
+		host.Advance(tt.after)
+		var view topView
+		if status := operate(t, host, "GET", "/.tollgate/top", &view); status != 200 || view.Rules[0].Rejections != tt.rejections {
+			t.Errorf("%d ns on: %d %+v, want %d rejections", host.Monotonic()-20*topPeriod, status, view, tt.rejections)
+		}
+	}
+}
+
+// TestOperatorTopMergeRetries: a merge that loses its compare-and-swap to another worker reads
+// the summary again and lands; a merge that cannot land keeps its counts for the next tick.
+func TestOperatorTopMergeRetries(t *testing.T) {
+	host := rig(t, operatorConfig(""))
+	for range 5 {
+		host.Request(keyed("alice", "/"))
+	}
+	const topKey = "tollgate/v2/test/top/per-key"
+	lose := 1
+	host.SharedData().SetFault(func(op, key string) wire.Status {
+		if op == "set" && key == topKey && lose > 0 {
+			lose--
+			return wire.StatusCasMismatch
+		}
+		return wire.StatusOK
+	})
+	host.Tick()
+	var view topView
+	operate(t, host, "GET", "/.tollgate/top", &view)
+	if lose != 0 || view.Rules[0].Rejections != 3 {
+		t.Errorf("after a lost race: %+v", view)
+	}
+	host.Request(keyed("alice", "/"))
+	host.SharedData().SetFault(func(op, key string) wire.Status {
+		if op == "set" && key == topKey {
+			return wire.StatusCasMismatch
+		}
+		return wire.StatusOK
+	})
+	host.Tick() // contended throughout: nothing lands
+	host.SharedData().SetFault(nil)
+	host.Request(keyed("alice", "/"))
+	host.Tick()
+	operate(t, host, "GET", "/.tollgate/top", &view)
+	if view.Rules[0].Rejections != 5 || view.Rules[0].Keys[0].AtLeast != 5 {
+		t.Errorf("after a tick that could not merge: %+v, want all 5 rejections", view)
 	}
 }
