@@ -26,7 +26,7 @@ const (
 	exitFailed      = 1 // the endpoint could not be reached, or it failed (5xx)
 	exitRefused     = 3 // the endpoint refused the address or the token (403, 401)
 	exitRateLimited = 4 // the endpoint's own rate limit: retry in a second
-	exitNotFound    = 5 // no such rule, or no endpoint at that path (it is off, or another prefix)
+	exitNotFound    = 5 // no such rule or operation, or no rule's key takes the key given
 	exitNoEndpoint  = 6 // something other than the endpoint answered: it is off, or another prefix
 )
 
@@ -84,11 +84,16 @@ func operatorCommand(name string, args []string, stdout, stderr io.Writer) int {
 	}
 	if opts.json {
 		stdout.Write(body)
-		return 0
 	}
-	if err := printOperatorReply(name, body, stdout); err != nil {
+	looked, err := printOperatorReply(name, body, stdout, opts.json)
+	switch {
+	case err != nil:
 		fmt.Fprintf(stderr, "tollgate %s: the endpoint answered %d with a body that is not its JSON: %v\n", name, status, err)
 		return exitFailed
+	case !looked:
+		fmt.Fprintf(stderr, "tollgate %s: no rule's key takes the key given: give --key once per part of the rule's key, "+
+			"in order (a client_ip part takes an IP address)\n", name)
+		return exitNotFound
 	}
 	return 0
 }

@@ -55,22 +55,27 @@ type limitReply struct {
 	Skipped   string `json:"skipped"`
 }
 
-// printOperatorReply writes a reply for people.
-func printOperatorReply(name string, body []byte, w io.Writer) error {
+// printOperatorReply reads a reply and writes it for people, unless quiet; looked is false for a
+// key operation that found no rule whose key takes the key given.
+func printOperatorReply(name string, body []byte, w io.Writer, quiet bool) (looked bool, err error) {
 	if name == "top" {
 		var top topReply
 		if err := decodeStrict(body, &top); err != nil {
-			return err
+			return false, err
 		}
-		printTop(&top, w)
-		return nil
+		if !quiet {
+			printTop(&top, w)
+		}
+		return true, nil
 	}
 	var keys keysReply
 	if err := decodeStrict(body, &keys); err != nil {
-		return err
+		return false, err
 	}
-	printKeys(&keys, name == "reset", w)
-	return nil
+	if !quiet {
+		printKeys(&keys, name == "reset", w)
+	}
+	return len(keys.Rules) > 0, nil
 }
 
 func printTop(top *topReply, w io.Writer) {
@@ -114,9 +119,6 @@ func printKeys(keys *keysReply, reset bool, w io.Writer) {
 	}
 	for _, s := range keys.Skipped {
 		fmt.Fprintf(w, "rule %s: not looked at: %s\n", s.Rule, s.Reason)
-	}
-	if len(keys.Rules) == 0 {
-		fmt.Fprintln(w, "no rule's key takes the key given")
 	}
 }
 

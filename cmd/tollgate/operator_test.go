@@ -86,6 +86,9 @@ func TestOperatorCommands(t *testing.T) {
 		{"endpoint off: the upstream answers", fakeEndpoint{status: 404, body: "not found", bare: true}, []string{"top"}, 6, "",
 			`tollgate top: GET /.tollgate/top was answered 404 by something other than the operator endpoint: is "operator" configured with path_prefix "/.tollgate/"`,
 			"GET", "/.tollgate/top", ""},
+		{"no rule takes the key", fakeEndpoint{status: 200, body: `{"rules":[],"skipped":[{"rule":"r","reason":"its key has 2 part(s) and 1 value(s) were given"}]}`},
+			[]string{"inspect", "--key", "a"}, 5, "rule r: not looked at: its key has 2 part(s) and 1 value(s) were given\n",
+			"tollgate inspect: no rule's key takes the key given", "GET", "/.tollgate/keys", "key=a"},
 		{"not the endpoint's JSON", fakeEndpoint{status: 200, body: "<html>"}, []string{"top"}, 1, "", "with a body that is not its JSON", "GET", "/.tollgate/top", ""},
 	}
 	for _, tt := range tests {

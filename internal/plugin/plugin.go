@@ -247,7 +247,8 @@ func (h *httpContext) OnHttpRequestHeadersPanic() types.Action {
 func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) types.Action {
 	p := h.plugin
 	faultPoint("request")
-	// The operator endpoint's requests are answered before anything else: never charged.
+	// The operator endpoint's requests are answered before anything else: never charged, and
+	// never forwarded (so the shadow marker below is nothing to them).
 	if p.operator != nil && h.slotWait == nil {
 		if action, answered := h.operatorRequest(); answered {
 			return action
