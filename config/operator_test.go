@@ -1,6 +1,8 @@
 package config_test
 
 import (
+	"encoding/hex"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -74,4 +76,34 @@ func TestOperatorWarnings(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("warnings\n%q\nwant\n%q", got, want)
 	}
+}
+
+// encodeOperator writes an operator block back as JSON, for the parser's round trip (FuzzParse).
+func encodeOperator(op *config.Operator) map[string]any {
+	var cidrs, digests []string
+	for _, prefix := range op.ClientCIDRs {
+		cidrs = append(cidrs, prefix.String())
+	}
+	for _, d := range op.TokenSHA256 {
+		digests = append(digests, hex.EncodeToString(d[:]))
+	}
+	return map[string]any{"path_prefix": op.PathPrefix, "client_cidrs": cidrs, "token_sha256": digests,
+		"raw_keys": op.RawKeys, "top_keys": op.TopKeys}
+}
+
+// revalidateOperator checks an accepted operator block against the documented bounds.
+func revalidateOperator(op *config.Operator) error {
+	switch {
+	case op == nil:
+		return nil
+	case len(op.PathPrefix) < 2 || op.PathPrefix[0] != '/' || op.PathPrefix[len(op.PathPrefix)-1] != '/' || strings.Contains(op.PathPrefix, "//"):
+		return errors.New("path_prefix " + op.PathPrefix)
+	case len(op.ClientCIDRs) < 1 || len(op.ClientCIDRs) > 64:
+		return errors.New("client_cidrs")
+	case len(op.TokenSHA256) < 1 || len(op.TokenSHA256) > 8:
+		return errors.New("token_sha256")
+	case op.TopKeys < 1 || op.TopKeys > 256:
+		return errors.New("top_keys")
+	}
+	return nil
 }

@@ -142,3 +142,35 @@ func TestTableKeepsKeysAndEncodes(t *testing.T) {
 		t.Errorf("Decode accepted more entries than allowed")
 	}
 }
+
+// FuzzDecode: a stored value is shared data any plugin of the same vm_id could have written;
+// Decode refuses what AppendTo did not write, within its bound, and what it accepts encodes back
+// to the same bytes.
+func FuzzDecode(f *testing.F) {
+	table := NewTable(3)
+	for _, id := range []uint64{1, 1, 2, 3, 4, 4, 4} {
+		table.Add(id, []byte{byte(id)})
+	}
+	var sum Summary
+	sum.AddTable(table, 3)
+	f.Add(sum.AppendTo(nil))
+	f.Add([]byte("TGh1"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, rest, ok := Decode(data, 8)
+		if !ok {
+			return
+		}
+		if len(s.entries) > 8 {
+			t.Fatalf("%d entries decoded, bound 8", len(s.entries))
+		}
+		if again := s.AppendTo(nil); string(append(again, rest...)) != string(data) {
+			t.Fatalf("re-encoded %x, read %x", again, data)
+		}
+		s.Entries()
+		other, _, _ := Decode(data, 8)
+		s.AddSummary(&other, 4) // merging never panics, whatever the counts
+		if len(s.Entries()) > 4 {
+			t.Fatalf("%d keys after a merge into 4", len(s.Entries()))
+		}
+	})
+}
