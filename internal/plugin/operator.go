@@ -16,10 +16,11 @@ import (
 
 // The operator endpoint (configuration's "operator"): requests under its path prefix are
 // answered here, before any rule is matched, so they are never forwarded and never charged.
-// A request is served only if, in this order, the endpoint's own rate limit admits it (a bucket
-// per VM, so that guessing tokens costs time and a flood costs no more than a few replies), its
-// peer address (source.address: x-forwarded-for is the client's to write) is in client_cidrs, and
-// its bearer token's SHA-256 is one of token_sha256, compared in constant time. The operations
+// A request is served only if, in this order, its peer address (source.address: x-forwarded-for
+// is the client's to write) is in client_cidrs, the endpoint's own rate limit admits it (a bucket
+// per VM, after the address check so that nobody outside the range can use it up, before the
+// token's so that guessing tokens costs time), and its bearer token's SHA-256 is one of
+// token_sha256, compared in constant time. The operations
 // (operator_ops.go) read and write the key table as the decisions do.
 
 // detailsOperator are the response code details of every reply of the operator endpoint.
@@ -102,6 +103,12 @@ func (h *httpContext) operatorRequest() (types.Action, bool) {
 	if err != nil || !strings.HasPrefix(path, op.prefix) {
 		return 0, false
 	}
+	peer, inRange := op.peer()
+	if !inRange {
+		op.forbidden.add(1)
+		h.operatorReply(403, nil, errorBody("the peer address is not in operator.client_cidrs"))
+		return types.ActionPause, true
+	}
 	now, err := abi.MonotonicNanos()
 	if err != nil {
 		p.failed("cannot read the monotonic clock: " + err.Error())
@@ -113,12 +120,6 @@ func (h *httpContext) operatorRequest() (types.Action, bool) {
 	if !d.Allowed {
 		op.rateLimited.add(1)
 		h.operatorReply(429, [][2]string{{"retry-after", "1"}}, errorBody("the operator endpoint is rate limited: retry in a second"))
-		return types.ActionPause, true
-	}
-	peer, inRange := op.peer()
-	if !inRange {
-		op.forbidden.add(1)
-		h.operatorReply(403, nil, errorBody("the peer address is not in operator.client_cidrs"))
 		return types.ActionPause, true
 	}
 	if status, msg := op.authorize(); status != 0 {

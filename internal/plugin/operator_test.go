@@ -92,22 +92,27 @@ func TestOperatorRefusals(t *testing.T) {
 	}
 }
 
-// TestOperatorIsRateLimited: the endpoint answers a burst of 10, then 429 until its bucket
-// refills, whoever asks.
+// TestOperatorIsRateLimited: the endpoint answers a burst of 10 from peers in range, then 429
+// until its bucket refills, token or not; peers out of range never use it up.
 func TestOperatorIsRateLimited(t *testing.T) {
 	host := rig(t, operatorConfig(""))
 	statuses := ""
-	for i := 0; i < 12; i++ {
-		s, _ := host.Request(opRequest("GET", "/.tollgate/top", "192.0.2.1:5000", ""))
+	for range 3 {
+		s, _ := host.Request(opRequest("GET", "/.tollgate/top", "192.0.2.1:5000", operatorToken))
+		statuses += outcome(s)[:3] + " "
+	}
+	for range 12 {
+		s, _ := host.Request(opRequest("GET", "/.tollgate/top", operatorPeer, "guess"))
 		statuses += outcome(s)[:3] + " "
 	}
 	host.Advance(1e8) // one more request's worth
 	s, _ := host.Request(opRequest("GET", "/.tollgate/top", operatorPeer, operatorToken))
 	statuses += outcome(s)[:3]
-	if want := strings.Repeat("403 ", 10) + "429 429 200"; statuses != want {
+	if want := strings.Repeat("403 ", 3) + strings.Repeat("401 ", 10) + "429 429 200"; statuses != want {
 		t.Errorf("statuses %s, want %s", statuses, want)
 	}
-	checkCounters(t, host, map[string]uint64{"tollgate.operator.rate_limited": 2, "tollgate.operator.forbidden": 10})
+	checkCounters(t, host, map[string]uint64{"tollgate.operator.rate_limited": 2, "tollgate.operator.forbidden": 3,
+		"tollgate.operator.unauthorized": 10})
 }
 
 // TestOperatorOffByDefault: without an operator block the prefix is an ordinary path, limited
