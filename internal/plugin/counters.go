@@ -66,8 +66,12 @@ func (p *pluginContext) OnTick() {
 	p.flushCounters()
 }
 
-// OnPluginDone flushes the counters when the root context goes away.
+// OnPluginDone flushes the counters, and the top offenders counted since the last tick, when
+// the root context goes away.
 func (p *pluginContext) OnPluginDone() bool {
+	if p.operator != nil {
+		p.operator.flushTop()
+	}
 	p.flushCounters()
 	return true
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/abi/abitest"
+	"github.com/tollgate-proxy/tollgate/internal/hostcore"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
@@ -366,5 +367,27 @@ func TestOperatorTopMergeRetries(t *testing.T) {
 	operate(t, host, "GET", "/.tollgate/top", &view)
 	if view.Rules[0].Rejections != 5 || view.Rules[0].Keys[0].AtLeast != 5 {
 		t.Errorf("after a tick that could not merge: %+v, want all 5 rejections", view)
+	}
+}
+
+// TestOperatorTopFlushedWhenThePluginStops: a new configuration replaces the plugin, whose
+// rejections since its last tick still reach the summary the next plugin shows.
+func TestOperatorTopFlushedWhenThePluginStops(t *testing.T) {
+	data := hostcore.NewSharedData()
+	data.Acquire("") // as another VM of the vm_id would: the data outlives the first plugin's VM
+	defer data.Release("")
+	opts := abitest.Options{LogLevel: abi.LogLevelInfo, SharedData: data}
+	t.Run("first plugin", func(t *testing.T) {
+		first := rigWith(t, operatorConfig(""), opts)
+		for range 4 {
+			first.Request(keyed("alice", "/"))
+		}
+		first.StopPlugin()
+	})
+	second := rigWith(t, operatorConfig(""), opts)
+	var view topView
+	operate(t, second, "GET", "/.tollgate/top", &view)
+	if view.Rules[0].Rejections != 2 {
+		t.Errorf("%+v, want the first plugin's 2 rejections", view)
 	}
 }
