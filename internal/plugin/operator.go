@@ -20,8 +20,8 @@ import (
 // is the client's to write) is in client_cidrs, the endpoint's own rate limit admits it (a bucket
 // per VM, after the address check so that nobody outside the range can use it up, before the
 // token's so that guessing tokens costs time), and its bearer token's SHA-256 is one of
-// token_sha256, compared in constant time. The operations
-// (operator_ops.go) read and write the key table as the decisions do.
+// token_sha256, compared in constant time. The operations (operator_ops.go) read and write the
+// key table as the decisions do.
 
 // detailsOperator are the response code details of every reply of the operator endpoint.
 const detailsOperator = "tollgate_operator"
@@ -38,7 +38,6 @@ type operatorEndpoint struct {
 	prefix  string
 	cidrs   []netaddr.Prefix
 	digests [][32]byte
-	rawKeys bool
 
 	bucket limiter.Bucket
 	level  limiter.BucketState
@@ -59,7 +58,7 @@ func compileOperator(cfg *config.Config, namespace string, define defineFunc, no
 		abi.Log(abi.LogLevelCritical, "tollgate: operator endpoint: "+err.Error())
 		return nil, false
 	}
-	e := &operatorEndpoint{prefix: op.PathPrefix, cidrs: op.ClientCIDRs, digests: op.TokenSHA256, rawKeys: op.RawKeys,
+	e := &operatorEndpoint{prefix: op.PathPrefix, cidrs: op.ClientCIDRs, digests: op.TokenSHA256,
 		bucket: bucket, level: bucket.Initial(now)}
 	const prefix = "tollgate.operator."
 	if !define(prefix+"answered", &e.answered) || !define(prefix+"resets", &e.resets) ||

@@ -361,6 +361,17 @@ func TestOperatorTopMergeRetries(t *testing.T) {
 		return wire.StatusOK
 	})
 	host.Tick() // contended throughout: nothing lands
+	host.SharedData().SetFault(func(op, key string) wire.Status {
+		if key == topKey {
+			return wire.StatusInternalFailure
+		}
+		return wire.StatusOK
+	})
+	host.Tick() // failing: logged once, and nothing lands
+	host.Tick()
+	if logs := host.LogsAt(abi.LogLevelWarn); len(logs) != 1 || !strings.Contains(logs[0], "cannot read the top offenders of rule per-key") {
+		t.Errorf("warnings %q, want one", logs)
+	}
 	host.SharedData().SetFault(nil)
 	host.Request(keyed("alice", "/"))
 	host.Tick()

@@ -40,6 +40,9 @@ type topOffenders struct {
 	names   []string
 	tables  []*heavy.Table // this VM's, by rule
 	buf     []byte
+	// lastWarning is the last failure logged: a failing store fails every tick the same way,
+	// and one line is enough.
+	lastWarning string
 }
 
 func newTopOffenders(cfg *config.Config, namespace string, k int, rawKeys bool) *topOffenders {
@@ -112,7 +115,7 @@ func (t *topOffenders) flush(now int64) {
 			case err == admission.ErrNotFound:
 				cas = casNew
 			case err != nil:
-				abi.Log(abi.LogLevelWarn, "tollgate: cannot read the top offenders of rule "+t.names[i]+": "+err.Error())
+				t.warn("tollgate: cannot read the top offenders of rule " + t.names[i] + ": " + err.Error())
 				return
 			}
 			s := t.decodePeriods(value)
@@ -126,10 +129,18 @@ func (t *topOffenders) flush(now int64) {
 				break
 			}
 			if err != admission.ErrCasMismatch {
-				abi.Log(abi.LogLevelWarn, "tollgate: cannot write the top offenders of rule "+t.names[i]+": "+err.Error())
+				t.warn("tollgate: cannot write the top offenders of rule " + t.names[i] + ": " + err.Error())
 				return
 			}
 		}
+	}
+}
+
+// warn logs a failure to merge, unless it is the one logged last.
+func (t *topOffenders) warn(msg string) {
+	if msg != t.lastWarning {
+		t.lastWarning = msg
+		abi.Log(abi.LogLevelWarn, msg+" (its counts are kept for the next tick)")
 	}
 }
 
