@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 )
 
 // The endpoint's replies, as the operator commands read them for their human output.
@@ -94,7 +96,7 @@ func printTop(top *topReply, w io.Writer) {
 		for _, k := range r.Keys {
 			key := "key#" + k.KeyHash
 			if k.Key != nil {
-				key = *k.Key + " (" + key + ")"
+				key = printableKey(*k.Key) + " (" + key + ")"
 			}
 			count := fmt.Sprint(k.AtLeast)
 			if k.AtMost != k.AtLeast {
@@ -153,6 +155,15 @@ func describeLimitState(l *limitReply, reset bool) string {
 		parts = append(parts, "whole in "+formatMs(l.WholeMs))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// printableKey is a key as a client sent it, quoted when it holds anything but printable
+// characters: a key must not move the operator's cursor or recolour their terminal.
+func printableKey(key string) string {
+	if strings.IndexFunc(key, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(key)
+	}
+	return key
 }
 
 func formatMs(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }

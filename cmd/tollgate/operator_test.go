@@ -29,7 +29,8 @@ func (f *fakeEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 const (
 	fakeTop = `{"covers_ms":90000,"rules":[{"rule":"per-key","rejections":12,"error_bound":0,"keys":[` +
-		`{"key_hash":"1f2e","limited_at_least":9,"limited_at_most":9},{"key_hash":"77","key":"bob","limited_at_least":3,"limited_at_most":3}]},` +
+		`{"key_hash":"1f2e","limited_at_least":9,"limited_at_most":9},{"key_hash":"77","key":"bob","limited_at_least":3,"limited_at_most":3},` +
+		`{"key_hash":"5","key":"\u001b[31mevil","limited_at_least":1,"limited_at_most":1}]},` +
 		`{"rule":"per-ip","rejections":40,"error_bound":2,"keys":[{"key_hash":"ab","limited_at_least":30,"limited_at_most":32}]}]}` + "\n"
 	fakeKeys = `{"rules":[{"rule":"per-key","key_hash":"1f2e","tier":"gold","limits":[` +
 		`{"limit":0,"algorithm":"token_bucket","bucket":true,"capacity":10,"remaining":0,"tokens":0,"debt":0,"next_refill_ms":500,"whole_ms":5000},` +
@@ -58,7 +59,8 @@ func TestOperatorCommands(t *testing.T) {
 		rawQuery string
 	}{
 		{"top", fakeEndpoint{status: 200, body: fakeTop}, []string{"top"}, 0,
-			"rule per-key: 12 rejection(s) in the last 1m30s\n  KEY           LIMITED\n  key#1f2e      9\n  bob (key#77)  3\n" +
+			"rule per-key: 12 rejection(s) in the last 1m30s\n  KEY                     LIMITED\n  key#1f2e                9\n  bob (key#77)            3\n" +
+				"  \"\\x1b[31mevil\" (key#5)  1\n" +
 				"rule per-ip: 40 rejection(s) in the last 1m30s (each count within 2)\n  KEY     LIMITED\n  key#ab  30 to 32\n",
 			"", "GET", "/.tollgate/top", ""},
 		{"top as JSON", fakeEndpoint{status: 200, body: fakeTop}, []string{"top", "--json"}, 0, fakeTop, "", "GET", "/.tollgate/top", ""},
