@@ -19,7 +19,9 @@ import (
 )
 
 // The operator endpoint of the real module through tollgate serve on two workers (requests go to
-// them in turn), driven by the operator commands. Buckets refill once a day: nothing here
+// them in turn), driven by the operator commands. The tests run one after the other, before the
+// package's parallel tests: several servers at once would load the machine under the tests that
+// measure real time (delay_test.go). Buckets refill once a day: nothing here
 // depends on time. The admin listener's /stats fires the module's ticks, which merge each
 // worker's top offenders into shared data.
 
@@ -87,7 +89,6 @@ func tick(t *testing.T, admin string) string {
 // TestServeOperatorEndpoint: who is limited, a key's state and its reset, through the commands;
 // the reset is seen by both workers at once; the endpoint's requests never reach the upstream.
 func TestServeOperatorEndpoint(t *testing.T) {
-	t.Parallel()
 	var upstreamHits atomic.Int64
 	front, admin, token := operatorServe(t, 3, `["127.0.0.0/8", "::1"]`, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		upstreamHits.Add(1)
@@ -155,7 +156,6 @@ func TestServeOperatorEndpoint(t *testing.T) {
 // endpoint still takes the peer from the connection, so a client cannot claim an address in
 // client_cidrs.
 func TestServeOperatorPeerIsTheConnection(t *testing.T) {
-	t.Parallel()
 	front, _, _ := operatorServe(t, 3, `["10.0.0.0/8"]`, `, "client_ip": {"xff_num_trusted_hops": 1}`, http.NotFoundHandler())
 	req, _ := http.NewRequest("GET", front+"/.tollgate/top", nil)
 	req.Header.Set("Authorization", "Bearer "+serveOperatorToken)
@@ -175,7 +175,6 @@ func TestServeOperatorPeerIsTheConnection(t *testing.T) {
 // token the reset put back, and the requests after it are enough to take them all: exactly
 // capacity requests are admitted, never more, and none is left.
 func TestServeOperatorResetUnderLoad(t *testing.T) {
-	t.Parallel()
 	const capacity, senders = 40, 8
 	front, _, token := operatorServe(t, capacity, `["127.0.0.0/8", "::1"]`, "", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for range capacity {
