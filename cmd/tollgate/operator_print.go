@@ -145,8 +145,10 @@ func describeLimitState(l *limitReply, reset bool) string {
 			state += fmt.Sprintf(", %d owed to held requests", l.Debt)
 		}
 		parts = append(parts, state)
-	default:
+	case "sliding_window":
 		parts = append(parts, fmt.Sprintf("%d of %d left, %d counted (previous window %d)", max(l.Remaining, 0), l.Capacity, l.Count, l.Previous))
+	default:
+		parts = append(parts, fmt.Sprintf("%d of %d left, %d counted", max(l.Remaining, 0), l.Capacity, l.Count))
 	}
 	if l.NextMs > 0 {
 		parts = append(parts, "next in "+formatMs(l.NextMs))

@@ -34,7 +34,8 @@ const (
 		`{"rule":"per-ip","rejections":40,"error_bound":2,"keys":[{"key_hash":"ab","limited_at_least":30,"limited_at_most":32}]}]}` + "\n"
 	fakeKeys = `{"rules":[{"rule":"per-key","key_hash":"1f2e","tier":"gold","limits":[` +
 		`{"limit":0,"algorithm":"token_bucket","bucket":true,"capacity":10,"remaining":0,"tokens":0,"debt":0,"next_refill_ms":500,"whole_ms":5000},` +
-		`{"limit":1,"algorithm":"fixed_window","bucket":true,"capacity":100,"remaining":40,"count":60,"previous":7,"next_refill_ms":20000,"whole_ms":20000},` +
+		`{"limit":1,"algorithm":"sliding_window","bucket":true,"capacity":100,"remaining":40,"count":60,"previous":7,"next_refill_ms":20000,"whole_ms":20000},` +
+		`{"limit":3,"algorithm":"fixed_window","bucket":true,"capacity":1000,"remaining":990,"count":10,"next_refill_ms":1000,"whole_ms":1000},` +
 		`{"limit":2,"algorithm":"concurrency","bucket":false,"capacity":5,"remaining":5,"in_flight":0,"next_refill_ms":0,"whole_ms":0}]}],` +
 		`"skipped":[{"rule":"per-ip-and-key","reason":"its key has 2 part(s) and 1 value(s) were given"}]}` + "\n"
 	fakeReset = `{"rules":[{"rule":"per-key","key_hash":"1f2e","limits":[` +
@@ -67,7 +68,8 @@ func TestOperatorCommands(t *testing.T) {
 		{"inspect", fakeEndpoint{status: 200, body: fakeKeys}, []string{"inspect", "--key", "k 1/x", "--prefix", "/ops/"}, 0,
 			"rule per-key (key#1f2e, tier gold):\n" +
 				"  limit 0 token_bucket: 0 of 10 token(s) left, next in 500ms, whole in 5s\n" +
-				"  limit 1 fixed_window: 40 of 100 left, 60 counted (previous window 7), next in 20s, whole in 20s\n" +
+				"  limit 1 sliding_window: 40 of 100 left, 60 counted (previous window 7), next in 20s, whole in 20s\n" +
+				"  limit 3 fixed_window: 990 of 1000 left, 10 counted, next in 1s, whole in 1s\n" +
 				"  limit 2 concurrency: no bucket: whole (5 of 5)\n" +
 				"rule per-ip-and-key: not looked at: its key has 2 part(s) and 1 value(s) were given\n",
 			"", "GET", "/ops/keys", "key=k+1%2Fx"},

@@ -35,7 +35,8 @@ type LimitState struct {
 	// Tokens is a token bucket's whole tokens now; Debt the tokens it owes, as of its last write,
 	// for requests held until they are due (on_limit delay), when Tokens is below zero.
 	Tokens, Debt int64
-	// Count and Previous are a window's units counted in the current and previous window.
+	// Count is a window's units counted in its current window, Previous a sliding window's in
+	// the one before.
 	Count, Previous int64
 	// InFlight is a concurrency limit's slots taken.
 	InFlight int64

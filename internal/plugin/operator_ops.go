@@ -189,9 +189,11 @@ func writeLimitState(j *jsonOut, l *admission.LimitState) {
 		j.field("debt", l.Debt)
 	case "concurrency":
 		j.field("in_flight", l.InFlight)
-	default:
+	case "sliding_window":
 		j.field("count", l.Count)
 		j.field("previous", l.Previous)
+	default: // a fixed window counts its current window only
+		j.field("count", l.Count)
 	}
 	j.field("next_refill_ms", millis(l.NextRefill))
 	j.field("whole_ms", millis(l.Whole))
