@@ -44,7 +44,7 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows ./li
 	./config:FuzzDecodeMatchesEncodingJSON ./config:FuzzIsProtobufMessage ./internal/rls:FuzzDecodeResponse \
 	./internal/simulate:FuzzParseEnvoyJSON ./internal/simulate:FuzzParseCombined \
 	./internal/netaddr:FuzzParseAddr ./internal/netaddr:FuzzPrefix ./internal/duration:FuzzParse ./internal/duration:FuzzFormat \
-	./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap ./internal/usage:FuzzScanner ./internal/usage:FuzzWholeNumber
+	./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap ./internal/usage:FuzzScanner ./internal/usage:FuzzWholeNumber ./internal/heavy:FuzzDecode
 # envoyproxy/ratelimit for the global-limit tests (e2e/ratelimit, which pins the same version):
 # built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
@@ -69,7 +69,7 @@ WASM_GCFLAGS ?= github.com/tollgate-proxy/tollgate/config=-l
 PKG  ?= ./filter
 TAGS ?=
 # Packages linked into the module: they must also vet for wasip1.
-WASM_PKGS := ./filter ./internal/plugin ./internal/abi ./internal/wire ./internal/admission ./internal/netaddr ./internal/rls ./internal/version ./internal/duration ./internal/usage ./config ./limiter
+WASM_PKGS := ./filter ./internal/plugin ./internal/abi ./internal/wire ./internal/admission ./internal/netaddr ./internal/rls ./internal/version ./internal/duration ./internal/usage ./config ./limiter ./internal/heavy ./internal/digest
 # vet_wasip1 vets the wasip1 build of a package ($(2)) with build tags $(1), without its tests:
 # they run natively only, where durations are package time's (internal/duration says why).
 vet_wasip1 = echo "vet wasip1 $(1) $(2)" && files=$$(GOOS=wasip1 GOARCH=wasm $(GO) list -tags '$(1)' -f '{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}' $(2)) && \

@@ -28,6 +28,8 @@ type Config struct {
 	KeyTable KeyTable
 	// EscapedSlashes says what happens to a request whose path spells a separator as %2F or %5C.
 	EscapedSlashes EscapedSlashes
+	// Operator configures the operator endpoint (operator.go); nil when it is off.
+	Operator *Operator
 }
 
 // EscapedSlashes is the policy for paths with %2F or %5C, which some upstreams read as

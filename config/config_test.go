@@ -305,7 +305,7 @@ func TestParse(t *testing.T) {
 		{
 			name:     "unknown document field",
 			input:    `{"rule": [], "rules": [{"name": "r", "key": [{"client_ip": {}}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]}`,
-			problems: []problem{{"", `unknown field "rule": known fields are rules, failure_mode, client_ip, exempt, shadow, response, rate_limit_headers, key_table, escaped_slashes (did you mean "rules"?)`}},
+			problems: []problem{{"", `unknown field "rule": known fields are rules, failure_mode, client_ip, exempt, shadow, response, rate_limit_headers, key_table, escaped_slashes, operator (did you mean "rules"?)`}},
 		},
 		{
 			name:     "unknown rule field",

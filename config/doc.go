@@ -171,8 +171,19 @@
 //	                                      x-ratelimit-limit, -remaining and -reset); values are at
 //	                                      most 1024 bytes without CR, LF or NUL
 //	  },
-//	  "rate_limit_headers": "off"         optional: "off" (default), "draft" (RateLimit and
-//	}                                     RateLimit-Policy) or "x-ratelimit" (X-RateLimit-*)
+//	  "rate_limit_headers": "off",        optional: "off" (default), "draft" (RateLimit and
+//	                                      RateLimit-Policy) or "x-ratelimit" (X-RateLimit-*)
+//	  "operator": {                       optional: the operator endpoint, off without it
+//	    "path_prefix": "/.tollgate/",     required: 2 to 256 bytes of letters, digits, - . _ ~
+//	                                      and /, starting and ending with '/', no "//"
+//	    "client_cidrs": ["10.0.0.0/8"],   required: 1 to 64 CIDRs the peer (source.address) must
+//	                                      be in; x-forwarded-for is never read
+//	    "token_sha256": ["<hex>"],        required: 1 to 8 SHA-256 digests (64 hex digits) of the
+//	                                      accepted bearer tokens
+//	    "raw_keys": false,                optional: show keys, not their hashes, in the top view
+//	    "top_keys": 32                    optional: keys kept per rule's top offenders, 1 to 256
+//	  }
+//	}
 //
 // A header match is {"name": "x-tier", "exact": "free"} (the header's first
 // value equals "free"), {"name": "authorization", "present": true} (the

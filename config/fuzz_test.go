@@ -79,6 +79,9 @@ func revalidate(cfg *config.Config) error {
 	if err := revalidateExempt(cfg.Exempt); err != nil {
 		return errors.New("exempt: " + err.Error())
 	}
+	if err := revalidateOperator(cfg.Operator); err != nil {
+		return errors.New("operator: " + err.Error())
+	}
 	if err := revalidateResponse(cfg.Response); err != nil {
 		return errors.New("response: " + err.Error())
 	}
@@ -502,6 +505,9 @@ func encode(t *testing.T, cfg *config.Config) []byte {
 		response["headers"] = json.RawMessage("{" + strings.Join(members, ", ") + "}")
 	}
 	document["response"] = response
+	if cfg.Operator != nil {
+		document["operator"] = encodeOperator(cfg.Operator)
+	}
 	var rules []map[string]any
 	for _, rule := range cfg.Rules {
 		encoded := map[string]any{"name": rule.Name, "key": encodeKey(rule.Key), "shadow": rule.Shadow}

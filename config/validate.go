@@ -54,7 +54,7 @@ const (
 
 // Field names known at each level, in the order they are documented.
 var (
-	documentFields = []string{"rules", "failure_mode", "client_ip", "exempt", "shadow", "response", "rate_limit_headers", "key_table", "escaped_slashes"}
+	documentFields = []string{"rules", "failure_mode", "client_ip", "exempt", "shadow", "response", "rate_limit_headers", "key_table", "escaped_slashes", "operator"}
 	keyTableFields = []string{"max_keys", "when_full", "max_key_bytes"}
 	whenFullNames  = []string{"reject", "overflow", "allow"}
 	ruleFields     = []string{"name", "match", "key", "missing_key", "limits", "limits_by", "cost", "shadow", "global", "count", "refund", "on_limit", "usage"}
@@ -176,6 +176,9 @@ func (v *validator) document(root *jsonValue) *Config {
 		if index, ok := v.enum("escaped_slashes", escaped, escapedSlashesNames[:], "an escaped_slashes policy", escapedSlashesRule); ok {
 			cfg.EscapedSlashes = EscapedSlashes(index)
 		}
+	}
+	if operator := root.member("operator"); operator != nil {
+		cfg.Operator = v.operator("operator", operator)
 	}
 	return cfg
 }

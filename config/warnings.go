@@ -29,6 +29,7 @@ func Warnings(cfg *Config) []Problem {
 	warnings = append(warnings, cidrWarnings(cfg)...)
 	warnings = append(warnings, tierWarnings(cfg)...)
 	warnings = append(warnings, usageWarnings(cfg)...)
+	warnings = append(warnings, operatorWarnings(cfg)...)
 	return warnings
 }
 

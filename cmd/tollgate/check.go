@@ -26,6 +26,7 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	for _, w := range config.Warnings(cfg) {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", name, w)
 	}
+	printOperatorEndpoint(stdout, name, cfg.Operator)
 	for _, r := range cfg.Rules {
 		if by := r.LimitsBy; by != nil {
 			fmt.Fprintf(stdout, "%s: rule %s: limits by tier from %s: %s\n", name, r.Name, describeTierPart(by.Part), describeTiers(by))

@@ -5,6 +5,7 @@
 //	tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR [--compare FILE] [--show-keys] [--seed N]
 //	tollgate demo-upstream --listen ADDR
 //	tollgate backtrace [--names FILE] < envoy.log
+//	tollgate top|inspect|reset --url URL --token-file FILE [--key K] [--rule R] [--level N] [--json]
 //	tollgate version
 //
 // check parses a plugin configuration with the same code the module runs, so a file it accepts
@@ -46,6 +47,13 @@ const usage = `usage:
                                       unknown(function index:N) frames of the module's trap
                                       backtraces (and the .$N( frames of the embedded host's)
                                       from FILE (build/tollgate.wasm.names)
+  tollgate top --url URL --token-file F [--json]
+                                      each rule's top offenders, from the operator endpoint of
+                                      the filter behind Envoy's listener URL
+  tollgate inspect --url URL --token-file F --key K [--rule R] [--json]
+                                      the key's buckets in every rule (or rule R)
+  tollgate reset --url URL --token-file F --key K [--rule R] [--level N] [--json]
+                                      the key's buckets whole again (or with N units left)
   tollgate version                    print the version of this build
 `
 
@@ -69,6 +77,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return demoUpstream(args[1:], stdout, stderr)
 	case "backtrace":
 		return backtrace(args[1:], stdin, stdout, stderr)
+	case "inspect", "top", "reset":
+		return operatorCommand(args[0], args[1:], stdout, stderr)
 	case "version", "--version":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "tollgate version: takes no arguments, got %q\n", args[1:])

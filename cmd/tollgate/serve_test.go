@@ -70,18 +70,26 @@ func newBlockingUpstream(t *testing.T) *blockingUpstream {
 // and returns the address it listens on.
 func startServe(t *testing.T, args []string, stop chan os.Signal) (addr string, stderr *watchedWriter, exit chan int) {
 	t.Helper()
+	addr, _, stderr, exit = startServeWatched(t, args, stop)
+	return addr, stderr, exit
+}
+
+// startServeWatched is startServe that also returns its standard output, once the listening
+// line has been written.
+func startServeWatched(t *testing.T, args []string, stop chan os.Signal) (addr string, stdout, stderr *watchedWriter, exit chan int) {
+	t.Helper()
 	opts, ok := parseServeFlags(append([]string{"--listen", "127.0.0.1:0"}, args...), io.Discard)
 	if !ok {
 		t.Fatalf("flags %q refused", args)
 	}
 	opts.stop = stop
-	stdout, stderr := newWatchedWriter(), newWatchedWriter()
+	stdout, stderr = newWatchedWriter(), newWatchedWriter()
 	exit = make(chan int, 1)
 	go func() { exit <- runServe(opts, stdout, stderr) }()
-	line := stdout.waitFor("\n")
+	line := stdout.waitFor("listening on")
 	_, rest, _ := strings.Cut(line, "listening on http://")
 	addr, _, _ = strings.Cut(rest, ",")
-	return addr, stderr, exit
+	return addr, stdout, stderr, exit
 }
 
 func TestServeFlagsForTimeouts(t *testing.T) {

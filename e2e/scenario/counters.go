@@ -60,6 +60,12 @@ const (
 // PluginStats lists every plugin-wide counter.
 var PluginStats = []string{ExemptStat, InternalErrorsStat}
 
+// OperatorStats are the counters of the operator endpoint, defined only with an "operator" block.
+var OperatorStats = []string{
+	"tollgate.operator.answered", "tollgate.operator.resets", "tollgate.operator.rate_limited",
+	"tollgate.operator.forbidden", "tollgate.operator.unauthorized", "tollgate.operator.not_found",
+}
+
 // RuleTag is the stats tag that carries the rule of a per-rule counter. Every shipped Envoy
 // configuration defines it in stats_config.stats_tags with RuleTagRegex.
 const RuleTag = "tollgate_rule"

@@ -60,11 +60,18 @@ func (p *pluginContext) OnTick() {
 			p.failed("cannot read the monotonic clock: " + err.Error())
 		}
 	}
+	if p.operator != nil {
+		p.operator.flushTop()
+	}
 	p.flushCounters()
 }
 
-// OnPluginDone flushes the counters when the root context goes away.
+// OnPluginDone flushes the counters, and the top offenders counted since the last tick, when
+// the root context goes away.
 func (p *pluginContext) OnPluginDone() bool {
+	if p.operator != nil {
+		p.operator.flushTop()
+	}
 	p.flushCounters()
 	return true
 }

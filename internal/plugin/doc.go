@@ -6,7 +6,9 @@
 // and the start fails), compiles it (admission.Compile for the decision, compileRules for each
 // rule's counters and hooks) and defines the counters. A stream then goes through, top-down:
 //
-//   - request headers (plugin.go): the shadow marker a client sent is removed, the Gate decides,
+//   - request headers (plugin.go): a request under the operator endpoint's prefix is answered by
+//     the endpoint (operator.go, operator_ops.go) and goes no further; for any other, the shadow
+//     marker a client sent is removed, the Gate decides,
 //     and the verdict becomes the ABI's answer: continue (marking shadow-limited requests for
 //     the upstream), the configured rejection with an exact Retry-After, the rule's status for a
 //     request without its key, 400 for a bad cost header, or the failure mode when shared data
@@ -18,6 +20,9 @@
 //     and the rate-limit headers are added (headers.go);
 //   - stream end: what the request still holds is released (slots, leases, held entries), and a
 //     forwarded request's unsettled charge stands.
+//
+// Rejections also count toward each rule's top offenders when the operator endpoint is on
+// (operator_top.go), merged into shared data on the tick.
 //
 // Counters are named tollgate.rule.<rule>.<event> and tollgate.<event>; each feature defines its
 // own in its compile function, and docs/configuration.md's metrics table lists them all.

@@ -73,6 +73,8 @@ type pluginContext struct {
 	hasConcurrency bool
 	// slots are the waits for a free slot of a concurrency limit (slotwait.go).
 	slots slotWaiting
+	// operator is the operator endpoint (operator.go); nil when it is off.
+	operator *operatorEndpoint
 }
 
 // replyBuffers are reused to build local replies without allocating.
@@ -132,6 +134,9 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	}
 	if p.hasUsage {
 		abi.ReadResponseBodies() // the body and trailer callbacks reach the streams from now on
+	}
+	if !p.startOperator(cfg, namespace, define) {
+		return types.OnPluginStartStatusFailed
 	}
 	level, _ := abi.GetLogLevel()
 	p.debug = level <= abi.LogLevelDebug
@@ -258,6 +263,13 @@ func (h *httpContext) OnHttpRequestHeadersPanic() types.Action {
 func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) types.Action {
 	p := h.plugin
 	faultPoint("request")
+	// The operator endpoint's requests are answered before anything else: never charged, and
+	// never forwarded (so the shadow marker below is nothing to them).
+	if p.operator != nil && h.slotWait == nil {
+		if action, answered := h.operatorRequest(); answered {
+			return action
+		}
+	}
 	// The shadow marker a client sent is removed from every request before anything else,
 	// whatever the configuration and whether the request is exempt: an upstream must be able to
 	// trust it (a request decided again while it waits for a slot lost it already). Written out
@@ -325,6 +337,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		return types.ActionContinue
 	case admission.Limited:
 		p.rules[out.Rule].limited.add(1)
+		if p.operator != nil {
+			p.operator.top.limited(p.gate, out.Rule)
+		}
 		if out.InFlightLimited {
 			p.rules[out.Rule].inFlightLimited.add(1)
 		}

@@ -1,0 +1,95 @@
+package e2e
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// operatorDigest is the SHA-256 of operatorToken.
+const (
+	operatorToken  = "test"
+	operatorDigest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+)
+
+// The top offenders through the real module on four workers, under both Envoy generations: a
+// skewed (Zipf) stream of keys, each allowed one request a day, spread over the workers, whose
+// ticks merge what each counted. What the endpoint then shows must keep the summary's guarantee
+// (internal/heavy) against the exact rejections per key: limited_at_least ≤ rejections ≤
+// limited_at_most, at most rejections/top_keys apart, and every key rejected more often than
+// that listed.
+func TestOperatorTopOffendersAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	const (
+		topKeys  = 8
+		workers  = 4
+		requests = 12_000
+	)
+	config := `{"rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "24h"}]}],
+	  "operator": {"path_prefix": "/.tollgate/", "client_cidrs": ["192.0.2.0/24"], "token_sha256": ["` + operatorDigest + `"],
+	  "raw_keys": true, "top_keys": ` + strconv.Itoa(topKeys) + `}}`
+	for _, profile := range profiles {
+		t.Run(profile.String(), func(t *testing.T) {
+			g := newRig(t, profile, config, workers)
+			rng := rand.New(rand.NewPCG(11, 1))
+			zipf := rand.NewZipf(rng, 1.2, 1, 2000)
+			rejected := map[string]int64{}
+			var total int64
+			for i := 0; i < requests; i++ {
+				key := "k" + strconv.FormatUint(zipf.Uint64(), 10)
+				resp := g.request(g.vms[i%workers], [2]string{"x-api-key", key})
+				if resp.Status == 429 {
+					rejected[key]++
+					total++
+				}
+				if i%1000 == 999 {
+					if err := g.host.Tick(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := g.host.Tick(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			resp := g.send(g.vms[1], host.Request{Headers: [][2]string{{":method", "GET"}, {":path", "/.tollgate/top"},
+				{":authority", "example.test"}, {":scheme", "http"}, {"authorization", "Bearer " + operatorToken}},
+				SourceAddress: "192.0.2.10:40000", EndOfStream: true}, nil)
+			var view struct {
+				Rules []struct {
+					Rejections int64 `json:"rejections"`
+					ErrorBound int64 `json:"error_bound"`
+					Keys       []struct {
+						Key     string `json:"key"`
+						AtLeast int64  `json:"limited_at_least"`
+						AtMost  int64  `json:"limited_at_most"`
+					} `json:"keys"`
+				} `json:"rules"`
+			}
+			if resp.Status != 200 || json.Unmarshal(resp.Body, &view) != nil || len(view.Rules) != 1 {
+				t.Fatalf("top: %d %s", resp.Status, resp.Body)
+			}
+			rule := view.Rules[0]
+			if rule.Rejections != total || rule.ErrorBound*topKeys > total || len(rule.Keys) > topKeys {
+				t.Errorf("%d rejections, error bound %d, %d keys; want %d rejections, a bound of at most %d, at most %d keys",
+					rule.Rejections, rule.ErrorBound, len(rule.Keys), total, total/topKeys, topKeys)
+			}
+			t.Logf("%d rejections, error bound %d, top key %+v", rule.Rejections, rule.ErrorBound, rule.Keys[0])
+			listed := map[string]bool{}
+			for _, k := range rule.Keys {
+				listed[k.Key] = true
+				if f := rejected[k.Key]; k.AtLeast > f || f > k.AtMost || k.AtMost-k.AtLeast != rule.ErrorBound {
+					t.Errorf("key %s rejected %d times, listed as %d to %d", k.Key, f, k.AtLeast, k.AtMost)
+				}
+			}
+			for key, f := range rejected {
+				if f > rule.ErrorBound && !listed[key] {
+					t.Errorf("key %s rejected %d times, more than the bound %d, is not listed", key, f, rule.ErrorBound)
+				}
+			}
+		})
+	}
+}
