@@ -27,6 +27,7 @@ type simulateFlags struct {
 	showKeys                                           bool
 	top                                                int
 	seed                                               uint64
+	fleet                                              *fleetFlags
 }
 
 // simulateCmd replays an access log through the module with one configuration (and another to
@@ -39,6 +40,9 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	configs, ok := readSimulateConfigs(stderr, f.configPath, f.comparePath)
 	if !ok {
 		return 1
+	}
+	if !checkFleet(stderr, f.fleet, configs[0].Data) {
+		return 2
 	}
 	wasm, err := readRegularFile(f.wasmPath)
 	if err != nil {
@@ -73,6 +77,10 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	elapsed := time.Since(started)
 	summary := simulate.Summarize(log, f.showKeys, results)
+	if err := runFleet(f.fleet, log, configs[0].Data, summary); err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+		return 1
+	}
 	if err := writeSimulation(f.outDir, summary); err != nil {
 		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
 		return 1
@@ -86,6 +94,9 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		for _, name := range globalRules(r, configs) {
 			fmt.Fprintf(stdout, "  rule %s has a global limit: no rate limit service is called in a simulation, so its global failure_mode decided\n", name)
 		}
+	}
+	if summary.Fleet != nil {
+		simulate.WriteFleetTable(stdout, summary.Fleet)
 	}
 	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.outDir, "summary.json"), filepath.Join(f.outDir, "report.html"))
 	return 0
@@ -105,6 +116,7 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	wasmPath := fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")
 	top := fs.Int("top", 10, "how many keys to list per rule")
 	seed := fs.Uint64("seed", 1, "seed of the module's randomness: its key table's secret, and so which keys share a slot")
+	fleet := addFleetFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return simulateFlags{}, false
 	}
@@ -125,6 +137,7 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	if *top < 1 || *top > 1000 {
 		problems = append(problems, fmt.Sprintf("--top %d is out of range: use 1 to 1000", *top))
 	}
+	problems = append(problems, fleet.problems(fs)...)
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Sprintf("unexpected argument %q: every input is given with a flag", fs.Arg(0)))
 	}
@@ -136,7 +149,7 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	}
 	return simulateFlags{
 		configPath: *configPath, logPath: *logPath, outDir: *outDir, comparePath: *comparePath, wasmPath: *wasmPath,
-		format: logFormat, showKeys: *showKeys, top: *top, seed: *seed,
+		format: logFormat, showKeys: *showKeys, top: *top, seed: *seed, fleet: fleet,
 	}, true
 }
 

@@ -347,6 +347,7 @@ td:first-child { white-space: nowrap; }
 {{if .Peaks}}{{.Peaks}}{{end}}
 {{end}}</div>
 {{end}}</div>
+{{.Summary.FleetHTML}}
 </body>
 </html>
 `))

@@ -15,6 +15,8 @@ type Summary struct {
 	Keys string `json:"keys"`
 	*Result
 	Compare *Result `json:"compare,omitempty"`
+	// Fleet is the fleet model's figures (--replicas), fleet*.go.
+	Fleet *FleetResult `json:"fleet,omitempty"`
 }
 
 // LogInfo describes the replayed log.
