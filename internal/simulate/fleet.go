@@ -109,7 +109,6 @@ type fleet struct {
 
 // fleetRule is what the model needs of a rule.
 type fleetRule struct {
-	global    bool
 	leased    bool
 	maxTokens int64
 	limit     GlobalLimit
@@ -130,8 +129,8 @@ type fleetReplica struct {
 func newFleet(cfg *config.Config, opts FleetOptions, withLeases bool, stats *fleetStats) (*fleet, error) {
 	f := &fleet{opts: opts, service: newFleetService(), stats: stats, shards: newClusterShards(max(opts.RedisShards, 1))}
 	for _, r := range cfg.Rules {
-		fr := fleetRule{global: r.Global != nil}
-		if fr.global {
+		var fr fleetRule
+		if r.Global != nil {
 			fr.limit, fr.prefix = opts.Limits[r.Name], counterPrefix(&r)
 			if r.Global.Lease != nil && withLeases {
 				fr.leased, fr.maxTokens = true, r.Global.Lease.MaxTokens
