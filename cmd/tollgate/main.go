@@ -3,7 +3,7 @@
 //	tollgate check FILE
 //	tollgate serve --config FILE --listen ADDR --upstream URL [--wasm FILE] [--workers N] [--upstream-timeout D] [--drain-timeout D]
 //	tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR [--compare FILE] [--show-keys] [--seed N]
-//	                  [--replicas N --global-limit RULE=N/UNIT ... [--workers W] [--balance round-robin|hash]]
+//	                  [--replicas N [--global-limit RULE=N/UNIT ...] [--ratelimit-config FILE] [--workers W] [--balance round-robin|hash]]
 //	tollgate demo-upstream --listen ADDR
 //	tollgate backtrace [--names FILE] < envoy.log
 //	tollgate version
@@ -36,8 +36,8 @@ const usage = `usage:
                                       the same proxy without the module, a baseline for load tests
   tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR
                     [--compare OTHER_CONFIG] [--show-keys] [--wasm FILE] [--top N] [--seed N]
-                    [--replicas N --global-limit RULE=N/UNIT ... [--workers W] [--balance round-robin|hash]
-                     [--service-latency D] [--redis-shards S]]
+                    [--replicas N [--global-limit RULE=N/UNIT ...] [--ratelimit-config FILE] [--workers W]
+                     [--balance round-robin|hash] [--service-latency D] [--redis-shards S]]
                                       replay an access log through the module, write summary.json and report.html;
                                       with --replicas, also what global limits cost a fleet of N replicas
   tollgate demo-upstream [--listen ADDR]

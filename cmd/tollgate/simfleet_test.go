@@ -26,6 +26,9 @@ func TestSimulateFleetRejectsBadFlags(t *testing.T) {
 	global := writeFile(t, "global.json", fleetTestConfig)
 	local := writeFile(t, "local.json", simulateConfig)
 	log := fleetTestLog(t)
+	otherDomain := writeFile(t, "other.yaml", "domain: other\ndescriptors:\n- key: rule\n  value: api\n  descriptors:\n  - key: key\n    rate_limit: {unit: minute, requests_per_unit: 30}\n")
+	noLimit := writeFile(t, "nolimit.yaml", "domain: d\ndescriptors:\n- key: rule\n  value: other\n  rate_limit: {unit: minute, requests_per_unit: 30}\n")
+	badUnit := writeFile(t, "badunit.yaml", "domain: d\ndescriptors:\n- key: rule\n  rate_limit: {unit: fortnight, requests_per_unit: 30}\n")
 	out := t.TempDir()
 	base := []string{"simulate", "--log", log, "--out", out}
 	tests := []struct {
@@ -40,11 +43,19 @@ func TestSimulateFleetRejectsBadFlags(t *testing.T) {
 		{[]string{"--config", global, "--replicas", "3", "--balance", "random", "--global-limit", "api=10/second"}, 2, `--balance: unknown balance "random": use round-robin or hash`},
 		{[]string{"--config", global, "--workers", "4"}, 2, "--workers shapes the fleet model: add --replicas N"},
 		{[]string{"--config", global, "--replicas", "3", "--global-limit", "api=10"}, 2, `--global-limit "api=10": the limit must be N/UNIT`},
-		{[]string{"--config", global, "--replicas", "3", "--global-limit", "api=10/fortnight"}, 2, `unknown unit "fortnight": use second, minute, hour, day, month or year`},
+		{[]string{"--config", global, "--replicas", "3", "--global-limit", "api=10/fortnight"}, 2, `unknown unit "fortnight": use second, minute, hour, day, week, month or year`},
 		{[]string{"--config", global, "--replicas", "3", "--global-limit", "api=10/second", "--global-limit", "api=5/second"}, 2, "--global-limit api is given twice"},
 		{[]string{"--config", local, "--replicas", "3"}, 2, `--replicas: the configuration has no rule with a global limit: the fleet model reports what global limits cost; add "global" to a rule or drop --replicas`},
 		{[]string{"--config", global, "--replicas", "3"}, 2, "rule api has a global limit but no --global-limit api=N/UNIT"},
 		{[]string{"--config", global, "--replicas", "3", "--global-limit", "api=10/second", "--global-limit", "other=1/day"}, 2, "--global-limit other: the configuration has no rule other with a global limit"},
+		{[]string{"--config", global, "--ratelimit-config", otherDomain}, 2, "--ratelimit-config shapes the fleet model: add --replicas N"},
+		{[]string{"--config", global, "--replicas", "3", "--ratelimit-config", otherDomain}, 2, `rule api: its global domain is "d", the file's "other": give the service's file for that domain, or --global-limit api=N/UNIT`},
+		{[]string{"--config", global, "--replicas", "3", "--ratelimit-config", noLimit}, 2, "rule api: the file has no limit for the descriptor Tollgate sends, (rule, api) (key, <hash of the key>): add one, or give --global-limit api=N/UNIT"},
+		{[]string{"--config", global, "--replicas", "3", "--ratelimit-config", badUnit}, 2, `--ratelimit-config: ` + badUnit + `: descriptors[0].rate_limit.unit: "fortnight"`},
+		{[]string{"--config", global, "--replicas", "3", "--ratelimit-config", filepath.Join(out, "none.yaml")}, 2, "--ratelimit-config: "},
+		// --global-limit wins over the file, which then need not know the rule: the fleet's flags
+		// pass, and the run stops at the missing module.
+		{[]string{"--config", global, "--replicas", "3", "--ratelimit-config", noLimit, "--global-limit", "api=10/second", "--wasm", filepath.Join(out, "none.wasm")}, 1, "cannot read the module"},
 	}
 	for _, tt := range tests {
 		args := append(append([]string(nil), base...), tt.args...)
@@ -55,13 +66,15 @@ func TestSimulateFleetRejectsBadFlags(t *testing.T) {
 	}
 }
 
-// The fleet model's figures reach summary.json, the report and the table.
+// The fleet model's figures reach summary.json, the report and the table; the limit comes from
+// the service's descriptor file.
 func TestSimulateFleetWritesItsFigures(t *testing.T) {
 	wasm := builtModule(t)
 	cfg := writeFile(t, "global.json", fleetTestConfig)
+	descriptors := writeFile(t, "ratelimit.yaml", "domain: d\ndescriptors:\n- key: rule\n  value: api\n  descriptors:\n  - key: key\n    rate_limit: {unit: minute, requests_per_unit: 30}\n")
 	out := filepath.Join(t.TempDir(), "out")
 	code, stdout, stderr := runCLI("", "simulate", "--config", cfg, "--log", fleetTestLog(t), "--out", out, "--wasm", wasm,
-		"--replicas", "2", "--workers", "1", "--global-limit", "api=30/minute")
+		"--replicas", "2", "--workers", "1", "--ratelimit-config", descriptors)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -466,5 +467,41 @@ func TestFleetModelMatchesTheLeaseRun(t *testing.T) {
 			t.Errorf("every %d µs, answers after %d ms: %d calls, %d admitted; the runs made %d to %d calls and admitted %d to %d",
 				tt.gapUs, tt.latencyMs, got.Calls, got.Admitted, measuredCallsMin, measuredCallsMax, measuredAdmittedMin, measuredAdmittedMax)
 		}
+	}
+}
+
+func TestNewGlobalLimit(t *testing.T) {
+	tests := []struct {
+		n          int64
+		unit       string
+		multiplier int64
+		want       string // String(), or the error's text
+		length     time.Duration
+	}{
+		{100, "MINUTE", 1, "100/minute", time.Minute},
+		{100, "minute", 5, "100/5 minute", 5 * time.Minute},
+		{7, "WEEK", 1, "7/week", 7 * 24 * time.Hour},
+		{100, "fortnight", 1, `unknown unit "fortnight"`, 0},
+		{0, "second", 1, "0 requests per unit: use 1 to 4294967295", 0},
+		{1, "second", 0, "unit_multiplier 0: use 1 to 4294967295", 0},
+	}
+	for _, tt := range tests {
+		l, err := NewGlobalLimit(tt.n, tt.unit, tt.multiplier)
+		got := l.String()
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, tt.want) || l.Unit != tt.length {
+			t.Errorf("NewGlobalLimit(%d, %q, %d) = %q, unit %s; want %q, unit %s", tt.n, tt.unit, tt.multiplier, got, l.Unit, tt.want, tt.length)
+		}
+	}
+	// An unlimited descriptor: a call per request without a lease, every request admitted.
+	log := writeFleetRequests(t, repeatRequests(50, "10.0.0.1:1"))
+	res, err := RunFleet(log, fleetConfig(""), FleetOptions{Replicas: 2, Workers: 1, Limits: map[string]GlobalLimit{"api": UnlimitedGlobalLimit()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Rules[0].WithoutLeases; got.Calls != 50 || got.Admitted != 50 || res.Rules[0].GlobalLimit != "unlimited" {
+		t.Errorf("unlimited: %+v, limit %s", got, res.Rules[0].GlobalLimit)
 	}
 }

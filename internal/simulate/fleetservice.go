@@ -32,24 +32,58 @@ const redisCommandsPerDescriptor = 2
 // in the service's configuration, not in Tollgate's, so the fleet model is told it.
 type GlobalLimit struct {
 	RequestsPerUnit int64
-	// Unit is the window's length and UnitName the service's name for it (second, minute, …).
+	// Unit is the window's length (the unit times its unit_multiplier) and UnitName how the
+	// service names it (second, minute, …, "5 minute" with a multiplier).
 	Unit     time.Duration
 	UnitName string
+	// Unlimited is a descriptor the service never limits (unlimited: true): every call is OK.
+	Unlimited bool
 	// code is the unit as the protocol numbers it (RateLimitResponse.RateLimit.Unit).
 	code uint8
 }
 
 func (l GlobalLimit) String() string {
+	if l.Unlimited {
+		return "unlimited"
+	}
 	return strconv.FormatInt(l.RequestsPerUnit, 10) + "/" + l.UnitName
 }
 
-// serviceUnits are envoyproxy/ratelimit's units: their length (utils.UnitToDivider) and code.
+// serviceUnits are envoyproxy/ratelimit's units: their length (utils.UnitToDivider) and code
+// (week has none in the protocol Tollgate reads: 0, unknown).
 var serviceUnits = map[string]struct {
 	length time.Duration
 	code   uint8
 }{
 	"second": {time.Second, 1}, "minute": {time.Minute, 2}, "hour": {time.Hour, 3},
-	"day": {24 * time.Hour, 4}, "month": {30 * 24 * time.Hour, 5}, "year": {365 * 24 * time.Hour, 6},
+	"day": {24 * time.Hour, 4}, "week": {7 * 24 * time.Hour, 0}, "month": {30 * 24 * time.Hour, 5},
+	"year": {365 * 24 * time.Hour, 6},
+}
+
+const unitNames = "second, minute, hour, day, week, month or year"
+
+// NewGlobalLimit is a limit of n requests per multiplier units (unit in any case), as the
+// service's configuration gives it.
+func NewGlobalLimit(n int64, unit string, multiplier int64) (GlobalLimit, error) {
+	u, known := serviceUnits[strings.ToLower(unit)]
+	switch {
+	case !known:
+		return GlobalLimit{}, fmt.Errorf("unknown unit %q: use %s (the service's units)", unit, unitNames)
+	case n < 1 || n > 1<<32-1:
+		return GlobalLimit{}, fmt.Errorf("%d requests per unit: use 1 to 4294967295 (the service's requests_per_unit)", n)
+	case multiplier < 1 || multiplier > 1<<32-1:
+		return GlobalLimit{}, fmt.Errorf("unit_multiplier %d: use 1 to 4294967295", multiplier)
+	}
+	name := strings.ToLower(unit)
+	if multiplier > 1 {
+		name = strconv.FormatInt(multiplier, 10) + " " + name
+	}
+	return GlobalLimit{RequestsPerUnit: n, Unit: u.length * time.Duration(multiplier), UnitName: name, code: u.code}, nil
+}
+
+// UnlimitedGlobalLimit is a descriptor the service never limits: a count it never reaches.
+func UnlimitedGlobalLimit() GlobalLimit {
+	return GlobalLimit{RequestsPerUnit: 1 << 62, Unit: time.Second, UnitName: "second", Unlimited: true}
 }
 
 // ParseGlobalLimit reads a --global-limit value: RULE=N/UNIT, as in 100/minute.
@@ -60,14 +94,13 @@ func ParseGlobalLimit(s string) (rule string, limit GlobalLimit, err error) {
 	}
 	count, unit, ok := strings.Cut(spec, "/")
 	n, err := strconv.ParseInt(count, 10, 64)
-	if !ok || err != nil || n < 1 || n > 1<<32-1 {
-		return "", GlobalLimit{}, fmt.Errorf("%q: the limit must be N/UNIT with N a whole number from 1 to 4294967295 (the service's requests_per_unit), e.g. %s=100/minute", s, rule)
+	if !ok || err != nil {
+		return "", GlobalLimit{}, fmt.Errorf("%q: the limit must be N/UNIT with N a whole number (the service's requests_per_unit), e.g. %s=100/minute", s, rule)
 	}
-	u, known := serviceUnits[unit]
-	if !known {
-		return "", GlobalLimit{}, fmt.Errorf("%q: unknown unit %q: use second, minute, hour, day, month or year (the service's units)", s, unit)
+	if limit, err = NewGlobalLimit(n, unit, 1); err != nil {
+		return "", GlobalLimit{}, fmt.Errorf("%q: %w", s, err)
 	}
-	return rule, GlobalLimit{RequestsPerUnit: n, Unit: u.length, UnitName: unit, code: u.code}, nil
+	return rule, limit, nil
 }
 
 // serviceAnswer is the service's answer to one call.
