@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -49,13 +50,7 @@ func RunFleet(log *Log, configJSON []byte, opts FleetOptions) (*FleetResult, err
 			return nil, err
 		}
 	}
-	err = log.Each(func(_ int, e *Entry) error {
-		for _, f := range fleets {
-			f.do(e)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := replayFleets(log, fleets[:]); err != nil {
 		return nil, err
 	}
 	res := &FleetResult{Replicas: opts.Replicas, Workers: opts.Workers, Balance: opts.Balance.String(),
@@ -77,4 +72,45 @@ func RunFleet(log *Log, configJSON []byte, opts FleetOptions) (*FleetResult, err
 		res.Rules = append(res.Rules, fr)
 	}
 	return res, nil
+}
+
+// replayFleets feeds the log to each fleet on a goroutine of its own: the lines are read and
+// parsed once, in batches every fleet reads (and none writes).
+func replayFleets(log *Log, fleets []*fleet) error {
+	const batchSize = 1024
+	feeds := make([]chan []Entry, len(fleets))
+	var wg sync.WaitGroup
+	for i, f := range fleets {
+		feeds[i] = make(chan []Entry, 8)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for batch := range feeds[i] {
+				for j := range batch {
+					f.do(&batch[j])
+				}
+			}
+		}()
+	}
+	batch := make([]Entry, 0, batchSize)
+	send := func() {
+		for _, feed := range feeds {
+			feed <- batch
+		}
+		batch = make([]Entry, 0, batchSize)
+	}
+	err := log.Each(func(_ int, e *Entry) error {
+		if batch = append(batch, *e); len(batch) == batchSize {
+			send()
+		}
+		return nil
+	})
+	if len(batch) > 0 {
+		send()
+	}
+	for _, feed := range feeds {
+		close(feed)
+	}
+	wg.Wait()
+	return err
 }
