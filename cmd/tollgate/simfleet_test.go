@@ -46,7 +46,7 @@ func TestSimulateFleetRejectsBadFlags(t *testing.T) {
 		{[]string{"--config", global, "--replicas", "3", "--global-limit", "api=10/fortnight"}, 2, `unknown unit "fortnight": use second, minute, hour, day, week, month or year`},
 		{[]string{"--config", global, "--replicas", "3", "--global-limit", "api=10/second", "--global-limit", "api=5/second"}, 2, "--global-limit api is given twice"},
 		{[]string{"--config", local, "--replicas", "3"}, 2, `--replicas: the configuration has no rule with a global limit: the fleet model reports what global limits cost; add "global" to a rule or drop --replicas`},
-		{[]string{"--config", global, "--replicas", "3"}, 2, "rule api has a global limit but no --global-limit api=N/UNIT"},
+		{[]string{"--config", global, "--replicas", "3"}, 2, "rule api has a global limit but no limit in the service for the fleet model: give --ratelimit-config with the service's descriptor file, or --global-limit api=N/UNIT"},
 		{[]string{"--config", global, "--replicas", "3", "--global-limit", "api=10/second", "--global-limit", "other=1/day"}, 2, "--global-limit other: the configuration has no rule other with a global limit"},
 		{[]string{"--config", global, "--ratelimit-config", otherDomain}, 2, "--ratelimit-config shapes the fleet model: add --replicas N"},
 		{[]string{"--config", global, "--replicas", "3", "--ratelimit-config", otherDomain}, 2, `rule api: its global domain is "d", the file's "other": give the service's file for that domain, or --global-limit api=N/UNIT`},

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -79,13 +81,13 @@ func CheckFleet(cfg *config.Config, opts FleetOptions) error {
 		}
 		global[r.Name] = true
 		if _, ok := opts.Limits[r.Name]; !ok {
-			errs = append(errs, fmt.Errorf("rule %s has a global limit but no --global-limit %s=N/UNIT: give the requests_per_unit and unit of its descriptor in the rate limit service's configuration", r.Name, r.Name))
+			errs = append(errs, fmt.Errorf("rule %s has a global limit but no limit in the service for the fleet model: give --ratelimit-config with the service's descriptor file, or --global-limit %s=N/UNIT (its descriptor's requests_per_unit and unit)", r.Name, r.Name))
 		}
 	}
 	if len(global) == 0 {
 		return ErrNoGlobalRule
 	}
-	for name := range opts.Limits {
+	for _, name := range slices.Sorted(maps.Keys(opts.Limits)) {
 		if !global[name] {
 			errs = append(errs, fmt.Errorf("--global-limit %s: the configuration has no rule %s with a global limit", name, name))
 		}
