@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/ratelimitconf"
 )
 
 // The documents whose JSON and YAML blocks are checked: the README and every page of docs/.
@@ -200,7 +201,7 @@ func checkYAMLDocument(at string, text []byte) error {
 		}
 		return checkAmbientDocument(at, text, crds)
 	case head.Domain != "" || head.Descriptors != nil:
-		_, err := readRateLimitFile(at, text)
+		_, err := ratelimitconf.Read(at, text)
 		return err
 	default:
 		_, err := checkEnvoyConfig(at, text)

@@ -1,8 +1,6 @@
 package deploy
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,9 +10,8 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"sigs.k8s.io/yaml"
 
-	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/ratelimitconf"
 )
 
 // The import of upstreams/http/v3 registers HttpProtocolOptions, which a gRPC cluster's
@@ -33,126 +30,10 @@ var rateLimitConfigs = []struct{ descriptors, envoy string }{
 	{"deploy/ratelimit/ratelimit.yaml", "deploy/ratelimit/envoy.yaml"},
 }
 
-// rateLimitFile is envoyproxy/ratelimit's configuration file (src/config/config_impl.go,
-// yamlRoot, yamlDescriptor and yamlRateLimit), with the fields it reads.
-type rateLimitFile struct {
-	Domain      string                `json:"domain"`
-	Descriptors []rateLimitDescriptor `json:"descriptors"`
-}
-
-type rateLimitDescriptor struct {
-	Key            string                `json:"key"`
-	Value          string                `json:"value"`
-	RateLimit      *rateLimitLimit       `json:"rate_limit"`
-	Descriptors    []rateLimitDescriptor `json:"descriptors"`
-	ShadowMode     bool                  `json:"shadow_mode"`
-	QuotaMode      bool                  `json:"quota_mode"`
-	DetailedMetric bool                  `json:"detailed_metric"`
-	ValueToMetric  bool                  `json:"value_to_metric"`
-	ShareThreshold bool                  `json:"share_threshold"`
-}
-
-type rateLimitLimit struct {
-	RequestsPerUnit uint32   `json:"requests_per_unit"`
-	Unit            string   `json:"unit"`
-	UnitMultiplier  *uint32  `json:"unit_multiplier"`
-	Unlimited       bool     `json:"unlimited"`
-	Name            string   `json:"name"`
-	Replaces        []string `json:"replaces"`
-}
-
-var rateLimitUnits = []string{"SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "YEAR"}
-
-// readRateLimitFile reads a descriptor configuration, refusing unknown fields and what the
-// service refuses when it loads one: an empty domain or key, an unknown unit, a limit of 0
-// requests that is not unlimited, and a key and value given twice at one level.
-func readRateLimitFile(name string, data []byte) (*rateLimitFile, error) {
-	jsonData, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: not YAML: %w", name, err)
-	}
-	var f rateLimitFile
-	decoder := json.NewDecoder(bytes.NewReader(jsonData))
-	decoder.DisallowUnknownFields()
-	if err := decoder.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	var problems []error
-	if f.Domain == "" {
-		problems = append(problems, fmt.Errorf("%s: domain: empty", name))
-	}
-	var walk func(path string, ds []rateLimitDescriptor)
-	walk = func(path string, ds []rateLimitDescriptor) {
-		seen := map[string]bool{}
-		for i, d := range ds {
-			at := fmt.Sprintf("%s[%d]", path, i)
-			if d.Key == "" {
-				problems = append(problems, fmt.Errorf("%s: %s.key: empty", name, at))
-			}
-			if seen[d.Key+"_"+d.Value] {
-				problems = append(problems, fmt.Errorf("%s: %s: key %q value %q given twice at one level", name, at, d.Key, d.Value))
-			}
-			seen[d.Key+"_"+d.Value] = true
-			if l := d.RateLimit; l != nil {
-				known := false
-				for _, u := range rateLimitUnits {
-					known = known || strings.EqualFold(l.Unit, u)
-				}
-				if !known && !l.Unlimited {
-					problems = append(problems, fmt.Errorf("%s: %s.rate_limit.unit: %q, want one of %s", name, at, l.Unit, strings.Join(rateLimitUnits, ", ")))
-				}
-				if l.RequestsPerUnit == 0 && !l.Unlimited {
-					problems = append(problems, fmt.Errorf("%s: %s.rate_limit.requests_per_unit: 0 requests; say unlimited: true instead", name, at))
-				}
-			}
-			walk(at+".descriptors", d.Descriptors)
-		}
-	}
-	walk("descriptors", f.Descriptors)
-	return &f, errors.Join(problems...)
-}
-
-// limitFor finds the limit the service applies to a descriptor, as envoyproxy/ratelimit's
-// GetLimit does: each entry matches "key_value" first, then "key" alone (any value), and only
-// a node reached by the last entry gives its limit. A nil entry value stands for any value.
-func (f *rateLimitFile) limitFor(entries []config.GlobalEntry) *rateLimitLimit {
-	level := f.Descriptors
-	for i, e := range entries {
-		var next *rateLimitDescriptor
-		for j := range level {
-			if level[j].Key == e.Key && level[j].Value == e.Value && e.Value != "" {
-				next = &level[j]
-			}
-		}
-		if next == nil {
-			for j := range level {
-				if level[j].Key == e.Key && level[j].Value == "" {
-					next = &level[j]
-				}
-			}
-		}
-		if next == nil {
-			return nil
-		}
-		if i == len(entries)-1 {
-			return next.RateLimit
-		}
-		level = next.Descriptors
-	}
-	return nil
-}
-
-// globalDescriptor is the descriptor Tollgate sends for a rule's global limit, with the hashed
-// key left open.
-func globalDescriptor(r config.Rule) []config.GlobalEntry {
-	entries := append([]config.GlobalEntry(nil), r.Global.Entries...)
-	return append(entries, config.GlobalEntry{Key: r.Global.RuleEntry, Value: r.Name}, config.GlobalEntry{Key: r.Global.KeyEntry})
-}
-
 // checkRateLimitPair checks that a descriptor configuration gives a limit to every global limit
 // of the Tollgate filters of an Envoy configuration.
 func checkRateLimitPair(descriptorsName string, descriptors []byte, envoy *envoyConfig) error {
-	f, err := readRateLimitFile(descriptorsName, descriptors)
+	f, err := ratelimitconf.Read(descriptorsName, descriptors)
 	if err != nil {
 		return err
 	}
@@ -173,8 +54,8 @@ func checkRateLimitPair(descriptorsName string, descriptors []byte, envoy *envoy
 				problems = append(problems, fmt.Errorf("%s: global domain %q, but %s configures domain %q", at, r.Global.Domain, descriptorsName, f.Domain))
 				continue
 			}
-			if l := f.limitFor(globalDescriptor(r)); l == nil || (l.RequestsPerUnit == 0 && !l.Unlimited) {
-				problems = append(problems, fmt.Errorf("%s: %s has no limit for the descriptor Tollgate sends, %s", at, descriptorsName, describeEntries(globalDescriptor(r))))
+			if l := f.LimitFor(ratelimitconf.RuleDescriptor(&r)); l == nil || (l.RequestsPerUnit == 0 && !l.Unlimited) {
+				problems = append(problems, fmt.Errorf("%s: %s has no limit for the descriptor Tollgate sends, %s", at, descriptorsName, ratelimitconf.DescribeEntries(ratelimitconf.RuleDescriptor(&r))))
 			}
 		}
 	}
@@ -182,18 +63,6 @@ func checkRateLimitPair(descriptorsName string, descriptors []byte, envoy *envoy
 		problems = append(problems, fmt.Errorf("%s: no Tollgate rule has a global limit", envoy.name))
 	}
 	return errors.Join(problems...)
-}
-
-func describeEntries(entries []config.GlobalEntry) string {
-	parts := make([]string, len(entries))
-	for i, e := range entries {
-		value := e.Value
-		if value == "" {
-			value = "<hash of the key>"
-		}
-		parts[i] = "(" + e.Key + ", " + value + ")"
-	}
-	return strings.Join(parts, " ")
 }
 
 // checkGlobalClusters checks that every cluster a Tollgate global limit names exists and speaks

@@ -3,6 +3,7 @@
 //	tollgate check FILE
 //	tollgate serve --config FILE --listen ADDR --upstream URL [--wasm FILE] [--workers N] [--upstream-timeout D] [--drain-timeout D]
 //	tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR [--compare FILE] [--show-keys] [--seed N]
+//	                  [--replicas N [--global-limit RULE=N/UNIT ...] [--ratelimit-config FILE] [--workers W] [--balance round-robin|hash]]
 //	tollgate demo-upstream --listen ADDR
 //	tollgate backtrace [--names FILE] < envoy.log
 //	tollgate top|inspect|reset --url URL --token-file FILE [--key K] [--rule R] [--level N] [--json]
@@ -36,7 +37,10 @@ const usage = `usage:
                                       the same proxy without the module, a baseline for load tests
   tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR
                     [--compare OTHER_CONFIG] [--show-keys] [--wasm FILE] [--top N] [--seed N]
-                                      replay an access log through the module, write summary.json and report.html
+                    [--replicas N [--global-limit RULE=N/UNIT ...] [--ratelimit-config FILE] [--workers W]
+                     [--balance round-robin|hash] [--service-latency D] [--redis-shards S]]
+                                      replay an access log through the module, write summary.json and report.html;
+                                      with --replicas, also what global limits cost a fleet of N replicas
   tollgate demo-upstream [--listen ADDR]
                                       a small upstream that answers 200, or the status ?status=N
                                       asks for (200 to 599), with a line naming the request;

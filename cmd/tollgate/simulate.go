@@ -28,6 +28,7 @@ type simulateFlags struct {
 	suggestPercent                                     float64
 	top, phases                                        int
 	seed                                               uint64
+	fleet                                              *fleetFlags
 }
 
 // simulateCmd replays an access log through the module with one configuration (and another to
@@ -40,6 +41,9 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	configs, ok := readSimulateConfigs(stderr, f.configPath, f.comparePath)
 	if !ok {
 		return 1
+	}
+	if !checkFleet(stderr, f.fleet, configs[0].Data) {
+		return 2
 	}
 	wasm, err := readRegularFile(f.wasmPath)
 	if err != nil {
@@ -77,6 +81,10 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	elapsed := time.Since(started)
 	summary := simulate.Summarize(log, f.showKeys, results)
+	if err := runFleet(f.fleet, log, configs[0].Data, summary); err != nil {
+		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
+		return 1
+	}
 	if err := writeSimulation(f.outDir, summary); err != nil {
 		fmt.Fprintf(stderr, "tollgate simulate: %v\n", err)
 		return 1
@@ -96,6 +104,9 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	printChanges(stdout, summary.Changes)
 	printSuggestion(stdout, summary.Suggestion, f.outDir)
 	printWarnings(stderr, results)
+	if summary.Fleet != nil {
+		simulate.WriteFleetTable(stdout, summary.Fleet)
+	}
 	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.outDir, "summary.json"), filepath.Join(f.outDir, "report.html"))
 	return 0
 }
@@ -117,6 +128,7 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	suggestPercent := fs.Float64("suggest-percent", 1, "with --suggest, the `P` percent of keys the fitted limits may limit, the keys limited most left out")
 	phases := fs.Int("phases", 8, "replay configurations with fixed or sliding windows at `N` phases of their windows, and give each rule's range (1: one replay)")
 	seed := fs.Uint64("seed", 1, "seed of the module's randomness: its key table's secret, and so which keys share a slot")
+	fleet := addFleetFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return simulateFlags{}, false
 	}
@@ -143,6 +155,7 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	if *phases < 1 || *phases > simulate.MaxPhases {
 		problems = append(problems, fmt.Sprintf("--phases %d is out of range: use 1 to %d", *phases, simulate.MaxPhases))
 	}
+	problems = append(problems, fleet.problems(fs)...)
 	if fs.NArg() > 0 {
 		problems = append(problems, fmt.Sprintf("unexpected argument %q: every input is given with a flag", fs.Arg(0)))
 	}
@@ -155,7 +168,7 @@ func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
 	return simulateFlags{
 		configPath: *configPath, logPath: *logPath, outDir: *outDir, comparePath: *comparePath, wasmPath: *wasmPath,
 		format: logFormat, showKeys: *showKeys, top: *top, phases: *phases, seed: *seed,
-		suggest: *suggest, suggestPercent: *suggestPercent,
+		suggest: *suggest, suggestPercent: *suggestPercent, fleet: fleet,
 	}, true
 }
 

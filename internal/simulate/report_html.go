@@ -86,6 +86,7 @@ ul.limits { margin: 0.2em 0 0.6em; padding-left: 1.2em; font-size: 0.9em; }
 <div class="box"><h2>What this log cannot tell</h2><ul>
 {{range .CannotTell}}<li>{{.}}</li>
 {{end}}</ul></div>
+{{.Summary.FleetHTML}}
 </body>
 </html>
 `

@@ -20,6 +20,8 @@ type Summary struct {
 	Suggestion *Suggestion `json:"suggestion,omitempty"`
 	*Result
 	Compare *Result `json:"compare,omitempty"`
+	// Fleet is the fleet model's figures (--replicas), fleet*.go.
+	Fleet *FleetResult `json:"fleet,omitempty"`
 }
 
 // LogInfo describes the replayed log.
