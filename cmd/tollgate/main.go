@@ -2,7 +2,8 @@
 //
 //	tollgate check FILE
 //	tollgate serve --config FILE --listen ADDR --upstream URL [--wasm FILE] [--workers N] [--upstream-timeout D] [--drain-timeout D]
-//	tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR [--compare FILE] [--show-keys] [--seed N]
+//	tollgate simulate --config FILE --log ACCESS_LOG|- [--format envoy-json|combined] --out DIR [--compare FILE] [--show-keys] [--seed N]
+//	                  [--phases N] [--suggest [--suggest-percent P]]
 //	                  [--replicas N [--global-limit RULE=N/UNIT ...] [--ratelimit-config FILE] [--workers W] [--balance round-robin|hash]]
 //	tollgate demo-upstream --listen ADDR
 //	tollgate backtrace [--names FILE] < envoy.log
@@ -35,8 +36,9 @@ const usage = `usage:
                                       drain timeout (20s)
   tollgate serve --no-filter --upstream URL [--listen ADDR] [--upstream-timeout D] [--drain-timeout D]
                                       the same proxy without the module, a baseline for load tests
-  tollgate simulate --config FILE --log ACCESS_LOG [--format envoy-json|combined] --out DIR
-                    [--compare OTHER_CONFIG] [--show-keys] [--wasm FILE] [--top N] [--seed N]
+  tollgate simulate --config FILE --log ACCESS_LOG|- [--format envoy-json|combined] --out DIR
+                    [--compare OTHER_CONFIG] [--show-keys] [--wasm FILE] [--top N] [--seed N] [--phases N]
+                    [--suggest [--suggest-percent P]]
                     [--replicas N [--global-limit RULE=N/UNIT ...] [--ratelimit-config FILE] [--workers W]
                      [--balance round-robin|hash] [--service-latency D] [--redis-shards S]]
                                       replay an access log through the module, write summary.json and report.html;
