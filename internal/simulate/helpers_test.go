@@ -199,6 +199,12 @@ func simulateFileWith(tb testing.TB, path string, format Format, showKeys bool, 
 		tb.Fatal(err)
 	}
 	s := Summarize(log, showKeys, results)
+	return s, decodeSummary(tb, s)
+}
+
+// decodeSummary is s as summary.json holds it, decoded into maps.
+func decodeSummary(tb testing.TB, s *Summary) map[string]any {
+	tb.Helper()
 	data, err := s.MarshalIndent()
 	if err != nil {
 		tb.Fatal(err)
@@ -207,5 +213,5 @@ func simulateFileWith(tb testing.TB, path string, format Format, showKeys bool, 
 	if err := json.Unmarshal(data, &decoded); err != nil {
 		tb.Fatal(err)
 	}
-	return s, decoded
+	return decoded
 }

@@ -131,13 +131,17 @@ func TestSummaryMatchesItsSchema(t *testing.T) {
 	}
 	logPath := filepath.Join(t.TempDir(), "access.log")
 	generateLog(t, logPath, 5, genOptions{requests: 3000, keys: 20, noKey: 0.05, exempt: 0.02, clients: 10, meanGapMs: 4, badEvery: 500})
-	tiers := `{"name": "plans", "key": [{"header": "x-api-key"}], "limits_by": {"part": {"header": "x-plan"}, "default": "free",
-	  "tiers": {"free": [{"algorithm": "sliding_window", "capacity": 50, "window": "1h"}]}}}`
-	_, doc := simulateFileWith(t, logPath, EnvoyJSON, false, func(o *RunOptions) { o.SuggestPercent = 1 },
-		`{"rules": [`+tiers+`, {"name": "per-key", "key": [{"header": "x-api-key"}],
-		  "limits": [{"capacity": 4, "refill_tokens": 3, "refill_interval": "250ms"}]}]}`, compareConfigs[1])
-	for _, p := range c.check("summary.json", "summary", c.root, doc) {
-		t.Error(p)
+	summaries := []struct {
+		name string
+		doc  map[string]any
+	}{
+		{"the rich summary", richSummary(t, logPath)},
+		{"the fleet summary", fleetSummary(t, logPath)},
+	}
+	for _, s := range summaries {
+		for _, p := range c.check(s.name+": summary.json", "summary", c.root, s.doc) {
+			t.Error(p)
+		}
 	}
 	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "simulate.md"))
 	if err != nil {
@@ -158,4 +162,44 @@ func TestSummaryMatchesItsSchema(t *testing.T) {
 			t.Errorf("docs/simulate.md does not name %s's field `%s`", p, field)
 		}
 	}
+}
+
+// richSummary is a summary with every optional part but fleet: bad lines, tiers, windows over
+// several phases, --compare and --suggest.
+func richSummary(t *testing.T, logPath string) map[string]any {
+	tiers := `{"name": "plans", "key": [{"header": "x-api-key"}], "limits_by": {"part": {"header": "x-plan"}, "default": "free",
+	  "tiers": {"free": [{"algorithm": "sliding_window", "capacity": 50, "window": "1h"}]}}}`
+	_, doc := simulateFileWith(t, logPath, EnvoyJSON, false, func(o *RunOptions) { o.SuggestPercent = 1 },
+		`{"rules": [`+tiers+`, {"name": "per-key", "key": [{"header": "x-api-key"}],
+		  "limits": [{"capacity": 4, "refill_tokens": 3, "refill_interval": "250ms"}]}]}`, compareConfigs[1])
+	return doc
+}
+
+// fleetSummary is the summary tollgate simulate --replicas writes: the module's replay and the
+// fleet model's, of a rule with a global limit and a lease and one with a global limit alone.
+func fleetSummary(t *testing.T, logPath string) map[string]any {
+	const cfg = `{"rules": [
+	  {"name": "leased", "key": [{"header": "x-api-key"}],
+	   "limits": [{"capacity": 20, "refill_tokens": 10, "refill_interval": "1s"}],
+	   "global": {"cluster": "ratelimit", "domain": "api", "lease": {"max_tokens": 8, "ttl": "1s"}}},
+	  {"name": "per-client", "key": [{"client_ip": {}}],
+	   "limits": [{"capacity": 1000, "refill_tokens": 1000, "refill_interval": "1s"}],
+	   "global": {"cluster": "ratelimit", "domain": "api"}}]}`
+	s, _ := simulateFile(t, logPath, EnvoyJSON, false, cfg)
+	log, err := Open(logPath, EnvoyJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	limits := mustLimit(t, "leased=600/minute")
+	// As a descriptor with unit_multiplier 5 has it: global_limit reads "100/5 second".
+	if limits["per-client"], err = NewGlobalLimit(100, "second", 5); err != nil {
+		t.Fatal(err)
+	}
+	s.Fleet, err = RunFleet(log, []byte(cfg), FleetOptions{Replicas: 3, Workers: 2, Balance: HashClient,
+		Limits: limits, ServiceLatency: time.Millisecond, RedisShards: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeSummary(t, s)
 }
