@@ -306,7 +306,7 @@ func renderModule(w writef, r results) {
 		{"code-runtime-bytes", "code: the Go runtime"},
 		{"code-config-bytes", "code: `config` (parser and validator)"},
 		{"code-admission-bytes", "code: `internal/admission`"},
-		{"code-filter-bytes", "code: `filter`, `internal/plugin`, `internal/abi`, `internal/wire`, `internal/rls`"},
+		{"code-filter-bytes", "code: `filter`, `internal/plugin`, `internal/abi`, `internal/wire`, `internal/rls`, `internal/usage`, `internal/heavy`, `internal/digest`"},
 		{"code-limiter-netaddr-bytes", "code: `limiter`, `internal/netaddr`, `internal/duration`"},
 		{"code-strconv-bytes", "code: `strconv`"},
 		{"code-other-bytes", "code: the rest of the standard library"},
