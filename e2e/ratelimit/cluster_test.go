@@ -201,8 +201,26 @@ func (n *redisNode) keys() (int, error) {
 	return strconv.Atoi(out)
 }
 
+// count reads one counter of the cluster: a GET on each node, of which only the master serving
+// the key's slot answers (the others redirect, a killed one refuses the connection). A key that
+// is not there counts 0.
+func (c *redisCluster) count(key string) (int, error) {
+	for _, n := range c.nodes {
+		v, err := redisDo(n.addr, "GET", key)
+		if err != nil {
+			continue
+		}
+		if v == "" {
+			return 0, nil
+		}
+		return strconv.Atoi(v)
+	}
+	return 0, fmt.Errorf("no node of the cluster answers GET %s", key)
+}
+
 // redisDo sends one command and returns its reply: a simple string, an integer or a bulk string
-// (the replies of the commands above); an error reply is an error.
+// (the replies of the commands above; a missing key's null reply is ""); an error reply is an
+// error.
 func redisDo(addr string, args ...string) (string, error) {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -234,6 +252,9 @@ func redisDo(addr string, args ...string) (string, error) {
 		return "", fmt.Errorf("%s: %s", addr, line[1:])
 	case '$':
 		n, err := strconv.Atoi(line[1:])
+		if n == -1 {
+			return "", nil
+		}
 		if err != nil || n < 0 {
 			return "", fmt.Errorf("bulk reply %q", line)
 		}

@@ -21,8 +21,10 @@ import (
 //     takes from the service's count), once the replicas' leases are spent;
 //   - failover: a master is killed (SIGKILL) mid-round; requests go on until its replica has
 //     taken over and a whole round has no check timing out. Failed checks follow the failure
-//     mode (allow: admitted; deny: 503); over-admission stays within the bounds of
-//     checkFailover;
+//     mode (allow: admitted; deny: 503), and Tollgate admits nothing the service did not answer
+//     OK (checkFailover). What the service over-admits is measured, not bounded: the
+//     increments Redis lost (asynchronous replication) and the replies the service misread,
+//     from Redis's counters (accounting);
 //   - recovered: the same service on the replica that took over. Tollgate admits exactly what
 //     the service answers OK (and what the failure mode admits); the service's own answers are
 //     measured, not asserted: envoyproxy/ratelimit's Redis client (radix v4) reads some replies
@@ -37,7 +39,7 @@ func TestRedisClusterLosesAMaster(t *testing.T) {
 	withinOneDay(t)
 	svc := e.startService(t, clusterDescriptors, "REDIS_TYPE=cluster", "REDIS_URL="+cluster.addrs())
 	up := upstream(t)
-	fleet := &clusterFleet{}
+	fleet := &clusterFleet{cluster: cluster}
 	for i := 0; i < clusterReplicas; i++ {
 		fleet.replicas = append(fleet.replicas, e.startReplica(t, "replica "+string(rune('A'+i)), clusterConfig, up, svc.GrpcAddr))
 	}
@@ -122,6 +124,9 @@ func (f *clusterFleet) burstPhase(t *testing.T, name string) *phaseFigures {
 	results := f.drive(rounds(keys, clusterLimit+4), -1, nil)
 	elapsed := time.Since(began)
 	p := measure(name, elapsed, results, before, f.stats(t))
+	if err := f.readCounts(p, keys, dayStart(began)); err != nil {
+		t.Fatal(err)
+	}
 	drained, err := f.drain(keys)
 	if err != nil {
 		t.Fatal(err)
@@ -176,8 +181,15 @@ func (f *clusterFleet) failoverPhase(t *testing.T, victim, heir *redisNode) (*ph
 		}
 	}
 	failOnErrors(t, results)
-	return measure("failover", time.Since(began), results, before, f.stats(t)), timing
+	p := measure("failover", time.Since(began), results, before, f.stats(t))
+	if err := f.readCounts(p, keys, dayStart(began)); err != nil {
+		t.Fatal(err)
+	}
+	return p, timing
 }
+
+// dayStart is the start of the service's day window at: Unix seconds, a multiple of a day's.
+func dayStart(at time.Time) int64 { return at.Unix() / 86400 * 86400 }
 
 // timeouts counts the checks that timed out between two readings of the counters.
 func timeouts(before, after map[string]int64) int64 {
@@ -215,7 +227,8 @@ func checkStatuses(t *testing.T, p *phaseFigures, path int, allowed ...int) {
 }
 
 // checkExact: no failed check, exactly the limit per key on the rules that call per request,
-// and on the leased rule never more and at most a lease (less one token) less.
+// Redis holding every hit sent for them, and on the leased rule never more and at most a lease
+// (less one token) less.
 func checkExact(t *testing.T, p *phaseFigures) {
 	t.Helper()
 	for path := range clusterRules {
@@ -231,12 +244,27 @@ func checkExact(t *testing.T, p *phaseFigures) {
 				clusterLimit, p.admitted[rule])
 		}
 	}
+	checkCounted(t, p)
 	if over, _ := p.overUnder(pathLeased); over != 0 {
 		t.Errorf("%s: leased admitted %d over the limit: %v", p.name, over, p.admitted[pathLeased])
 	}
 	for key, n := range p.admitted[pathLeased] {
 		if n < clusterLimit-(clusterLeaseTokens-1) {
 			t.Errorf("%s: leased admitted %d for %s, below the bound %d - (%d - 1)", p.name, n, key, clusterLimit, clusterLeaseTokens)
+		}
+	}
+}
+
+// checkCounted checks, per rule of countedRules and key, that Redis holds exactly the hits
+// Tollgate sent: so the counters the failover's accounting reads are the right ones, and
+// Tollgate sends each check once.
+func checkCounted(t *testing.T, p *phaseFigures) {
+	t.Helper()
+	for _, rule := range countedRules {
+		for k, sent := range p.sent[rule] {
+			if counted := p.counted[rule][k]; counted != sent {
+				t.Errorf("%s: Redis counts %d hits of %s for %s, Tollgate sent %d", p.name, counted, clusterRules[rule], k, sent)
+			}
 		}
 	}
 }
@@ -261,11 +289,13 @@ func checkFollows(t *testing.T, p *phaseFigures) {
 	}
 }
 
-// checkFailover: failed checks follow the failure mode, the kill was felt, and over-admission
-// stays within its bounds. A check's INCRBY that the master acknowledged but had not passed to
-// its replica is lost with it; at most clusterClients requests are in flight at the kill, so at
-// most that many counts (each at most a lease) are lost. With failure mode allow, every failed
-// check is admitted uncounted as well.
+// checkFailover: failed checks follow the failure mode, Tollgate admits exactly what the
+// service answered OK (and what allow admits), and the kill was felt. Over-admission itself is
+// not bounded by a number, because what makes it is not Tollgate's: an INCRBY the master
+// acknowledged but had not passed to its replica (Redis replicates asynchronously) is lost with
+// it, and the service's Redis client reads some replies off the wrong command after a failover;
+// both make the service answer OK beyond the limit, by amounts no test can fix in advance. They
+// are measured instead, per key from Redis's counters (accounting).
 func checkFailover(t *testing.T, p *phaseFigures) {
 	t.Helper()
 	checkFollows(t, p)
@@ -274,12 +304,6 @@ func checkFailover(t *testing.T, p *phaseFigures) {
 	}
 	if got := int64(p.statuses[pathLeased][http.StatusServiceUnavailable]); got < p.failed[pathLeased] || p.failed[pathLeased] == 0 && got > 0 {
 		t.Errorf("leased: %d answered 503, %d lease requests failed", got, p.failed[pathLeased])
-	}
-	bounds := [3]int{int(p.failed[pathDirect]) + clusterClients, clusterClients, clusterClients * clusterLeaseTokens}
-	for rule, bound := range bounds {
-		if over, _ := p.overUnder(rule); over > bound {
-			t.Errorf("failover: %s admitted %d over the limit, more than the bound %d", clusterRules[rule], over, bound)
-		}
 	}
 }
 
@@ -294,23 +318,41 @@ func clusterReport(at time.Time, victim string, timing failoverTiming, phases []
 		"first round without a timed-out check ended at %v\n", victim, timing.killed.Round(time.Millisecond),
 		timing.promoted.Round(time.Millisecond), timing.clean.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  phase\trule\trequests\tcalls/request\tfailed checks\t503\tover\tunder\tp50\tp99")
+	fmt.Fprintln(tw, "  phase\trule\trequests\tcalls/request\tfailed checks\t503\tover\tunder\tlost\textra\tmisread\tp50\tp99")
 	for _, p := range phases {
 		for path, name := range clusterPaths {
 			name = strings.TrimPrefix(name, "/")
 			if path == pathLocal {
-				fmt.Fprintf(tw, "  %s\t%s\t%d\t-\t-\t-\t-\t-\t%v\t%v\n", p.name, name, p.requests[path],
+				fmt.Fprintf(tw, "  %s\t%s\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t%v\t%v\n", p.name, name, p.requests[path],
 					p.quantile(path, .5).Round(time.Microsecond), p.quantile(path, .99).Round(time.Microsecond))
 				continue
 			}
 			over, under := p.overUnder(path)
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%.3f\t%d\t%d\t%d\t%d\t%v\t%v\n", p.name, name, p.requests[path], p.callsPerRequest(path),
-				p.failed[path], p.statuses[path][http.StatusServiceUnavailable], over, under,
+			lost, extra, misread := p.accountingColumns(path)
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%.3f\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%v\t%v\n", p.name, name, p.requests[path],
+				p.callsPerRequest(path), p.failed[path], p.statuses[path][http.StatusServiceUnavailable], over, under, lost, extra, misread,
 				p.quantile(path, .5).Round(time.Microsecond), p.quantile(path, .99).Round(time.Microsecond))
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "  (over and under: admitted beyond or short of the limit, summed over the phase's keys; the failover phase "+
+	fmt.Fprintf(&b, "  (over and under: admitted beyond or short of the limit, summed over the phase's keys; lost and extra: "+
+		"hits sent that Redis does not hold, and hits it holds beyond those sent; misread: admitted over the limit beyond a "+
+		"key's lost hits, deny only; the failover phase "+
 		"sends one request per key and rule a round until a round has no timed-out check)\n")
 	return b.String()
+}
+
+// accountingColumns are the lost, extra and misread columns of a rule: the first two for the
+// rules of countedRules, misread for deny only, whose admissions are exactly its OK answers (with
+// allow, a failed check admitted whose increment did reach Redis would show as misread).
+func (p *phaseFigures) accountingColumns(rule int) (lost, extra, misread string) {
+	if rule != pathDirect && rule != pathDeny {
+		return "-", "-", "-"
+	}
+	a := p.accounting(rule)
+	lost, extra, misread = strconv.Itoa(a.lost), strconv.Itoa(a.extra), "-"
+	if rule == pathDeny {
+		misread = strconv.Itoa(a.misread)
+	}
+	return lost, extra, misread
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/admission"
 )
 
 // The Redis Cluster run: per-key global limits of clusterLimit a day, over clusterKeys keys per
@@ -81,7 +83,8 @@ type clusterResult struct {
 // clusterFleet is the replicas in front of the service.
 type clusterFleet struct {
 	replicas []*replica
-	sent     atomic.Int64 // requests sent so far, for a hook mid-run
+	cluster  *redisCluster // where the service counts
+	sent     atomic.Int64  // requests sent so far, for a hook mid-run
 }
 
 // drive sends the jobs from clusterClients concurrent clients, job i to replica i mod the number
@@ -171,6 +174,9 @@ type phaseFigures struct {
 	ok       [3]int64           // calls answered OK, per rule
 	failed   [3]int64           // calls that failed or timed out, per rule
 	admitted [3]map[string]int  // per rule and key
+	sent     [3]map[string]int  // requests per rule and key
+	// counted is, per rule of countedRules and key, the count Redis holds at the phase's end.
+	counted [3]map[string]int
 }
 
 // measure turns a phase's results and the counters before and after it into its figures.
@@ -180,13 +186,16 @@ func measure(name string, d time.Duration, results []clusterResult, before, afte
 		p.statuses[i] = map[int]int{}
 	}
 	for i := range p.admitted {
-		p.admitted[i] = map[string]int{}
+		p.admitted[i], p.sent[i], p.counted[i] = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	for _, r := range results {
 		p.requests[r.job.path]++
 		p.statuses[r.job.path][r.status]++
 		if r.latency > 0 {
 			p.latency[r.job.path] = append(p.latency[r.job.path], r.latency)
+		}
+		if r.job.path < pathLocal {
+			p.sent[r.job.path][r.job.key]++
 		}
 		if r.job.path < pathLocal && r.status == http.StatusOK {
 			p.admitted[r.job.path][r.job.key]++
@@ -217,6 +226,54 @@ func (p *phaseFigures) overUnder(rule int) (over, under int) {
 	// Keys never admitted at all are under by the whole limit.
 	under += (clusterKeys - len(p.admitted[rule])) * clusterLimit
 	return over, under
+}
+
+// countedRules are the rules whose every request is one call with hits_addend 1: the hits
+// Tollgate sent the service for a key are the key's requests, and Redis can be asked how many of
+// them it holds. (A leased rule's calls carry a lease's worth, known to no one but the replica.)
+var countedRules = []int{pathDirect, pathDeny}
+
+// readCounts reads, per rule of countedRules and key, the count Redis holds. envoyproxy/ratelimit
+// names a counter after the domain, each descriptor entry's key and value, and the window's start
+// (Unix seconds, a multiple of the unit's), joined with "_"; Tollgate's entries are (rule, the rule's
+// name) and (key, GlobalKey of the rule and the partition key).
+func (f *clusterFleet) readCounts(p *phaseFigures, keys []string, windowStart int64) error {
+	for _, rule := range countedRules {
+		name := clusterRules[rule]
+		for _, k := range keys {
+			counter := fmt.Sprintf("tollgate-cluster_rule_%s_key_%s_%d", name, admission.GlobalKey(name, partitionKey(k)), windowStart)
+			n, err := f.cluster.count(counter)
+			if err != nil {
+				return err
+			}
+			p.counted[rule][k] = n
+		}
+	}
+	return nil
+}
+
+// partitionKey is Tollgate's partition key of the rules' one key part, the x-api-key header:
+// the value's length, ':', the value.
+func partitionKey(value string) string { return strconv.Itoa(len(value)) + ":" + value }
+
+// accounting is what Redis's counters say of a rule's hits (a rule of countedRules), summed over
+// the phase's keys. lost is the hits Tollgate sent that Redis does not hold: increments a master
+// acknowledged and lost with it, and checks that failed before reaching Redis. extra is the hits
+// Redis holds beyond those Tollgate sent (the service ran some increments more than once).
+// misread is what a key was admitted over the limit beyond its lost hits: OK answers no lost
+// increment explains, so replies the service got wrong. For the deny rule, whose admissions are
+// exactly its OK answers, over-admission is at most lost + misread, key by key.
+type accounting struct{ lost, extra, misread int }
+
+func (p *phaseFigures) accounting(rule int) accounting {
+	var a accounting
+	for k, sent := range p.sent[rule] {
+		l := sent - p.counted[rule][k]
+		a.lost += max(l, 0)
+		a.extra += max(-l, 0)
+		a.misread += max(p.admitted[rule][k]-clusterLimit-max(l, 0), 0)
+	}
+	return a
 }
 
 // callsPerRequest is a rule's calls to the service per request it received.
