@@ -136,26 +136,14 @@ func parseDigest(text string) (digest [32]byte, ok bool) {
 		return digest, false
 	}
 	for i := range digest {
-		hi, okHi := hexNibble(text[2*i])
-		lo, okLo := hexNibble(text[2*i+1])
+		hi, okHi := netaddr.HexValue(text[2*i])
+		lo, okLo := netaddr.HexValue(text[2*i+1])
 		if !okHi || !okLo {
 			return digest, false
 		}
 		digest[i] = hi<<4 | lo
 	}
 	return digest, true
-}
-
-func hexNibble(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }
 
 // operatorWarnings flags operator client CIDRs of length 0: anyone who can reach the listener

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -368,17 +369,5 @@ func (k *givenKey) SourceAddress() (string, bool) {
 }
 
 func (k *givenKey) Property(path []string) (string, bool) {
-	return k.value(func(p *config.KeyPart) bool { return p.Kind == config.KeyAttribute && sameSegments(p.Attribute, path) })
-}
-
-func sameSegments(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return k.value(func(p *config.KeyPart) bool { return p.Kind == config.KeyAttribute && slices.Equal(p.Attribute, path) })
 }

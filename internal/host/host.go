@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -243,7 +244,7 @@ func checkImports(compiled wazero.CompiledModule, profile Profile, abiVersion st
 			problems = append(problems, module+"."+name+" is not provided by "+profile.String())
 			continue
 		}
-		if !sameTypes(want.params, def.ParamTypes()) || !sameTypes(want.results, def.ResultTypes()) {
+		if !slices.Equal(want.params, def.ParamTypes()) || !slices.Equal(want.results, def.ResultTypes()) {
 			problems = append(problems, module+"."+name+" has signature "+signature(def.ParamTypes(), def.ResultTypes())+
 				", Envoy's is "+signature(want.params, want.results))
 		}
@@ -253,18 +254,6 @@ func checkImports(compiled wazero.CompiledModule, profile Profile, abiVersion st
 		return fmt.Errorf("%w: %s", ErrImports, strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-func sameTypes(a, b []api.ValueType) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func signature(params, results []api.ValueType) string {

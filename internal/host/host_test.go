@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -243,7 +244,7 @@ func TestWASISignaturesMatchTheSpecification(t *testing.T) {
 			t.Errorf("%s is not a WASI preview1 function", f.name)
 			continue
 		}
-		if !sameTypes(def.ParamTypes(), f.params) || !sameTypes(def.ResultTypes(), f.results) {
+		if !slices.Equal(def.ParamTypes(), f.params) || !slices.Equal(def.ResultTypes(), f.results) {
 			t.Errorf("%s: host %s, spec %s", f.name, signature(f.params, f.results), signature(def.ParamTypes(), def.ResultTypes()))
 		}
 	}

@@ -223,7 +223,7 @@ func parseIPv6(s string) (Addr, string, bool) {
 		var group uint32
 		digits := 0
 		for ; digits < len(s); digits++ {
-			d, isHex := hexValue(s[digits])
+			d, isHex := HexValue(s[digits])
 			if !isHex {
 				break
 			}
@@ -280,7 +280,8 @@ func parseIPv6(s string) (Addr, string, bool) {
 	return a, zone, true
 }
 
-func hexValue(c byte) (byte, bool) {
+// HexValue is the value of a hexadecimal digit, either case.
+func HexValue(c byte) (byte, bool) {
 	switch {
 	case '0' <= c && c <= '9':
 		return c - '0', true
