@@ -13,10 +13,10 @@ import "slices"
 //
 // The bound: over any interval T, a token bucket admits at most capacity + rate × T units of
 // reserves; settled usage beyond the reserves is repaid before the bucket admits again, so what
-// the requests used exceeds capacity + rate × T by at most the usage beyond their reserves of
-// the requests still in flight at the end of T (and debt past minus the capacity, forgiven). It
-// is zero when every request reserves what it can use. TestUsageBoundHolds checks it against a
-// model.
+// the requests admitted in T used exceeds capacity + rate × T by at most the usage beyond their
+// reserves of those still in flight at the end of T, plus the debt still owed then (and what a
+// debt past minus the capacity had forgiven). Both are zero when every request reserves what it
+// can use. TestUsageBoundHolds checks it against a model.
 
 // owe takes n more units from a limit's state at now, past its limit: a token bucket into debt,
 // down to minus its capacity; a window up to its capacity.
