@@ -2,6 +2,7 @@ package config
 
 import (
 	"strconv"
+	"strings"
 )
 
 // cost reads a rule's cost. ok says whether the value compared with the
@@ -40,7 +41,8 @@ func (v *validator) cost(path string, value *jsonValue) (cost Cost, ok bool) {
 
 // checkCostFits reports a cost that exceeds the capacity of one of the
 // rule's limits: no request could ever be admitted. fromHeader says cost
-// was given as an object, so that its max is what must fit.
+// was given as an object, so that its max is what must fit. path names the
+// field (cost, or usage.reserve), which the fix names too.
 func (v *validator) checkCostFits(path string, cost Cost, fromHeader bool, limitsPath string, limits []Limit) {
 	smallest := -1
 	for i, limit := range limits {
@@ -56,7 +58,7 @@ func (v *validator) checkCostFits(path string, cost Cost, fromHeader bool, limit
 	limitName := indexPath(limitsPath, smallest)
 	if !fromHeader && cost.Units > capacity {
 		v.add(path, strconv.FormatInt(cost.Units, 10)+" is above the capacity "+strconv.FormatInt(capacity, 10)+
-			" of "+limitName+", so no request could ever be admitted: use a cost of at most "+
+			" of "+limitName+", so no request could ever be admitted: use a "+path[strings.LastIndexByte(path, '.')+1:]+" of at most "+
 			strconv.FormatInt(capacity, 10)+" or raise that limit's capacity")
 	}
 	if fromHeader && cost.Max > capacity {

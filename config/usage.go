@@ -1,7 +1,5 @@
 package config
 
-import "strconv"
-
 // Usage makes a rule charge what a response reports it used (LLM tokens, a usage header, the
 // body's size) instead of a fixed cost. The rule's limits are charged Reserve when the request is
 // admitted; when the response ends, the charge is settled to the reported amount: the difference
@@ -144,21 +142,10 @@ func (v *validator) checkUsageFits(path string, value *jsonValue, rule *Rule) {
 		v.add(usagePath, "a rule with usage cannot have a concurrency limit, which counts requests in flight, not "+
 			"amounts: put the concurrency limit in a rule of its own with the same match and key")
 	}
-	check := func(limitsPath string, limits []Limit) {
-		for i, l := range limits {
-			if l.Capacity > 0 && rule.Usage.Reserve > l.Capacity {
-				v.add(fieldPath(usagePath, "reserve"), strconv.FormatInt(rule.Usage.Reserve, 10)+" is above the capacity "+
-					strconv.FormatInt(l.Capacity, 10)+" of "+indexPath(limitsPath, i)+", so no request could ever be "+
-					"admitted: reserve at most that much or raise the capacity")
-				return
-			}
-		}
-	}
-	check(fieldPath(path, "limits"), rule.Limits)
+	reserve, reservePath := Cost{Units: rule.Usage.Reserve}, fieldPath(usagePath, "reserve")
+	v.checkCostFits(reservePath, reserve, false, fieldPath(path, "limits"), rule.Limits)
 	if rule.LimitsBy != nil {
-		for _, tier := range rule.LimitsBy.Tiers {
-			check(fieldPath(fieldPath(path, "limits_by.tiers"), tier.Name), tier.Limits)
-		}
+		v.checkTierCosts(reservePath, reserve, false, fieldPath(path, "limits_by"), rule.LimitsBy)
 	}
 }
 

@@ -128,10 +128,11 @@ func appendPending(dst []pendingCharge, group []applied, shadow bool) []pendingC
 // Settle ends what p holds, for a response with status at now (monotonic nanoseconds): every
 // rule whose settlement says so gets its charge back, and the others keep it. status 0 means the
 // request never reached the upstream (it was given back or rejected while held): a count rule
-// then gives its charge back (nothing it counts happened) and a refund rule keeps it. A request
-// that was forwarded and got no response is not settled at all: its charge stands (Clear). It
-// returns the indexes of the rules that gave their charge back, in a buffer of the Gate's valid
-// until the next call, and leaves in p only the charges of rules with usage (SettleUsage).
+// then gives its charge back (nothing it counts happened), as a rule with usage does (nothing
+// was used), and a refund rule keeps it. A request that was forwarded and got no response is not
+// settled at all: its charge stands (Clear). It returns the indexes of the count and refund rules
+// that gave their charge back, in a buffer of the Gate's valid until the next call, and leaves in
+// p only the charges of rules with usage, for a response (status not 0) to SettleUsage.
 func (g *Gate) Settle(store Store, p *Pending, status int, now int64) []int {
 	g.wallRead = false // a calendar window's refund reads the wall clock of now, once
 	given := g.settledRules[:0]
@@ -139,15 +140,18 @@ func (g *Gate) Settle(store Store, p *Pending, status int, now int64) []int {
 	kept := p.entries[:0]
 	for i := range p.entries {
 		e := &p.entries[i]
-		if e.rule.settle.usage {
-			kept = append(kept, *e) // settled when the response's usage is known
+		switch {
+		case e.rule.settle.usage && status != 0:
+			kept = append(kept, *e) // settled when the response's usage is known (SettleUsage)
 			continue
-		}
-		if !e.rule.settle.givesBack(status) {
+		case e.rule.settle.usage:
+			// Never reached the upstream: nothing was used. Not a refund the rule counts.
+		case !e.rule.settle.givesBack(status):
 			continue
-		}
-		if n := len(given); n == 0 || given[n-1] != e.rule.index {
-			given = append(given, e.rule.index)
+		default:
+			if n := len(given); n == 0 || given[n-1] != e.rule.index {
+				given = append(given, e.rule.index)
+			}
 		}
 		if g.chargedWindowOver(e, p.at, now) {
 			continue // counted in a window that is over: nothing of it is felt any more

@@ -259,3 +259,29 @@ func TestUsageKeepsTheBucketForItsSettlement(t *testing.T) {
 		t.Fatalf("alice after her settlement: verdict %d retry %v, want limited for 1.1s (the debt of 10, then the reserve)", out.Verdict, out.RetryAfter)
 	}
 }
+
+// A request that never reached the upstream (status 0) gets a usage rule's reserve back from
+// Settle, not counted as a refund; a response (any other status) leaves it for SettleUsage.
+func TestSettleGivesBackAnUnusedReserve(t *testing.T) {
+	g, store := mustGate(t, usageDoc("6", usageBucket)), newMemStore()
+	base := 1000 * sec
+	for _, tt := range []struct {
+		status   int
+		heldLeft bool
+		want     Verdict // of a second request of 6 tokens
+	}{
+		{0, false, Allow},    // 10 - 6 + 6: the second fits
+		{200, true, Limited}, // 4 left until SettleUsage
+	} {
+		store = newMemStore()
+		out := g.Admit(header("k", "alice"), store, base)
+		p := &Pending{}
+		out.Hold(p)
+		if given := g.Settle(store, p, tt.status, base); len(given) != 0 || p.Empty() == tt.heldLeft {
+			t.Fatalf("status %d: rules %v counted as refunds, charge still held %v; want none, held %v", tt.status, given, !p.Empty(), tt.heldLeft)
+		}
+		if got := g.Admit(header("k", "alice"), store, base).Verdict; got != tt.want {
+			t.Errorf("status %d: the next request's verdict %d, want %d", tt.status, got, tt.want)
+		}
+	}
+}

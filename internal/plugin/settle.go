@@ -67,9 +67,6 @@ func (h *httpContext) holdCharge(out *admission.Outcome) {
 func (h *httpContext) chargeGivenBack() {
 	h.pending.DropEnforced()
 	if !h.pending.Empty() {
-		h.settle(0)
-	}
-	if !h.pending.Empty() { // a shadow rule with usage: nothing was used
-		h.settleUnused()
+		h.settle(0) // a shadow rule with usage gets its reserve back too: nothing was used
 	}
 }

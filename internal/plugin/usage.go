@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
@@ -169,9 +170,10 @@ func (h *httpContext) meterUnanswered() {
 // stream of server-sent events.
 func (h *httpContext) bodyShape() (plain, events bool) {
 	encoding, err := abi.GetHttpResponseHeader("content-encoding")
-	plain = err == types.ErrorStatusNotFound || err == nil && (encoding == "" || equalFoldASCII(encoding, "identity"))
+	plain = err == types.ErrorStatusNotFound || err == nil && (encoding == "" || strings.EqualFold(encoding, "identity"))
 	contentType, _ := abi.GetHttpResponseHeader("content-type")
-	return plain, hasPrefixFoldASCII(contentType, "text/event-stream")
+	const eventStream = "text/event-stream"
+	return plain, len(contentType) >= len(eventStream) && strings.EqualFold(contentType[:len(eventStream)], eventStream)
 }
 
 // scanner returns the index of a scanner reset for source and count, adding it if needed.
@@ -310,42 +312,4 @@ func (m *usageMeter) amount(r *usageRead, u *usageRule, complete bool) (amount i
 		return 0, false
 	}
 	return m.scanners[r.scanner].Tokens()
-}
-
-// settleUnused settles the charge of the rules with usage for a request that never reached the
-// upstream: nothing was used.
-func (h *httpContext) settleUnused() {
-	p, m := h.plugin, h.usageMeter()
-	if len(m.amounts) < len(p.rules) {
-		m.amounts = make([]int64, len(p.rules))
-	}
-	clear(m.amounts)
-	m.globals = m.globals[:0] // nothing used: nothing to send
-	now, err := abi.MonotonicNanos()
-	if err != nil {
-		h.pending.Clear()
-		return
-	}
-	p.gate.SettleUsage(sharedData, &h.pending, m.amounts, now)
-}
-
-func equalFoldASCII(a, b string) bool {
-	return len(a) == len(b) && hasPrefixFoldASCII(a, b)
-}
-
-// hasPrefixFoldASCII reports whether s begins with prefix, ignoring ASCII case.
-func hasPrefixFoldASCII(s, prefix string) bool {
-	if len(s) < len(prefix) {
-		return false
-	}
-	for i := 0; i < len(prefix); i++ {
-		c, p := s[i], prefix[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != p {
-			return false
-		}
-	}
-	return true
 }
