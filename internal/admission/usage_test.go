@@ -263,7 +263,7 @@ func TestUsageKeepsTheBucketForItsSettlement(t *testing.T) {
 // A request that never reached the upstream (status 0) gets a usage rule's reserve back from
 // Settle, not counted as a refund; a response (any other status) leaves it for SettleUsage.
 func TestSettleGivesBackAnUnusedReserve(t *testing.T) {
-	g, store := mustGate(t, usageDoc("6", usageBucket)), newMemStore()
+	g := mustGate(t, usageDoc("6", usageBucket))
 	base := 1000 * sec
 	for _, tt := range []struct {
 		status   int
@@ -273,7 +273,7 @@ func TestSettleGivesBackAnUnusedReserve(t *testing.T) {
 		{0, false, Allow},    // 10 - 6 + 6: the second fits
 		{200, true, Limited}, // 4 left until SettleUsage
 	} {
-		store = newMemStore()
+		store := newMemStore()
 		out := g.Admit(header("k", "alice"), store, base)
 		p := &Pending{}
 		out.Hold(p)
