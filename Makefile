@@ -40,7 +40,7 @@ LDFLAGS  := -X github.com/tollgate-proxy/tollgate/internal/version.Version=$(VER
 FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows ./limiter:FuzzCalendarWindow \
 	./internal/admission:FuzzDecodeSlot ./internal/admission:FuzzClientAddress \
 	./internal/admission:FuzzNthFromRight ./internal/admission:FuzzQueryParam \
-	./internal/admission:FuzzPartitionKey ./internal/admission:FuzzSplitAuthority ./internal/admission:FuzzPathReadings ./internal/wire:FuzzDecodePairs \
+	./internal/admission:FuzzPartitionKey ./internal/admission:FuzzSplitAuthority ./internal/admission:FuzzPathReadings ./internal/wire:FuzzDecodePairs ./internal/wire:FuzzPairsValue \
 	./config:FuzzDecodeMatchesEncodingJSON ./config:FuzzIsProtobufMessage ./internal/rls:FuzzDecodeResponse \
 	./internal/simulate:FuzzParseEnvoyJSON ./internal/simulate:FuzzParseCombined \
 	./internal/netaddr:FuzzParseAddr ./internal/netaddr:FuzzPrefix ./internal/duration:FuzzParse ./internal/duration:FuzzFormat \

@@ -37,9 +37,11 @@ func BenchmarkCrossings(b *testing.B) {
 			b.Run(m.name+"/"+rt.name, func(b *testing.B) {
 				var callbacks, wasi int64
 				calls := &guestCalls{}
+				var imports map[string]int64
 				if os.Getenv("TOLLGATE_BENCH_CALLS") != "" {
 					calls.byFunc = map[string]int64{}
 					calls.names = testbuild.Names(b, m.pkg, statsTag)
+					imports = map[string]int64{}
 				}
 				r := newRig(b, m.wasm(b), rigOptions{config: rt.config, calls: calls, trace: func(e host.TraceEvent) {
 					switch {
@@ -47,6 +49,9 @@ func BenchmarkCrossings(b *testing.B) {
 						callbacks++
 					case !e.Callback && strings.HasPrefix(e.Name, "wasi_"):
 						wasi++
+					}
+					if !e.Callback && imports != nil {
+						imports[e.Name]++
 					}
 				}})
 				status := rt.status
@@ -63,6 +68,7 @@ func BenchmarkCrossings(b *testing.B) {
 				mallocs, bytes := guestStat(b, r, 0), guestStat(b, r, 1)
 				calls.total = 0
 				clear(calls.byFunc)
+				clear(imports)
 				b.ResetTimer()
 				for i := warmup; i < warmup+b.N; i++ {
 					r.expect(b, key(i), status)
@@ -70,6 +76,7 @@ func BenchmarkCrossings(b *testing.B) {
 				b.StopTimer()
 				guestCallCount := calls.total
 				logGuestCalls(b, calls, b.N)
+				logCounts(b, "host calls per request", imports, b.N)
 				mallocs, bytes = guestStat(b, r, 0)-mallocs, guestStat(b, r, 1)-bytes
 				c := perRequest(before, r.vm.Stats(), b.N)
 				b.ReportMetric(c.hostCalls, "hostcalls/op")
@@ -99,14 +106,22 @@ func logGuestCalls(b *testing.B, calls *guestCalls, n int) {
 	if calls.byFunc == nil {
 		return
 	}
-	names := make([]string, 0, len(calls.byFunc))
-	for name := range calls.byFunc {
+	logCounts(b, "guest calls per request", calls.byFunc, n)
+}
+
+// logCounts logs counts per request, most first.
+func logCounts(b *testing.B, title string, counts map[string]int64, n int) {
+	if counts == nil {
+		return
+	}
+	names := make([]string, 0, len(counts))
+	for name := range counts {
 		names = append(names, name)
 	}
-	sort.Slice(names, func(i, j int) bool { return calls.byFunc[names[i]] > calls.byFunc[names[j]] })
+	sort.Slice(names, func(i, j int) bool { return counts[names[i]] > counts[names[j]] })
 	var sb strings.Builder
 	for _, name := range names {
-		fmt.Fprintf(&sb, "%8.2f %s\n", float64(calls.byFunc[name])/float64(n), name)
+		fmt.Fprintf(&sb, "%8.2f %s\n", float64(counts[name])/float64(n), name)
 	}
-	b.Logf("guest calls per request:\n%s", sb.String())
+	b.Logf("%s:\n%s", title, sb.String())
 }

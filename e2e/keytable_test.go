@@ -197,11 +197,12 @@ func TestFloodSparesEstablishedKeys(t *testing.T) {
 }
 
 // A request of a known key whose bucket sits in its first candidate reads one slot and writes it,
-// as with one slot per key (TestCrossingTrace pins every crossing); a new key reads its three
-// candidates, claims one, reads them again, reads the overflow bucket (where its new bucket
-// would start if it had drawn from it) and commits; a key that finds every candidate busy reads
-// them and the overflow bucket, writes that, and reads its candidates again (a bucket of its
-// own created meanwhile would not have seen the draw).
+// as with one slot per key (TestCrossingTrace pins every crossing); so does a new key whose first
+// candidate was never written, which creates its bucket there. A new key whose first candidate is
+// taken reads its three candidates, claims one, reads them again, reads the overflow bucket
+// (where its new bucket would start if it had drawn from it) and commits; a key that finds every
+// candidate busy reads them and the overflow bucket, writes that, and reads its candidates again
+// (a bucket of its own created meanwhile would not have seen the draw).
 func TestSharedDataCallsPerRequest(t *testing.T) {
 	g := keyTableRig(t, 16, 3, 1, 9)
 	vm := g.vms[0]
@@ -210,7 +211,7 @@ func TestSharedDataCallsPerRequest(t *testing.T) {
 		key        string
 		gets, sets float64
 	}{
-		{"new key", "k0", 7, 2},
+		{"new key, first candidate never written", "k0", 1, 1},
 		{"known key, first candidate", "k0", 1, 1},
 	} {
 		cost := measure(g, 1, func() { g.send(vm, apiKeyReq(c.key), nil) })
@@ -219,17 +220,30 @@ func TestSharedDataCallsPerRequest(t *testing.T) {
 		}
 		t.Logf("%s: %v", c.name, cost)
 	}
-	// New keys until one finds all its candidates busy.
+	// New keys until one finds all its candidates busy: each costs one read and one write or,
+	// its first candidate taken, seven reads and two writes; both happen on the way.
+	fresh, claimed := 0, 0
 	for i := 1; ; i++ {
 		full := g.counter("tollgate.key_table_full")
 		cost := measure(g, 1, func() { g.send(vm, apiKeyReq("k"+strconv.Itoa(i)), nil) })
 		if g.counter("tollgate.key_table_full") == full {
+			switch {
+			case cost.gets == 1 && cost.sets == 1:
+				fresh++
+			case cost.gets == 7 && cost.sets == 2:
+				claimed++
+			default:
+				t.Fatalf("new key k%d: %v, want 1 read and 1 write, or 7 reads and 2 writes", i, cost)
+			}
 			continue
 		}
 		if cost.gets != 7 || cost.sets != 1 {
 			t.Errorf("busy table: %v, want 7 reads and 1 write", cost)
 		}
-		t.Logf("busy table: %v", cost)
+		t.Logf("busy table: %v, after %d new keys created in a first candidate never written and %d claimed", cost, fresh, claimed)
+		if fresh == 0 || claimed == 0 {
+			t.Errorf("%d new keys created at once and %d claimed: the table filled without both", fresh, claimed)
+		}
 		break
 	}
 }

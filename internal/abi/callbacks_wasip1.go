@@ -80,7 +80,10 @@ var (
 	lastAllocSize uint32
 )
 
-func resetArena() { arena.used = 0 }
+func resetArena() {
+	arena.used = 0
+	forgetRequestHeaders()
+}
 
 // Spec "Memory management": the host calls this to place a variable-size result in module memory,
 // once per result, during the host call that returns it.

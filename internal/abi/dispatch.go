@@ -99,6 +99,7 @@ func describePanic(r any) string {
 // the current callback: a root-context callback (a tick) continues or answers a held request
 // this way. Envoy answers BadArgument for a context that is gone.
 func SetEffectiveContext(contextID uint32) error {
+	forgetRequestHeaders()
 	return statusErr(proxySetEffectiveContext(contextID))
 }
 
@@ -131,6 +132,7 @@ func takeCall(token uint32) (pendingCall, bool) {
 	if call.stream == 0 {
 		return call, true
 	}
+	forgetRequestHeaders()
 	if _, alive := vm.streams.get(call.stream); !alive || proxySetEffectiveContext(call.stream) != wire.StatusOK {
 		return call, false
 	}

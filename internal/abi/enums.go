@@ -10,6 +10,10 @@ import (
 // with errors.Is.
 //
 // Both builds use it: the wasip1 hostcalls, and the native twin's (native.go).
+// StatusError is the SDK's error for a host call's status (nil for StatusOK), for callers of
+// the calls that answer with a status.
+func StatusError(s wire.Status) error { return statusErr(s) }
+
 func statusErr(s wire.Status) error {
 	switch s {
 	case wire.StatusOK:

@@ -6,6 +6,8 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
@@ -38,6 +40,11 @@ func proxySetProperty(path unsafe.Pointer, pathSize uint32, value unsafe.Pointer
 //
 //go:wasmimport env proxy_get_header_map_value
 func proxyGetHeaderMapValue(m MapType, key unsafe.Pointer, keySize uint32, dataPtr, sizePtr unsafe.Pointer) wire.Status
+
+// Spec "HTTP fields": proxy_get_header_map_pairs.
+//
+//go:wasmimport env proxy_get_header_map_pairs
+func proxyGetHeaderMapPairs(m MapType, dataPtr, sizePtr unsafe.Pointer) wire.Status
 
 // Spec "HTTP fields": proxy_add_header_map_value.
 //
@@ -175,20 +182,58 @@ func GetProperty(path ...string) ([]byte, error) {
 	return data, statusErr(st)
 }
 
+// requestHeaders are the request headers as one proxy_get_header_map_pairs call returned them, in
+// the scratch arena: the first read of a request header in a callback fetches them all, and the
+// callback's later reads (the shadow marker, each rule's key, match and cost headers, the
+// content-type of a reply) cost no host call. They are forgotten when the arena is reset (every
+// callback), when another stream becomes the effective context, and when the module edits the
+// request's headers.
+var requestHeaders struct {
+	pairs []byte
+	read  bool
+	err   error
+}
+
+// forgetRequestHeaders drops the headers read in this callback (see requestHeaders).
+func forgetRequestHeaders() {
+	requestHeaders.pairs, requestHeaders.read, requestHeaders.err = nil, false, nil
+}
+
 // GetHttpRequestHeader returns the first value of a request header; ErrorStatusNotFound when
 // absent. The string lives in the scratch arena: valid until the current callback returns (see
-// proxyOnMemoryAllocate); copy it (strings.Clone) to keep it longer.
+// proxyOnMemoryAllocate); copy it (strings.Clone) to keep it longer. Small enough to be inlined:
+// a read costs the lookup's call only.
 func GetHttpRequestHeader(name string) (string, error) {
+	if !requestHeaders.read {
+		readRequestHeaders()
+	}
+	if requestHeaders.err != nil {
+		return "", requestHeaders.err
+	}
+	v, found := wire.PairsValue(requestHeaders.pairs, name)
+	if !found {
+		return "", types.ErrorStatusNotFound
+	}
+	return unsafe.String(unsafe.SliceData(v), len(v)), nil
+}
+
+// GetHttpRequestHeaders returns every request header in the map format (wire.EncodePairs), in
+// the scratch arena like GetHttpRequestHeader's values; read once per callback (requestHeaders).
+func GetHttpRequestHeaders() ([]byte, error) {
+	if !requestHeaders.read {
+		readRequestHeaders()
+	}
+	return requestHeaders.pairs, requestHeaders.err
+}
+
+// readRequestHeaders fetches the request's headers for the callback (see requestHeaders).
+func readRequestHeaders() {
 	beginResult()
-	st := proxyGetHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name)), ptrAddr, ptrSize)
-	if st != wire.StatusOK {
-		return "", statusErr(st)
+	st := proxyGetHeaderMapPairs(MapRequestHeaders, ptrAddr, ptrSize)
+	if st == wire.StatusOK {
+		requestHeaders.pairs, st = hostResult()
 	}
-	b, st := hostResult()
-	if st != wire.StatusOK {
-		return "", statusErr(st)
-	}
-	return unsafe.String(unsafe.SliceData(b), len(b)), nil
+	requestHeaders.read, requestHeaders.err = true, statusErr(st)
 }
 
 // GetHttpResponseStatus returns the response's :status as a number; only during the
@@ -282,6 +327,7 @@ func SetProperty(path string, value []byte) error {
 
 // AddHttpRequestHeader appends a request header; only during the request-headers callback.
 func AddHttpRequestHeader(name, value string) error {
+	forgetRequestHeaders()
 	return statusErr(proxyAddHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))))
 }
 
@@ -297,6 +343,7 @@ func GetLogLevel() (LogLevel, error) {
 // RemoveHttpRequestHeader removes every value of a request header; only during the
 // request-headers callback. Removing an absent header is not an error.
 func RemoveHttpRequestHeader(name string) error {
+	forgetRequestHeaders()
 	return statusErr(proxyRemoveHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name))))
 }
 
@@ -329,27 +376,27 @@ func SendLocalReply(status uint32, details string, headers [][2]string, body []b
 		bytesData(encodedPairs), uint32(len(encodedPairs)), grpcStatus))
 }
 
-// GetSharedData returns the value and CAS of a shared-data key; ErrorStatusNotFound when absent.
-// The value lives in the scratch arena: valid until the current callback returns (see
-// proxyOnMemoryAllocate); copy it to keep it longer.
-func GetSharedData(key string) (value []byte, cas uint32, err error) {
+// GetSharedData returns the value and CAS of a shared-data key; StatusNotFound when absent. The
+// value lives in the scratch arena: valid until the current callback returns (see
+// proxyOnMemoryAllocate); copy it to keep it longer. Shared data answers with a status, not an
+// error: the decision tells not-found and CAS mismatch apart on every new key, and comparing
+// statuses costs no call where errors.Is costs several.
+func GetSharedData(key string) (value []byte, cas uint32, st wire.Status) {
 	beginResult()
 	resultU32 = 0
-	st := proxyGetSharedData(stringData(key), uint32(len(key)), ptrAddr, ptrSize, ptrU32)
-	if st != wire.StatusOK {
-		return nil, 0, statusErr(st)
+	if st = proxyGetSharedData(stringData(key), uint32(len(key)), ptrAddr, ptrSize, ptrU32); st != wire.StatusOK {
+		return nil, 0, st
 	}
-	value, st = hostResult()
-	if st != wire.StatusOK {
-		return nil, 0, statusErr(st)
+	if value, st = hostResult(); st != wire.StatusOK {
+		return nil, 0, st
 	}
-	return value, resultU32, nil
+	return value, resultU32, wire.StatusOK
 }
 
 // SetSharedData stores value under key if the key's CAS still equals cas (0: unconditional);
-// ErrorStatusCasMismatch when another VM wrote first.
-func SetSharedData(key string, value []byte, cas uint32) error {
-	return statusErr(proxySetSharedData(stringData(key), uint32(len(key)), bytesData(value), uint32(len(value)), cas))
+// StatusCasMismatch when another VM wrote first.
+func SetSharedData(key string, value []byte, cas uint32) wire.Status {
+	return proxySetSharedData(stringData(key), uint32(len(key)), bytesData(value), uint32(len(value)), cas)
 }
 
 // DefineMetric defines (or looks up) a metric and returns its id.

@@ -23,10 +23,20 @@ func GetProperty(path ...string) ([]byte, error) {
 	return data, statusErr(st)
 }
 
+// forgetRequestHeaders is a no-op natively: each read asks the host (the wasip1 build reads the
+// headers once per callback, the same answers).
+func forgetRequestHeaders() {}
+
 // GetHttpRequestHeader returns the first value of a request header.
 func GetHttpRequestHeader(name string) (string, error) {
 	v, st := nativeHost().HeaderValue(MapRequestHeaders, name)
 	return v, statusErr(st)
+}
+
+// GetHttpRequestHeaders returns every request header in the map format (wire.EncodePairs).
+func GetHttpRequestHeaders() ([]byte, error) {
+	pairs, st := nativeHost().HeaderPairs(MapRequestHeaders)
+	return pairs, statusErr(st)
 }
 
 // GetHttpResponseStatus returns the response's :status as a number.
@@ -111,18 +121,18 @@ func SendLocalReply(status uint32, details string, headers [][2]string, body []b
 	return statusErr(nativeHost().SendLocalReply(status, details, headers, body, grpcStatus))
 }
 
-// GetSharedData returns the value and CAS of a shared-data key.
-func GetSharedData(key string) ([]byte, uint32, error) {
+// GetSharedData returns the value and CAS of a shared-data key; StatusNotFound when absent.
+func GetSharedData(key string) ([]byte, uint32, wire.Status) {
 	value, cas, st := nativeHost().SharedData(key)
 	if st != wire.StatusOK {
-		return nil, 0, statusErr(st)
+		return nil, 0, st
 	}
-	return value, cas, nil
+	return value, cas, wire.StatusOK
 }
 
 // SetSharedData stores value under key if the key's CAS still equals cas (0: unconditional).
-func SetSharedData(key string, value []byte, cas uint32) error {
-	return statusErr(nativeHost().SetSharedData(key, value, cas))
+func SetSharedData(key string, value []byte, cas uint32) wire.Status {
+	return nativeHost().SetSharedData(key, value, cas)
 }
 
 // DefineMetric defines (or looks up) a metric and returns its id.

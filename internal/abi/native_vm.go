@@ -28,6 +28,7 @@ type NativeHost interface {
 	ResponseBody(start, size int) ([]byte, wire.Status)
 	// The header-map calls address a map of the effective context.
 	HeaderValue(m MapType, name string) (string, wire.Status)
+	HeaderPairs(m MapType) ([]byte, wire.Status)
 	AddHeader(m MapType, name, value string) wire.Status
 	ReplaceHeader(m MapType, name, value string) wire.Status
 	RemoveHeader(m MapType, name string) wire.Status

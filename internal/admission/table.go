@@ -29,7 +29,10 @@ const casCreate = math.MaxUint32
 //
 //   - A lookup reads the candidates in order and stops at the first live bucket of its owner:
 //     a known key whose bucket sits in its first candidate costs one read, as with one slot.
-//   - A new bucket is first written as a pending claim (owner, claim time) into the first
+//   - A first candidate never written (absent) means no bucket, claim or overflow draw of the
+//     key exists, as each would have needed it taken: the new bucket is written there at once,
+//     against the CAS of an absent key (placeNew), one read and one write.
+//   - Otherwise a new bucket is first written as a pending claim (owner, claim time) into the first
 //     candidate that is empty, holds something that is not a slot, a released claim, an idle
 //     bucket of another key or an abandoned claim. Then the claim and every other candidate
 //     are read again: if one holds a bucket of the owner, or a claim of it in an earlier
@@ -65,6 +68,7 @@ const (
 	placeLive     = iota // the key's bucket is in slot
 	placeClaim           // a claim of the key's is in slot: check it and commit it
 	placeFree            // slot is free: claim it, check and commit
+	placeNew             // slot, the first candidate, was never written: create the bucket there
 	placeOverflow        // no candidate is free: the overflow bucket
 	placeSkip            // no candidate is free and when_full is allow: not counted
 	placeFull            // no candidate is free and when_full is reject
@@ -188,6 +192,13 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		value, cas, err := store.Get(g.slotKey(slots[i]))
 		free := false
 		switch {
+		case isNotFound(err) && i == 0:
+			// The first candidate was never written, so no bucket, claim or overflow draw of
+			// the key exists: each needed it taken (docs/design.md, "A first candidate never
+			// written"). The bucket is written there at once, against the CAS of an absent key;
+			// of two workers that both saw it absent, the second write fails and decides again.
+			a.place, a.slot, a.choice, a.cas = placeNew, slots[0], 0, casCreate
+			return g.decideOn(a, l.algo.initial(a.when(a.stamp)), a.when(a.stamp))
 		case isNotFound(err):
 			free, cas = true, casCreate
 		case err != nil:

@@ -133,16 +133,7 @@ func TestIdleSlotIsTakenOver(t *testing.T) {
 func TestLaterCandidate(t *testing.T) {
 	g := tableGate(t, "reject")
 	store := newMemStore()
-	l := &g.rules[0].limits[0]
-	first := func(key string) uint64 {
-		return candidateSlots(g.owner(l, []byte(partKey(key))), g.table.MaxKeys, g.choices)[0]
-	}
-	other := ""
-	for i := 0; other == ""; i++ {
-		if k := "other-" + strconv.Itoa(i); first(k) == first("mine") {
-			other = k
-		}
-	}
+	other := sameFirstCandidate(g, "mine", "other-")
 	runSteps(t, g, store, []step{
 		{"another key takes my first candidate", 0, header("k", other), Allow, -1, 0},
 		{"mine", 0, header("k", "mine"), Allow, -1, 0},
@@ -150,6 +141,20 @@ func TestLaterCandidate(t *testing.T) {
 		{"mine, empty", 0, header("k", "mine"), Limited, 0, time.Second},
 		{"the other key", 0, header("k", other), Allow, -1, 0},
 	})
+}
+
+// sameFirstCandidate is the first key of the form prefix + number whose first candidate slot (of
+// the gate's first limit) is key's.
+func sameFirstCandidate(g *Gate, key, prefix string) string {
+	l := &g.rules[0].limits[0]
+	first := func(key string) uint64 {
+		return candidateSlots(g.owner(l, []byte(partKey(key))), g.table.MaxKeys, g.choices)[0]
+	}
+	for i := 0; ; i++ {
+		if k := prefix + strconv.Itoa(i); first(k) == first(key) {
+			return k
+		}
+	}
 }
 
 // countingStore counts host calls.
@@ -165,18 +170,22 @@ func (c *countingStore) Set(key string, value []byte, cas uint32) error {
 }
 
 // Shared-data calls per request: a known key in its first candidate costs one read and one
-// write, as with one slot per key; a new key reads its candidates, claims one, checks them all
-// and commits.
+// write, as with one slot per key; so does a new key whose first candidate was never written,
+// created there at once. A new key whose first candidate is taken reads its candidates, claims
+// one, checks them all and commits.
 func TestSharedDataCallsPerRequest(t *testing.T) {
 	g := tableGate(t, "reject")
 	store := &countingStore{memStore: newMemStore()}
+	neighbour := sameFirstCandidate(g, "a", "b-")
 	for _, c := range []struct {
 		name       string
 		key        string
 		gets, sets int
 	}{
-		{"new key", "a", 2 * defaultChoices, 2},
+		{"new key, first candidate never written", "a", 1, 1},
 		{"known key, first candidate", "a", 1, 1},
+		{"new key, first candidate taken", neighbour, 2 * defaultChoices, 2},
+		{"known key, later candidate", neighbour, 2, 1},
 	} {
 		store.gets, store.sets = 0, 0
 		if out := g.Admit(header("k", c.key), store, sec); out.Verdict != Allow {

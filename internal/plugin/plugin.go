@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/admission"
 	"github.com/tollgate-proxy/tollgate/internal/version"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // NewVMContext returns the VM context of a Tollgate module: the filter registers it with the ABI
@@ -189,8 +190,13 @@ func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
 // OnHttpStreamDone runs when Envoy deletes the stream's context: the context goes back to its
 // plugin's free list.
 func (h *httpContext) OnHttpStreamDone() {
-	h.releaseHeld()
-	h.leaveLeases() // gives back the whole charge, a count or refund rule's hold with it
+	// Each step is checked here: a call on every stream's end otherwise.
+	if h.held {
+		h.releaseHeld()
+	}
+	if h.global != nil {
+		h.leaveLeases() // gives back the whole charge, a count or refund rule's hold with it
+	}
 	switch {
 	case h.metering: // the stream ended before its response did (usage.go)
 		h.finishMetering(false)
@@ -200,7 +206,7 @@ func (h *httpContext) OnHttpStreamDone() {
 	default:
 		h.pending.Clear() // forwarded, and no response headers came: the charge stands (settle.go)
 	}
-	if len(h.inFlight) > 0 { // checked here: a call on every stream's end otherwise
+	if len(h.inFlight) > 0 {
 		h.releaseSlots()
 	}
 	h.responseHeaders, h.global = nil, nil
@@ -272,11 +278,17 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	}
 	// The shadow marker a client sent is removed from every request before anything else,
 	// whatever the configuration and whether the request is exempt: an upstream must be able to
-	// trust it (a request decided again while it waits for a slot lost it already). Written out
-	// here, not in a function: one guest call fewer on every request.
+	// trust it (a request decided again while it waits for a slot lost it already). Looking first
+	// costs no host call (the first header read fetches them all, for the decision too), so only a
+	// request that carries one pays for the removal; one whose headers cannot be read is treated
+	// as carrying one. Written out here, not in a function: one guest call fewer on every request.
+	headers, err := abi.GetHttpRequestHeaders()
+	p.req = request{headers: headers, headersErr: err}
 	if h.slotWait == nil {
-		if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
-			p.failed("cannot remove " + ShadowHeader + ": " + err.Error())
+		if _, marked := wire.PairsValue(headers, ShadowHeader); marked || err != nil {
+			if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
+				p.failed("cannot remove " + ShadowHeader + ": " + err.Error())
+			}
 		}
 	}
 	now, err := abi.MonotonicNanos()
@@ -284,7 +296,6 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		p.failed("cannot read the monotonic clock: " + err.Error())
 		return h.failOpenOrDeny()
 	}
-	p.req.err = nil
 	var out *admission.Outcome
 	if w := h.slotWait; w == nil {
 		out = p.gate.Admit(&p.req, sharedData, now)
@@ -507,9 +518,14 @@ var verdictNames = [...]string{
 
 // request reads request attributes through the ABI. Its strings live in the ABI's scratch arena
 // and are valid until proxy_on_request_headers returns: the decision reads them, and copies what it
-// keeps (the partition key is built anew from them). An attribute that is absent is not found;
-// any other error is kept in err, for the failure mode.
-type request struct{ err error }
+// keeps (the partition key is built anew from them). The headers are read once, all of them, at
+// the start of the callback; other attributes when the decision asks. An attribute that is absent
+// is not found; any other error is kept in err, for the failure mode.
+type request struct {
+	headers    []byte // the request headers in the map format (wire.PairsValue)
+	headersErr error  // why they could not be read
+	err        error
+}
 
 func (r *request) found(err error) bool {
 	if err != nil && !errors.Is(err, types.ErrorStatusNotFound) && r.err == nil {
@@ -519,8 +535,11 @@ func (r *request) found(err error) bool {
 }
 
 func (r *request) Header(name string) (string, bool) {
-	v, err := abi.GetHttpRequestHeader(name)
-	return v, r.found(err)
+	v, found := wire.PairsValue(r.headers, name)
+	if !found && r.headersErr != nil {
+		r.found(r.headersErr)
+	}
+	return arenaString(v), found
 }
 
 func (r *request) HeaderValues(name string) (string, bool) {
@@ -541,34 +560,34 @@ func (r *request) Property(path []string) (string, bool) {
 // arenaString views bytes in the ABI's scratch arena as a string, without copying.
 func arenaString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// store is Envoy shared data through the ABI, with the SDK's not-found and CAS-mismatch errors
-// mapped to admission's. It is used through sharedData, a pointer: a zero-size value in an
-// interface would add a wrapper call to every Get and Set.
+// store is Envoy shared data through the ABI, with the host's not-found and CAS-mismatch
+// statuses mapped to admission's errors. It is used through sharedData, a pointer: a zero-size
+// value in an interface would add a wrapper call to every Get and Set.
 type store struct{}
 
 var sharedData = &store{}
 
 func (*store) Get(key string) ([]byte, uint32, error) {
-	value, cas, err := abi.GetSharedData(key)
-	if err != nil {
-		err = storeError(err)
+	value, cas, st := abi.GetSharedData(key)
+	if st != wire.StatusOK {
+		return nil, 0, storeError(st)
 	}
-	return value, cas, err
+	return value, cas, nil
 }
 
 func (*store) Set(key string, value []byte, cas uint32) error {
-	if err := abi.SetSharedData(key, value, cas); err != nil {
-		return storeError(err)
+	if st := abi.SetSharedData(key, value, cas); st != wire.StatusOK {
+		return storeError(st)
 	}
 	return nil
 }
 
-func storeError(err error) error {
-	switch {
-	case errors.Is(err, types.ErrorStatusNotFound):
+func storeError(st wire.Status) error {
+	switch st {
+	case wire.StatusNotFound:
 		return admission.ErrNotFound
-	case errors.Is(err, types.ErrorStatusCasMismatch):
+	case wire.StatusCasMismatch:
 		return admission.ErrCasMismatch
 	}
-	return err
+	return abi.StatusError(st)
 }

@@ -62,6 +62,50 @@ func DecodePairs(buf []byte) (pairs [][2]string, ok bool) {
 	return pairs, true
 }
 
+// PairsValue returns the first value of key in buf, a map in the format EncodePairs writes, as a
+// slice of buf: no copy, no allocation. Read on every request for each header a decision needs, it
+// checks only the entries it walks through, so a map DecodePairs would refuse for a later entry
+// still answers for an earlier key; an entry that does not fit ends the search (not found).
+func PairsValue(buf []byte, key string) (value []byte, found bool) {
+	if len(buf) < 4 {
+		return nil, false
+	}
+	count := uint64(binary.LittleEndian.Uint32(buf))
+	if count*8 > uint64(len(buf)-4) {
+		return nil, false
+	}
+	sizes := buf[4 : 4+8*count]
+	data := buf[4+8*count:]
+	for len(sizes) >= 8 {
+		keyLen := uint64(binary.LittleEndian.Uint32(sizes))
+		valueLen := uint64(binary.LittleEndian.Uint32(sizes[4:]))
+		sizes = sizes[8:]
+		end := keyLen + valueLen + 2
+		if end > uint64(len(data)) || data[keyLen] != 0 || data[end-1] != 0 {
+			return nil, false
+		}
+		if keyLen == uint64(len(key)) && sameBytes(data[:keyLen], key) {
+			return data[keyLen+1 : end-1], true
+		}
+		data = data[end:]
+	}
+	return nil, false
+}
+
+// sameBytes is b == key for a header name: a loop, where == would call the runtime's memequal
+// (two more calls per compared name in upstream Go's Wasm).
+func sameBytes(b []byte, key string) bool {
+	if len(b) != len(key) {
+		return false
+	}
+	for i := range b {
+		if b[i] != key[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // PropertyPath joins property path segments with NUL, the form proxy_get_property expects.
 func PropertyPath(segments []string) []byte { return AppendPropertyPath(nil, segments) }
 

@@ -60,3 +60,56 @@ func FuzzDecodePairs(f *testing.F) {
 		}
 	})
 }
+
+func TestPairsValue(t *testing.T) {
+	headers := EncodePairs([][2]string{
+		{":method", "GET"}, {"x-api-key", "alice"}, {"empty", ""}, {"x-api-key", "bob"}, {"x-api-ke", "short"},
+	})
+	for _, tc := range []struct {
+		buf         []byte
+		key, want   string
+		wantPresent bool
+	}{
+		{headers, ":method", "GET", true},
+		{headers, "x-api-key", "alice", true}, // the first value, as Envoy's get_header_map_value
+		{headers, "empty", "", true},
+		{headers, "x-api-ke", "short", true},
+		{headers, "x-api-keys", "", false},
+		{headers, "", "", false},
+		{nil, "x", "", false},
+		{EncodePairs(nil), "x", "", false},
+		{headers[:len(headers)-1], "x-api-key", "alice", true}, // the damage is past the match
+		{headers[:len(headers)-1], "x-api-ke", "", false},      // the last entry lost its NUL
+		{[]byte{0xff, 0xff, 0xff, 0xff}, "x", "", false},       // a count larger than the buffer
+	} {
+		got, found := PairsValue(tc.buf, tc.key)
+		if string(got) != tc.want || found != tc.wantPresent {
+			t.Errorf("PairsValue(%q) = %q, %v; want %q, %v", tc.key, got, found, tc.want, tc.wantPresent)
+		}
+	}
+}
+
+// FuzzPairsValue: arbitrary bytes never panic, and on a map DecodePairs accepts, every key
+// gets the first value DecodePairs gives it.
+func FuzzPairsValue(f *testing.F) {
+	f.Add(EncodePairs([][2]string{{"a", "bc"}, {"a", "d"}}), "a")
+	f.Add(EncodePairs([][2]string{{":path", "/"}, {"x-api-key", ""}}), "x-api-key")
+	f.Fuzz(func(t *testing.T, buf []byte, key string) {
+		got, found := PairsValue(buf, key)
+		pairs, ok := DecodePairs(buf)
+		if !ok {
+			return
+		}
+		for _, p := range pairs {
+			if p[0] == key {
+				if !found || string(got) != p[1] {
+					t.Fatalf("PairsValue(%q) = %q, %v; DecodePairs has %q", key, got, found, p[1])
+				}
+				return
+			}
+		}
+		if found {
+			t.Fatalf("PairsValue(%q) found %q in a map without the key", key, got)
+		}
+	})
+}

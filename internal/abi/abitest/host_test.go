@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/abi/abitest"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 func start(t *testing.T, opts abitest.Options) (*abitest.Host, *probe) {
@@ -239,15 +240,15 @@ func TestMisuseIsReported(t *testing.T) {
 func TestSharedData(t *testing.T) {
 	host, _ := start(t, abitest.Options{VMID: "v"})
 	host.CallAsRoot(func() {
-		if err := abi.SetSharedData("k", []byte("a"), 0); err != nil {
-			t.Fatal(err)
+		if st := abi.SetSharedData("k", []byte("a"), 0); st != wire.StatusOK {
+			t.Fatal(st)
 		}
 		_, cas, _ := abi.GetSharedData("k")
-		if err := abi.SetSharedData("k", []byte("b"), cas+1); err != types.ErrorStatusCasMismatch {
-			t.Errorf("a stale CAS: %v", err)
+		if st := abi.SetSharedData("k", []byte("b"), cas+1); st != wire.StatusCasMismatch {
+			t.Errorf("a stale CAS: %v", st)
 		}
-		if err := abi.SetSharedData("k", []byte("c"), 0); err != nil {
-			t.Errorf("CAS 0 on an existing key: %v, want it overwritten", err)
+		if st := abi.SetSharedData("k", []byte("c"), 0); st != wire.StatusOK {
+			t.Errorf("CAS 0 on an existing key: %v, want it overwritten", st)
 		}
 	})
 	if e := host.SharedData().Entries("v"); string(e["k"]) != "c" {

@@ -95,6 +95,15 @@ func (c hostcalls) headerMap(m abi.MapType, write bool) (*[][2]string, wire.Stat
 		Response: &s.responseHeaders, ResponseTrailers: &s.responseTrailers})
 }
 
+// HeaderPairs is proxy_get_header_map_pairs: every header in the map format.
+func (c hostcalls) HeaderPairs(m abi.MapType) ([]byte, wire.Status) {
+	headers, st := c.headerMap(m, false)
+	if st != wire.StatusOK {
+		return nil, st
+	}
+	return wire.EncodePairs(*headers), wire.StatusOK
+}
+
 // HeaderValue is proxy_get_header_map_value: the first value, NotFound when absent.
 func (c hostcalls) HeaderValue(m abi.MapType, name string) (string, wire.Status) {
 	headers, st := c.headerMap(m, false)

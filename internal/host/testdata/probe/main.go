@@ -10,10 +10,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 func main() {}
@@ -162,9 +164,11 @@ func (s *stream) OnHttpResponseHeaders(int, bool) types.Action {
 		_ = abi.ResumeHttpRequest()
 	}
 	if s.mode == "late-request-read" {
-		// Envoy drops the request header map after the request phase: BadArgument.
-		if _, err := abi.GetHttpRequestHeader(":path"); err != nil {
-			_ = abi.AddHttpResponseHeader("x-late-read", err.Error())
+		// Envoy drops the request header map after the request phase: BadArgument from
+		// proxy_get_header_map_value (proxy_get_header_map_pairs, which abi's reads use, gives
+		// an empty map instead), so this asks the host directly.
+		if st := lateRequestHeaderRead(":path"); st != wire.StatusOK {
+			_ = abi.AddHttpResponseHeader("x-late-read", abi.StatusError(st).Error())
 		}
 	}
 	return types.ActionContinue
@@ -255,9 +259,9 @@ func (s *stream) countOrTrap() types.Action {
 		var mu sync.Mutex
 		mu.Unlock()
 	}
-	value, cas, err := abi.GetSharedData("hits")
+	value, cas, st := abi.GetSharedData("hits")
 	n := 0
-	if err == nil {
+	if st == wire.StatusOK {
 		n, _ = strconv.Atoi(string(value))
 	}
 	n++
@@ -320,4 +324,14 @@ func (s *stream) OnHttpStreamDone() {
 	if strings.Contains(s.mode, "body") {
 		abi.Log(abi.LogLevelInfo, "probe: stream done: "+strings.Join(s.seen, "; "))
 	}
+}
+
+//go:wasmimport env proxy_get_header_map_value
+func proxyGetHeaderMapValue(m abi.MapType, key unsafe.Pointer, keySize uint32, dataPtr, sizePtr unsafe.Pointer) wire.Status
+
+// lateRequestHeaderRead is proxy_get_header_map_value on the request headers, for its status.
+func lateRequestHeaderRead(name string) wire.Status {
+	var addr, size uint32
+	return proxyGetHeaderMapValue(abi.MapRequestHeaders, unsafe.Pointer(unsafe.StringData(name)), uint32(len(name)),
+		unsafe.Pointer(&addr), unsafe.Pointer(&size))
 }
