@@ -5,7 +5,9 @@
 //   - floor_test.go: the module against the floor probe (testdata/floor, a minimal upstream-Go
 //     proxy-wasm module that only reads the key header, reads the shared value and writes it back
 //     with CAS), in the same host and the same run, interleaved in blocks, for an admitted request
-//     of a known key, a rejected request and a request with a new key: tollgate/floor.
+//     of a known key, a rejected request and a request with a new key: vs-floor, Tollgate's time
+//     over the probe's, and vs-clocked-floor over that of the probe built to also read the clock
+//     once per request.
 //   - crossings_test.go: host calls, WASI calls, callbacks and allocator callbacks per request
 //     type, from the host's counters, the module's own function calls per request (wazero's
 //     function listeners), and the guest's heap allocations per request, read from the

@@ -95,8 +95,12 @@ func header(raw []byte) []string {
 }
 
 // results holds every value of every metric of every benchmark, by name ("Floor/rejected") and
-// unit ("ns/op", "tollgate/floor").
+// unit ("ns/op", "vs-floor").
 type results map[string]map[string][]float64
+
+// renamedUnits are units of older runs (bench/results) under their current names: the floor
+// ratios were "tollgate/floor" and "tollgate/floor+clock", one a prefix of the other.
+var renamedUnits = map[string]string{"tollgate/floor": "vs-floor", "tollgate/floor+clock": "vs-clocked-floor"}
 
 // parseBench reads `go test -bench` output: name, iterations, then value-unit pairs.
 func parseBench(raw []byte) (results, error) {
@@ -125,7 +129,11 @@ func parseBench(raw []byte) (results, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%q: %v", sc.Text(), err)
 			}
-			r[name][f[i+1]] = append(r[name][f[i+1]], v)
+			unit := f[i+1]
+			if current, ok := renamedUnits[unit]; ok {
+				unit = current
+			}
+			r[name][unit] = append(r[name][unit], v)
 		}
 	}
 	if len(r) == 0 {
@@ -237,7 +245,7 @@ type writef func(format string, args ...any)
 // renderTargets writes the table of targets, each with its figure and whether it is met.
 func renderTargets(w writef, r results) {
 	count := len(r["Floor/admitted-known"]["ns/op"])
-	ratio := r.get("Floor/admitted-known", "tollgate/floor")
+	ratio := r.get("Floor/admitted-known", "vs-floor")
 	host := r.get("Crossings/tollgate/admitted-known", "hostcalls/op")
 	guest := r.get("Crossings/tollgate/admitted-known", "guest-calls/op")
 	size := r.get("ModuleSize/tollgate", "bytes")
@@ -249,15 +257,15 @@ func renderTargets(w writef, r results) {
 	}
 	first, second := r.get("Memory", "1M-pages"), r.get("Memory", "2M-pages")
 	w("| target | measured (median of %d runs [min..max]) | met? |\n|---|---|---|\n", count)
-	w("| tollgate / floor ≤ 2.2, admitted request of a known key | **%s** | %s |\n", ratio.format(2), met(ratio.ok, ratio.median <= 2.2))
+	w("| Tollgate's time / the floor's (`vs-floor`) ≤ 2.2, admitted request of a known key | **%s** | %s |\n", ratio.format(2), met(ratio.ok, ratio.median <= 2.2))
 	for _, rt := range requestTypes[1:] {
-		w("| (reported) tollgate / floor, %s | %s | – |\n", rt.label, r.get("Floor/"+rt.name, "tollgate/floor").format(2))
+		w("| (reported) `vs-floor`, %s | %s | – |\n", rt.label, r.get("Floor/"+rt.name, "vs-floor").format(2))
 	}
 	// A baseline module (TOLLGATE_BENCH_BASELINE) interleaved in the same run: before and after.
 	for _, rt := range requestTypes {
 		if f := r.get("Floor/"+rt.name, "baseline/floor"); f.ok {
 			w("| (reported) baseline module / floor, %s, same run | %s | – |\n", rt.label, f.format(2))
-			w("| (reported) Tollgate / baseline module, %s, run by run | %s | – |\n", rt.label, r.quotient("Floor/"+rt.name, "tollgate/floor", "baseline/floor").format(2))
+			w("| (reported) Tollgate / baseline module, %s, run by run | %s | – |\n", rt.label, r.quotient("Floor/"+rt.name, "vs-floor", "baseline/floor").format(2))
 		}
 	}
 	// The Go runtime adds about one WASI call per thousand requests of its own (the .01).
@@ -276,12 +284,12 @@ func renderTargets(w writef, r results) {
 func renderRequestTypes(w writef, r results) {
 	w("Per request type: Tollgate against the floor probe, interleaved in one run (`BenchmarkFloor`), and\n")
 	w("what crosses the boundary per request (`BenchmarkCrossings`, exact counts).\n\n")
-	w("| request | Tollgate ns/op | floor ns/op | tollgate/floor | host calls | callbacks | allocator calls | guest calls | guest allocs |\n")
+	w("| request | Tollgate ns/op | floor ns/op | vs-floor | host calls | callbacks | allocator calls | guest calls | guest allocs |\n")
 	w("|---|---|---|---|---|---|---|---|---|\n")
 	for _, rt := range requestTypes {
 		f, c := "Floor/"+rt.name, "Crossings/tollgate/"+rt.name
 		w("| %s | %s | %s | **%s** | %s | %s | %s | %s | %s |\n", rt.label,
-			r.get(f, "ns/op").format(0), r.get(f, "floor-ns/op").format(0), r.get(f, "tollgate/floor").format(2),
+			r.get(f, "ns/op").format(0), r.get(f, "floor-ns/op").format(0), r.get(f, "vs-floor").format(2),
 			r.get(c, "hostcalls/op").format(3), r.get(c, "callbacks/op").format(3), r.get(c, "alloc-callbacks/op").format(3),
 			r.get(c, "guest-calls/op").format(0), r.get(c, "guest-allocs/op").format(2))
 	}
