@@ -21,9 +21,17 @@
 //     1,000,000 requests over 10,000 keys and after 2,000,000 (it must not grow between the two).
 //   - servemem_test.go: the resident memory of a `tollgate serve` process with 1, 2 and 4 worker
 //     VMs, idle, with its key table filled by a flood of distinct keys, and after as many more.
-//   - http_test.go: requests per second through the gateway of `tollgate serve` with the filter
-//     and with the filter disabled (the same proxy code passing requests through), from a Go load
-//     generator on loopback.
+//   - http_test.go: requests per second through the gateway of `tollgate serve` (2 worker VMs)
+//     with the filter and with the filter disabled (the same proxy code passing requests
+//     through, `--no-filter`), in turns in the same run, from a Go load generator on loopback,
+//     under three loads: admitted requests of known keys, every request rejected (every key over
+//     its limit) and every request a new key; filter/passthrough is the throughput ratio.
+//   - startup_test.go: one worker's start, from instantiating the module to its first request's
+//     answer, for the example configuration (examples/tollgate.json, what `make run` serves) and
+//     for 64 varied rules; with the module compiled already, and with its compilation (wazero's
+//     optimizing compiler, as internal/host). compile-ns/op, instantiate-ns/op (instantiation,
+//     _initialize) and configure-ns/op (proxy_on_vm_start, proxy_on_configure and the first
+//     request) split it.
 //
 // The modules are built by the benchmarks themselves, with the flags of `make build`, into a
 // temporary directory. BENCHMARKS.md holds the figures and how to reproduce them.
