@@ -136,13 +136,14 @@ ratelimit:
 	@echo "built $(RATELIMIT_BIN)/service_cmd and config_check_cmd"
 
 # Every benchmark: the floor ratios, native decision, crossings and guest allocations, workers,
-# memory and size, HTTP (bench/doc.go), and the limiter's own. No timing is asserted anywhere.
+# memory and size, HTTP, start-up (bench/doc.go), and the limiter's own. No timing is asserted
+# anywhere.
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCHCOUNT) -timeout 2h ./...
 
 # The benchmarks BENCHMARKS.md quotes, REPORTCOUNT times each, in one run: the raw output goes to
 # bench/results/report.txt, the tables to bench/results/report.md and into BENCHMARKS.md's
-# generated section (bench/report).
+# generated sections (bench/report).
 REPORTCOUNT ?= 5
 bench-report:
 	$(GO) run ./bench/report -count $(REPORTCOUNT)

@@ -5,7 +5,9 @@
 //   - floor_test.go: the module against the floor probe (testdata/floor, a minimal upstream-Go
 //     proxy-wasm module that only reads the key header, reads the shared value and writes it back
 //     with CAS), in the same host and the same run, interleaved in blocks, for an admitted request
-//     of a known key, a rejected request and a request with a new key: tollgate/floor.
+//     of a known key, a rejected request and a request with a new key: vs-floor, Tollgate's time
+//     over the probe's, and vs-clocked-floor over that of the probe built to also read the clock
+//     once per request.
 //   - crossings_test.go: host calls, WASI calls, callbacks and allocator callbacks per request
 //     type, from the host's counters, the module's own function calls per request (wazero's
 //     function listeners), and the guest's heap allocations per request, read from the
@@ -19,9 +21,17 @@
 //     1,000,000 requests over 10,000 keys and after 2,000,000 (it must not grow between the two).
 //   - servemem_test.go: the resident memory of a `tollgate serve` process with 1, 2 and 4 worker
 //     VMs, idle, with its key table filled by a flood of distinct keys, and after as many more.
-//   - http_test.go: requests per second through the gateway of `tollgate serve` with the filter
-//     and with the filter disabled (the same proxy code passing requests through), from a Go load
-//     generator on loopback.
+//   - http_test.go: requests per second through the gateway of `tollgate serve` (2 worker VMs)
+//     with the filter and with the filter disabled (the same proxy code passing requests
+//     through, `--no-filter`), in turns in the same run, from a Go load generator on loopback,
+//     under three loads: admitted requests of known keys, every request rejected (every key over
+//     its limit) and every request a new key; filter/passthrough is the throughput ratio.
+//   - startup_test.go: one worker's start, from instantiating the module to its first request's
+//     answer, for the example configuration (examples/tollgate.json, what `make run` serves) and
+//     for 64 varied rules; with the module compiled already, and with its compilation (wazero's
+//     optimizing compiler, as internal/host). compile-ns/op, instantiate-ns/op (instantiation,
+//     _initialize) and configure-ns/op (proxy_on_vm_start, proxy_on_configure and the first
+//     request) split it.
 //
 // The modules are built by the benchmarks themselves, with the flags of `make build`, into a
 // temporary directory. BENCHMARKS.md holds the figures and how to reproduce them.

@@ -1,8 +1,8 @@
 // Command report runs the benchmarks BENCHMARKS.md quotes, once, and writes what it quotes from
 // that one run: the raw `go test -bench` output (bench/results/report.txt, for benchstat), the
-// tables (bench/results/report.md), and the same tables into BENCHMARKS.md between its
-// "bench-report" markers. No figure in those tables comes from anywhere else, so none can go
-// stale. `make bench-report` runs it from the repository's root; -count sets the repetitions
+// tables (bench/results/report.md), and the same tables into BENCHMARKS.md's generated sections,
+// each between its markers ("bench-report", "bench-report:http", "bench-report:startup"). No
+// figure in those tables comes from anywhere else, so none can go stale. `make bench-report` runs it from the repository's root; -count sets the repetitions
 // (medians with [min..max] are reported), -parse FILE rebuilds the tables from a raw output
 // without running anything.
 package main
@@ -34,11 +34,16 @@ func main() {
 	}
 }
 
-// The benchmarks the tables quote, and how long each runs.
-const (
-	benchmarks = `^(BenchmarkFloor|BenchmarkCrossings|BenchmarkModuleSize|BenchmarkMemory|BenchmarkDecision)$`
-	benchtime  = "20000x"
-)
+// The benchmarks the tables quote, by how long each runs: one `go test` each, in this order.
+var benchmarks = []struct{ pattern, benchtime string }{
+	{`^(BenchmarkFloor|BenchmarkCrossings|BenchmarkModuleSize|BenchmarkMemory|BenchmarkDecision)$`, "20000x"},
+	// Ten blocks of 512 requests per load, through the gateway and around it.
+	{`^BenchmarkHTTP$`, "5120x"},
+	// A worker's start takes milliseconds with the module compiled, most of a second with its
+	// compilation.
+	{`^BenchmarkStartup$/./^compiled$`, "50x"},
+	{`^BenchmarkStartup$/./^with-compile$`, "5x"},
+}
 
 func run(count int, parse, dir, doc string) error {
 	var raw []byte
@@ -49,13 +54,15 @@ func run(count int, parse, dir, doc string) error {
 		}
 	} else {
 		var out bytes.Buffer
-		// TOLLGATE_BENCH_BASELINE, when set, passes through to BenchmarkFloor.
-		cmd := exec.Command("go", "test", "-run", "^$", "-bench", benchmarks, "-benchtime", benchtime,
-			"-count", strconv.Itoa(count), "-timeout", "2h", "./bench/")
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, os.Stdout), os.Stderr
 		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("go test: %w", err)
+		for _, set := range benchmarks {
+			// TOLLGATE_BENCH_BASELINE, when set, passes through to BenchmarkFloor.
+			cmd := exec.Command("go", "test", "-run", "^$", "-bench", set.pattern, "-benchtime", set.benchtime,
+				"-count", strconv.Itoa(count), "-timeout", "2h", "./bench/")
+			cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, os.Stdout), os.Stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("go test -bench %s: %w", set.pattern, err)
+			}
 		}
 		fmt.Fprintf(&out, "# report: %s, -count %d, %s, load average at the end %s\n",
 			time.Now().UTC().Format(time.RFC3339), count, time.Since(start).Round(time.Second), loadAverage())
@@ -68,11 +75,15 @@ func run(count int, parse, dir, doc string) error {
 	if err != nil {
 		return err
 	}
-	tables := render(results, header(raw))
-	if err := os.WriteFile(dir+"/report.md", []byte(tables), 0o644); err != nil {
+	sections := render(results, header(raw))
+	all := make([]string, len(sections))
+	for i, s := range sections {
+		all[i] = s.tables
+	}
+	if err := os.WriteFile(dir+"/report.md", []byte(strings.Join(all, "\n")), 0o644); err != nil {
 		return err
 	}
-	return replaceSection(doc, tables)
+	return replaceSections(doc, sections)
 }
 
 func loadAverage() string {
@@ -83,20 +94,27 @@ func loadAverage() string {
 	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
-// header is the run's environment lines (goos, cpu, the report line).
+// header is the run's environment lines (the cpu, the report line), each once: every `go test`
+// of the run prints the cpu.
 func header(raw []byte) []string {
 	var lines []string
 	for _, l := range strings.Split(string(raw), "\n") {
 		if strings.HasPrefix(l, "cpu:") || strings.HasPrefix(l, "# report:") {
-			lines = append(lines, strings.TrimSpace(strings.TrimPrefix(l, "# report:")))
+			if line := strings.TrimSpace(strings.TrimPrefix(l, "# report:")); !slices.Contains(lines, line) {
+				lines = append(lines, line)
+			}
 		}
 	}
 	return append(lines, "go: "+runtime.Version())
 }
 
 // results holds every value of every metric of every benchmark, by name ("Floor/rejected") and
-// unit ("ns/op", "tollgate/floor").
+// unit ("ns/op", "vs-floor").
 type results map[string]map[string][]float64
+
+// renamedUnits are units of older runs (bench/results) under their current names: the floor
+// ratios were "tollgate/floor" and "tollgate/floor+clock", one a prefix of the other.
+var renamedUnits = map[string]string{"tollgate/floor": "vs-floor", "tollgate/floor+clock": "vs-clocked-floor"}
 
 // parseBench reads `go test -bench` output: name, iterations, then value-unit pairs.
 func parseBench(raw []byte) (results, error) {
@@ -125,7 +143,11 @@ func parseBench(raw []byte) (results, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%q: %v", sc.Text(), err)
 			}
-			r[name][f[i+1]] = append(r[name][f[i+1]], v)
+			unit := f[i+1]
+			if current, ok := renamedUnits[unit]; ok {
+				unit = current
+			}
+			r[name][unit] = append(r[name][unit], v)
 		}
 	}
 	if len(r) == 0 {
@@ -218,17 +240,28 @@ var requestTypes = []struct{ name, label string }{
 	{"new-key", "new key"},
 }
 
-// render is the tables BENCHMARKS.md quotes, from one run's results and its environment.
-func render(r results, env []string) string {
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("<!-- Generated by `make bench-report` from bench/results/report.txt; do not edit by hand. -->\n\n")
-	w("Run: %s.\n\n", strings.Join(env, "; "))
-	renderTargets(w, r)
-	renderRequestTypes(w, r)
-	renderModule(w, r)
-	renderMemoryAndDecisions(w, r)
-	return b.String()
+// section is the tables of one generated section of the document, by its marker's name.
+type section struct{ marker, tables string }
+
+// render is the sections BENCHMARKS.md quotes, from one run's results and its environment.
+func render(r results, env []string) []section {
+	one := func(marker string, parts ...func(writef, results)) section {
+		var b strings.Builder
+		w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+		w("<!-- Generated by `make bench-report` from bench/results/report.txt; do not edit by hand. -->\n\n")
+		if marker == "bench-report" {
+			w("Run: %s.\n\n", strings.Join(env, "; "))
+		}
+		for _, part := range parts {
+			part(w, r)
+		}
+		return section{marker, b.String()}
+	}
+	return []section{
+		one("bench-report", renderTargets, renderRequestTypes, renderModule, renderMemoryAndDecisions),
+		one("bench-report:http", renderHTTP),
+		one("bench-report:startup", renderStartup),
+	}
 }
 
 // writef writes to the tables being rendered.
@@ -237,7 +270,7 @@ type writef func(format string, args ...any)
 // renderTargets writes the table of targets, each with its figure and whether it is met.
 func renderTargets(w writef, r results) {
 	count := len(r["Floor/admitted-known"]["ns/op"])
-	ratio := r.get("Floor/admitted-known", "tollgate/floor")
+	ratio := r.get("Floor/admitted-known", "vs-floor")
 	host := r.get("Crossings/tollgate/admitted-known", "hostcalls/op")
 	guest := r.get("Crossings/tollgate/admitted-known", "guest-calls/op")
 	size := r.get("ModuleSize/tollgate", "bytes")
@@ -249,15 +282,15 @@ func renderTargets(w writef, r results) {
 	}
 	first, second := r.get("Memory", "1M-pages"), r.get("Memory", "2M-pages")
 	w("| target | measured (median of %d runs [min..max]) | met? |\n|---|---|---|\n", count)
-	w("| tollgate / floor ≤ 2.2, admitted request of a known key | **%s** | %s |\n", ratio.format(2), met(ratio.ok, ratio.median <= 2.2))
+	w("| Tollgate's time / the floor's (`vs-floor`) ≤ 2.2, admitted request of a known key | **%s** | %s |\n", ratio.format(2), met(ratio.ok, ratio.median <= 2.2))
 	for _, rt := range requestTypes[1:] {
-		w("| (reported) tollgate / floor, %s | %s | – |\n", rt.label, r.get("Floor/"+rt.name, "tollgate/floor").format(2))
+		w("| (reported) `vs-floor`, %s | %s | – |\n", rt.label, r.get("Floor/"+rt.name, "vs-floor").format(2))
 	}
 	// A baseline module (TOLLGATE_BENCH_BASELINE) interleaved in the same run: before and after.
 	for _, rt := range requestTypes {
 		if f := r.get("Floor/"+rt.name, "baseline/floor"); f.ok {
 			w("| (reported) baseline module / floor, %s, same run | %s | – |\n", rt.label, f.format(2))
-			w("| (reported) Tollgate / baseline module, %s, run by run | %s | – |\n", rt.label, r.quotient("Floor/"+rt.name, "tollgate/floor", "baseline/floor").format(2))
+			w("| (reported) Tollgate / baseline module, %s, run by run | %s | – |\n", rt.label, r.quotient("Floor/"+rt.name, "vs-floor", "baseline/floor").format(2))
 		}
 	}
 	// The Go runtime adds about one WASI call per thousand requests of its own (the .01).
@@ -268,6 +301,9 @@ func renderTargets(w writef, r results) {
 	w("| guest heap allocations per request 0 | %s (most of any request type) | %s |\n", allocs.format(2), met(allocs.ok, allocs.median == 0))
 	w("| linear memory flat between 1M and 2M requests | %s pages after 1M, %s after 2M | %s |\n",
 		first.format(0), second.format(0), met(first.ok, first.median == second.median))
+	configure := r.get("Startup/example/compiled", "configure-ns/op")
+	w("| configure ≤ %d ms (`proxy_on_vm_start`, `proxy_on_configure`, the first request), example configuration, one worker | **%s** ms | %s |\n",
+		startupTarget, configure.milliseconds(), met(configure.ok, configure.median <= startupTarget*1e6))
 	w("| module (`make build`) ≤ 2,936,012 bytes | **%s** bytes (gzip %s) | %s |\n\n", size.format(0),
 		r.get("ModuleSize/tollgate", "gzip-bytes").format(0), met(size.ok, size.median <= 2936012))
 }
@@ -276,12 +312,12 @@ func renderTargets(w writef, r results) {
 func renderRequestTypes(w writef, r results) {
 	w("Per request type: Tollgate against the floor probe, interleaved in one run (`BenchmarkFloor`), and\n")
 	w("what crosses the boundary per request (`BenchmarkCrossings`, exact counts).\n\n")
-	w("| request | Tollgate ns/op | floor ns/op | tollgate/floor | host calls | callbacks | allocator calls | guest calls | guest allocs |\n")
+	w("| request | Tollgate ns/op | floor ns/op | vs-floor | host calls | callbacks | allocator calls | guest calls | guest allocs |\n")
 	w("|---|---|---|---|---|---|---|---|---|\n")
 	for _, rt := range requestTypes {
 		f, c := "Floor/"+rt.name, "Crossings/tollgate/"+rt.name
 		w("| %s | %s | %s | **%s** | %s | %s | %s | %s | %s |\n", rt.label,
-			r.get(f, "ns/op").format(0), r.get(f, "floor-ns/op").format(0), r.get(f, "tollgate/floor").format(2),
+			r.get(f, "ns/op").format(0), r.get(f, "floor-ns/op").format(0), r.get(f, "vs-floor").format(2),
 			r.get(c, "hostcalls/op").format(3), r.get(c, "callbacks/op").format(3), r.get(c, "alloc-callbacks/op").format(3),
 			r.get(c, "guest-calls/op").format(0), r.get(c, "guest-allocs/op").format(2))
 	}
@@ -336,22 +372,63 @@ func renderMemoryAndDecisions(w writef, r results) {
 	}
 }
 
-const (
-	beginMarker = "<!-- bench-report:begin -->"
-	endMarker   = "<!-- bench-report:end -->"
-)
+// httpLoads are BenchmarkHTTP's loads, in the order of the table.
+var httpLoads = []struct{ name, label string }{
+	{"admitted-known", "admitted, known keys"},
+	{"rejected", "rejected: every key over its limit"},
+	{"new-key", "new key: every request a key never seen"},
+}
 
-// replaceSection puts the tables between the document's markers.
-func replaceSection(path, tables string) error {
+// renderHTTP writes the throughput through the gateway under each load, with and without the
+// filter, measured in turns in the same run.
+func renderHTTP(w writef, r results) {
+	w("| load (2 worker VMs, 8 clients) | with the filter, req/s | pass-through, req/s | with / without |\n|---|---|---|---|\n")
+	for _, l := range httpLoads {
+		name := "HTTP/" + l.name
+		w("| %s | %s | %s | **%s** |\n", l.label, r.get(name, "req/s").format(0),
+			r.get(name, "passthrough-req/s").format(0), r.get(name, "filter/passthrough").format(2))
+	}
+}
+
+// startupTarget is the most the example configuration's configure phase may take, in ms.
+const startupTarget = 5
+
+// renderStartup writes what starting one worker costs, phase by phase, in milliseconds.
+func renderStartup(w writef, r results) {
+	w("| one worker's start, ms | compile | instantiate, `_initialize` | configure, first request | whole |\n|---|---|---|---|---|\n")
+	for _, config := range []struct{ name, label string }{{"example", "example (`examples/tollgate.json`)"}, {"64-rules", "64 rules"}} {
+		for _, mode := range []struct{ name, label string }{{"compiled", "compiled"}, {"with-compile", "with compilation"}} {
+			name := "Startup/" + config.name + "/" + mode.name
+			w("| %s, %s | %s | %s | %s | %s |\n", config.label, mode.label,
+				r.get(name, "compile-ns/op").milliseconds(), r.get(name, "instantiate-ns/op").milliseconds(),
+				r.get(name, "configure-ns/op").milliseconds(), r.get(name, "ns/op").milliseconds())
+		}
+	}
+}
+
+// milliseconds formats a figure in nanoseconds as milliseconds: whole ones from 100 ms.
+func (f figure) milliseconds() string {
+	ms := figure{median: f.median / 1e6, min: f.min / 1e6, max: f.max / 1e6, ok: f.ok}
+	if ms.median >= 100 {
+		return ms.format(0)
+	}
+	return ms.format(2)
+}
+
+// replaceSections puts each section's tables between its markers in the document.
+func replaceSections(path string, sections []section) error {
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	s := string(doc)
-	begin, end := strings.Index(s, beginMarker), strings.Index(s, endMarker)
-	if begin < 0 || end < begin {
-		return fmt.Errorf("%s has no %s … %s section", path, beginMarker, endMarker)
+	for _, sec := range sections {
+		beginMarker, endMarker := "<!-- "+sec.marker+":begin -->", "<!-- "+sec.marker+":end -->"
+		begin, end := strings.Index(s, beginMarker), strings.Index(s, endMarker)
+		if begin < 0 || end < begin {
+			return fmt.Errorf("%s has no %s … %s section", path, beginMarker, endMarker)
+		}
+		s = s[:begin+len(beginMarker)] + "\n" + sec.tables + s[end:]
 	}
-	s = s[:begin+len(beginMarker)] + "\n" + tables + s[end:]
 	return os.WriteFile(path, []byte(s), 0o644)
 }

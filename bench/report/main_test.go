@@ -1,0 +1,115 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Raw output of two `go test` runs of one report, with the floor ratios under their current units
+// in one and their former ones in the other.
+const raw = `goos: linux
+cpu: AMD EPYC
+BenchmarkFloor/admitted-known-2   	   20000	      4000 ns/op	      2.50 vs-floor	      2.40 vs-clocked-floor
+BenchmarkFloor/admitted-known-2   	   20000	      4100 ns/op	      2.70 tollgate/floor	      2.60 tollgate/floor+clock
+PASS
+goos: linux
+cpu: AMD EPYC
+BenchmarkHTTP/rejected-2          	    5120	     46446 ns/op	         2.915 filter/passthrough	      7385 passthrough-req/s	     21530 req/s
+BenchmarkStartup/example/compiled-2         	      50	   3403573 ns/op	    519936 configure-ns/op	   2878670 instantiate-ns/op
+BenchmarkStartup/64-rules/with-compile-2    	       5	 671916389 ns/op	 662208962 compile-ns/op	   6587318 configure-ns/op	   3108517 instantiate-ns/op
+PASS
+`
+
+// Each ratio of the floor is read under its own unit, whichever name the run used; no other
+// unit takes its values.
+func TestParseReadsFormerUnitsUnderCurrentNames(t *testing.T) {
+	r, err := parseBench([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		unit string
+		want []float64
+	}{
+		{"vs-floor", []float64{2.5, 2.7}},
+		{"vs-clocked-floor", []float64{2.4, 2.6}},
+		{"tollgate/floor", nil},
+		{"tollgate/floor+clock", nil},
+	} {
+		if got := r["Floor/admitted-known"][c.unit]; !equalFloats(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.unit, got, c.want)
+		}
+	}
+}
+
+func equalFloats(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Every generated section lands between its own markers, with the figures of the run, and the
+// text around the markers stays as it was.
+func TestSectionsReplaceTheirMarkers(t *testing.T) {
+	r, err := parseBench([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := filepath.Join(t.TempDir(), "doc.md")
+	const before = "intro\n<!-- bench-report:begin -->\nold\n<!-- bench-report:end -->\nmiddle\n" +
+		"<!-- bench-report:http:begin -->\nold\n<!-- bench-report:http:end -->\n" +
+		"<!-- bench-report:startup:begin -->\n<!-- bench-report:startup:end -->\nend\n"
+	if err := os.WriteFile(doc, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaceSections(doc, render(r, header([]byte(raw)))); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(data)
+	for _, c := range []struct{ marker, want string }{
+		{"bench-report", "Run: cpu: AMD EPYC; go: "},
+		{"bench-report", "| **2.60 [2.50..2.70]** |"},
+		{"bench-report", "| **0.52** ms | yes |"},
+		{"bench-report:http", "| rejected: every key over its limit | 21,530 | 7,385 | **2.92** |"},
+		{"bench-report:startup", "| example (`examples/tollgate.json`), compiled | – | 2.88 | 0.52 | 3.40 |"},
+		{"bench-report:startup", "| 64 rules, with compilation | 662 | 3.11 | 6.59 | 672 |"},
+	} {
+		_, inside, _ := strings.Cut(got, "<!-- "+c.marker+":begin -->")
+		inside, _, _ = strings.Cut(inside, "<!-- "+c.marker+":end -->")
+		if !strings.Contains(inside, c.want) {
+			t.Errorf("section %s lacks %q:\n%s", c.marker, c.want, inside)
+		}
+	}
+	for _, kept := range []string{"intro\n<!--", "-->\nmiddle\n<!--", "-->\nend\n"} {
+		if !strings.Contains(got, kept) {
+			t.Errorf("the text around the markers changed: %q is gone:\n%s", kept, got)
+		}
+	}
+	if strings.Contains(got, "old") {
+		t.Errorf("a section kept its former content:\n%s", got)
+	}
+}
+
+// A document without one of the sections is refused, naming the missing marker.
+func TestMissingSectionIsRefused(t *testing.T) {
+	doc := filepath.Join(t.TempDir(), "doc.md")
+	if err := os.WriteFile(doc, []byte("<!-- bench-report:begin -->\n<!-- bench-report:end -->\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := replaceSections(doc, []section{{"bench-report", "x\n"}, {"bench-report:http", "y\n"}})
+	if err == nil || !strings.Contains(err.Error(), "<!-- bench-report:http:begin -->") {
+		t.Errorf("error %v, want one naming the http section's marker", err)
+	}
+}
