@@ -80,12 +80,11 @@ const (
 // rejects the group), and each new state is written with the CAS it was read (or claimed) with;
 // if another worker wrote one of them first, or a draw from the overflow bucket finds its key's
 // bucket created meanwhile (drawRaced), the writes already made are undone, the claims given up,
-// and the whole group is decided again.
+// and the whole group is decided again. claims (a new bucket is to be claimed) and overflow (a
+// draw from the overflow bucket) are false for a known key: claim and drawRaced are not called.
 func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applied, error) {
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		var worst *applied
-		// claims: a new bucket is to be claimed; overflow: a draw from the overflow bucket.
-		// Without them (a known key) claim and drawRaced have nothing to do and are not called.
 		claims, overflow := false, false
 		for i := range group {
 			a := &group[i]
@@ -168,7 +167,10 @@ var errContended = errors.New("shared data stayed contended for " + strconv.Itoa
 
 // read finds a limit's bucket and decides the limit on it: its own live bucket in a candidate,
 // or a fresh one for a claim or a free candidate, or, when none is free, what the when_full
-// policy says.
+// policy says. A first candidate never written means no bucket, claim or overflow draw of the
+// key exists, as each needed it taken (docs/design.md, "A first candidate never written"): the
+// bucket is written there at once, against the CAS of an absent key; of two workers that both
+// saw it absent, the second write fails and that worker decides again.
 func (g *Gate) read(store Store, a *applied, now int64) error {
 	l := a.limit
 	a.skip, a.held, a.writeOwner, a.stamp = false, false, a.owner, now
@@ -192,11 +194,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		value, cas, err := store.Get(g.slotKey(slots[i]))
 		free := false
 		switch {
-		case isNotFound(err) && i == 0:
-			// The first candidate was never written, so no bucket, claim or overflow draw of
-			// the key exists: each needed it taken (docs/design.md, "A first candidate never
-			// written"). The bucket is written there at once, against the CAS of an absent key;
-			// of two workers that both saw it absent, the second write fails and decides again.
+		case isNotFound(err) && i == 0: // never written: the bucket is created there (placeNew)
 			a.place, a.slot, a.choice, a.cas = placeNew, slots[0], 0, casCreate
 			return g.decideOn(a, l.algo.initial(a.when(a.stamp)), a.when(a.stamp))
 		case isNotFound(err):

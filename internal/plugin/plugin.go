@@ -83,6 +83,8 @@ type replyBuffers struct {
 	headers [][2]string
 	body    []byte
 	number  []byte
+	// bodyParts is the configured body cut at each {retry_after}, once, at plugin start.
+	bodyParts []string
 }
 
 func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPluginStartStatus {
@@ -124,6 +126,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		return types.OnPluginStartStatusFailed
 	}
 	p.cfg, p.gate = cfg, admission.NewGate(policy)
+	p.reply.bodyParts = strings.Split(cfg.Response.Body, retryAfterPlaceholder)
 	p.gate.SetWallClock(abi.WallNanos) // read only by calendar windows
 	p.settles = policy.SettlesAtResponse()
 	p.hasConcurrency = policy.HasConcurrency()
@@ -266,22 +269,22 @@ func (h *httpContext) OnHttpRequestHeadersPanic() types.Action {
 	return h.failOpenOrDeny()
 }
 
+// OnHttpRequestHeaders decides a request. The operator endpoint's requests are answered before
+// anything else: never charged, and never forwarded (so the shadow marker is nothing to them).
+// The shadow marker a client sent is removed from every other request before anything else,
+// whatever the configuration and whether the request is exempt: an upstream must be able to trust
+// it (a request decided again while it waits for a slot lost it already). Looking first costs no
+// host call (the headers are read once, all of them, for the decision too), so only a request
+// that carries one pays for the removal; one whose headers cannot be read is treated as carrying
+// one. Written out here, not in a function: one guest call fewer on every request.
 func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) types.Action {
 	p := h.plugin
 	faultPoint("request")
-	// The operator endpoint's requests are answered before anything else: never charged, and
-	// never forwarded (so the shadow marker below is nothing to them).
 	if p.operator != nil && h.slotWait == nil {
 		if action, answered := h.operatorRequest(); answered {
 			return action
 		}
 	}
-	// The shadow marker a client sent is removed from every request before anything else,
-	// whatever the configuration and whether the request is exempt: an upstream must be able to
-	// trust it (a request decided again while it waits for a slot lost it already). Looking first
-	// costs no host call (the first header read fetches them all, for the decision too), so only a
-	// request that carries one pays for the removal; one whose headers cannot be read is treated
-	// as carrying one. Written out here, not in a function: one guest call fewer on every request.
 	headers, err := abi.GetHttpRequestHeaders()
 	p.req = request{headers: headers, headersErr: err}
 	if h.slotWait == nil {
@@ -309,8 +312,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		return types.ActionPause // counted when it is finally decided
 	}
 	if p.req.err != nil && out.Verdict != admission.Limited && out.Verdict != admission.BadCost {
-		// An attribute could not be read (not merely absent): the decision may rest on a
-		// missing key that is not missing, so the failure mode decides.
+		// Not merely absent: the decision may rest on a key that is not missing.
 		p.failed("cannot read a request attribute: " + p.req.err.Error())
 		return h.failOpenOrDeny()
 	}
@@ -347,14 +349,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		p.exempt.add(1)
 		return types.ActionContinue
 	case admission.Limited:
-		p.rules[out.Rule].limited.add(1)
-		if p.operator != nil {
-			p.operator.top.limited(p.gate, out.Rule)
-		}
-		if out.InFlightLimited {
-			p.rules[out.Rule].inFlightLimited.add(1)
-		}
-		h.rejectLimited(out)
+		h.answerLimited(out)
 		return types.ActionPause
 	default:
 		return h.answerRefused(out)
@@ -428,44 +423,6 @@ func (h *httpContext) markShadow(out *admission.Outcome) {
 	}
 	if err := abi.AddHttpRequestHeader(ShadowHeader, strings.Join(names, ",")); err != nil {
 		p.failed("cannot mark a shadow-limited request: " + err.Error())
-	}
-}
-
-// rejectLimited sends the configured rejection: status, body, content type and headers, with an
-// exact Retry-After and the rate-limit headers if configured.
-//
-// It is built in the plugin's reused buffers: Envoy copies the reply during the call, so a
-// rejection allocates nothing beyond what the rate-limit headers need.
-func (h *httpContext) rejectLimited(out *admission.Outcome) {
-	p := h.plugin
-	resp := &p.cfg.Response
-	buf := &p.reply
-	buf.number = strconv.AppendInt(buf.number[:0], out.RetryAfterSeconds(), 10)
-	// Only read while the buffers are in use, below.
-	retryAfter := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
-	headers := append(buf.headers[:0], [2]string{"retry-after", retryAfter}, [2]string{"content-type", resp.ContentType})
-	headers = append(headers, resp.Headers...)
-	headers = append(headers, rateLimitHeaders(p.cfg.RateLimitHeaders, p.rules, out)...)
-	buf.body = appendReplacing(buf.body[:0], resp.Body, "{retry_after}", retryAfter)
-	grpc := isGrpcRequest()
-	if err := abi.SendLocalReply(uint32(resp.Status), detailsRateLimited, headers, grpcBody(grpc, buf.body),
-		replyGrpcStatus(grpc, int32(resp.RejectionGrpcStatus()))); err != nil {
-		p.failed("cannot send a local reply: " + err.Error())
-	}
-	clear(headers) // drop the references to this request's strings
-	buf.headers = headers[:0]
-}
-
-// appendReplacing appends s to dst with every old replaced by new.
-func appendReplacing(dst []byte, s, old, new string) []byte {
-	for {
-		i := strings.Index(s, old)
-		if i < 0 {
-			return append(dst, s...)
-		}
-		dst = append(dst, s[:i]...)
-		dst = append(dst, new...)
-		s = s[i+len(old):]
 	}
 }
 

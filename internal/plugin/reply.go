@@ -3,8 +3,10 @@ package plugin
 import (
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/admission"
 )
 
 // Response code details of Tollgate's local replies: Envoy's access logs show the one a request
@@ -84,4 +86,64 @@ func statusText(status uint32) string {
 		return "Service Unavailable"
 	}
 	return strconv.Itoa(int(status))
+}
+
+// answerLimited counts a request a limit rejects and sends the rejection.
+func (h *httpContext) answerLimited(out *admission.Outcome) {
+	p := h.plugin
+	p.rules[out.Rule].limited.add(1)
+	if p.operator != nil {
+		p.operator.top.limited(p.gate, out.Rule)
+	}
+	if out.InFlightLimited {
+		p.rules[out.Rule].inFlightLimited.add(1)
+	}
+	h.rejectLimited(out)
+}
+
+// retryAfterPlaceholder is replaced in a rejection's body with the Retry-After seconds.
+const retryAfterPlaceholder = "{retry_after}"
+
+// rejectLimited sends the configured rejection: status, body, content type and headers, with an
+// exact Retry-After and the rate-limit headers if configured.
+//
+// It is built in the plugin's reused buffers: Envoy copies the reply during the call, so a
+// rejection allocates nothing beyond what the rate-limit headers need.
+func (h *httpContext) rejectLimited(out *admission.Outcome) {
+	p := h.plugin
+	resp := &p.cfg.Response
+	buf := &p.reply
+	buf.number = strconv.AppendInt(buf.number[:0], out.RetryAfterSeconds(), 10)
+	// Only read while the buffers are in use, below.
+	retryAfter := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
+	headers := append(buf.headers[:0], [2]string{"retry-after", retryAfter}, [2]string{"content-type", resp.ContentType})
+	headers = append(headers, resp.Headers...)
+	headers = append(headers, rateLimitHeaders(p.cfg.RateLimitHeaders, p.rules, out)...)
+	buf.body = buf.body[:0]
+	for i, part := range buf.bodyParts {
+		if i > 0 {
+			buf.body = append(buf.body, retryAfter...)
+		}
+		buf.body = append(buf.body, part...)
+	}
+	grpc := isGrpcRequest()
+	if err := abi.SendLocalReply(uint32(resp.Status), detailsRateLimited, headers, grpcBody(grpc, buf.body),
+		replyGrpcStatus(grpc, int32(resp.RejectionGrpcStatus()))); err != nil {
+		p.failed("cannot send a local reply: " + err.Error())
+	}
+	clear(headers) // drop the references to this request's strings
+	buf.headers = headers[:0]
+}
+
+// appendReplacing appends s to dst with every old replaced by new.
+func appendReplacing(dst []byte, s, old, new string) []byte {
+	for {
+		i := strings.Index(s, old)
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:i]...)
+		dst = append(dst, new...)
+		s = s[i+len(old):]
+	}
 }
