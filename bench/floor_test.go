@@ -36,11 +36,32 @@ func fresh(tb testing.TB, r *rig, n int) func(int) string {
 	return func(i int) string { return ks[i] }
 }
 
+// freshOnReusedSlots gives every request a key never seen, in a key table every slot of which
+// holds an idle bucket of an earlier key: the lot of new keys once a long-running proxy's table
+// has been through many keys (shared data has no delete, so a slot once written stays written).
+// Filler keys write the slots first; the clock moves a microsecond per request, so each bucket is
+// idle again (full: the admit-all limit refills a token a nanosecond) when the next key needs
+// its slot.
+func freshOnReusedSlots(tb testing.TB, r *rig, n int) func(int) string {
+	for _, k := range keys("filler", 8*reusedSlots) {
+		r.clock.Advance(time.Microsecond)
+		r.expect(tb, k, 200)
+	}
+	ks := keys("new", n)
+	return func(i int) string {
+		r.clock.Advance(time.Microsecond)
+		return ks[i]
+	}
+}
+
 var requestTypes = []requestType{
 	{name: "admitted-known", config: admitConfig, status: 200, prepare: known},
 	// The keys' only token is spent when they are written once: every later request is rejected.
 	{name: "rejected", config: rejectConfig, status: 429, prepare: known},
+	// A key never seen in a table that is all but empty: its first candidate slot was never
+	// written.
 	{name: "new-key", config: admitConfig, status: 200, prepare: fresh},
+	{name: "new-key-reused-slot", config: reusedSlotConfig, status: 200, prepare: freshOnReusedSlots},
 }
 
 // block is how many requests each module serves in turn.
