@@ -19,6 +19,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -64,6 +65,19 @@ const usage = `usage:
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+// commandFlags is the flag set of a command: its problems and -h go to stderr, and the command,
+// not package flag, decides how to exit.
+func commandFlags(command string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("tollgate "+command, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// moduleFlag defines --wasm, the module that serve and simulate run.
+func moduleFlag(fs *flag.FlagSet) *string {
+	return fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")
+}
 
 // run is the whole command, with its streams passed in for tests; it returns the exit code:
 // 0 success, 1 the work failed (an invalid config, a server error), 2 bad usage.
