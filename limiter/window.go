@@ -111,28 +111,7 @@ func (w FixedWindow) Fingerprint() uint32 { return w.limit.fingerprint(fixedWind
 // Remaining is Capacity-Count after the decision, and Reset the time until
 // the window ends if Count > 0, else 0.
 func (w FixedWindow) Take(s WindowState, now int64, n int64) (WindowState, Decision) {
-	l := w.limit
-	if l.Window < 1 {
-		return s, Decision{RetryAfter: never}
-	}
-	n = max(n, 1)
-	s, elapsed := l.advance(s, now, false)
-	left := int64(l.Window) - elapsed // time until the window ends, 1..Window
-	d := Decision{}
-	switch {
-	case n > l.Capacity:
-		d.RetryAfter = never
-	case s.Count <= l.Capacity-n:
-		s.Count += n
-		d.Allowed = true
-	default:
-		d.RetryAfter = duration.Duration(left)
-	}
-	d.Remaining = l.Capacity - s.Count
-	if s.Count > 0 {
-		d.Reset = duration.Duration(left)
-	}
-	return s, d
+	return w.limit.take(s, now, n, false)
 }
 
 // Give brings s to the window containing now, as Take does, and then, if s
@@ -176,12 +155,33 @@ func (w SlidingWindow) Fingerprint() uint32 { return w.limit.fingerprint(sliding
 // Reset the time until the estimate is 0: the end of the next window if
 // Count > 0, else the end of this one if Previous > 0, else 0.
 func (w SlidingWindow) Take(s WindowState, now int64, n int64) (WindowState, Decision) {
-	l := w.limit
+	return w.limit.take(s, now, n, true)
+}
+
+// Give brings s to the window containing now, as Take does, and then, if s
+// was already in that window, uncounts n units from it, not below 0; n < 1
+// counts as 1. A refund for an older window is dropped, even when that
+// window is now Previous: the refund would otherwise land on whatever the
+// current window counted. A now behind s.Start is read as s.Start, so the
+// refund is uncounted from Start's window.
+func (w SlidingWindow) Give(s WindowState, now int64, n int64) WindowState {
+	return w.limit.give(s, now, n, true)
+}
+
+// take is Take of a fixed window or, if sliding, of a sliding one: both
+// bring s to the window containing now, then decide as their documentation
+// says. The sliding decision is written here in line and the fixed one is
+// small enough to be inlined, so a Take through the Algorithm interface
+// makes no more calls than when each type had its own.
+func (l WindowLimit) take(s WindowState, now int64, n int64, sliding bool) (WindowState, Decision) {
 	if l.Window < 1 {
 		return s, Decision{RetryAfter: never}
 	}
 	n = max(n, 1)
-	s, elapsed := l.advance(s, now, true)
+	s, elapsed := l.advance(s, now, sliding)
+	if !sliding {
+		return l.fixedDecision(s, elapsed, n)
+	}
 	window := uint64(l.Window)
 	left := window - uint64(elapsed) // W-e: time until the window ends, 1..W
 	// Previous×(W-e), the previous window's weighted units times W. It and
@@ -237,14 +237,25 @@ func (w SlidingWindow) Take(s WindowState, now int64, n int64) (WindowState, Dec
 	return s, d
 }
 
-// Give brings s to the window containing now, as Take does, and then, if s
-// was already in that window, uncounts n units from it, not below 0; n < 1
-// counts as 1. A refund for an older window is dropped, even when that
-// window is now Previous: the refund would otherwise land on whatever the
-// current window counted. A now behind s.Start is read as s.Start, so the
-// refund is uncounted from Start's window.
-func (w SlidingWindow) Give(s WindowState, now int64, n int64) WindowState {
-	return w.limit.give(s, now, n, true)
+// fixedDecision is a fixed window's decision on n units, s having been
+// brought to the window containing now, elapsed into it.
+func (l WindowLimit) fixedDecision(s WindowState, elapsed, n int64) (WindowState, Decision) {
+	left := int64(l.Window) - elapsed // time until the window ends, 1..Window
+	d := Decision{}
+	switch {
+	case n > l.Capacity:
+		d.RetryAfter = never
+	case s.Count <= l.Capacity-n:
+		s.Count += n
+		d.Allowed = true
+	default:
+		d.RetryAfter = duration.Duration(left)
+	}
+	d.Remaining = l.Capacity - s.Count
+	if s.Count > 0 {
+		d.Reset = duration.Duration(left)
+	}
+	return s, d
 }
 
 func (l WindowLimit) validate() error {

@@ -21,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/tollgate-proxy/tollgate/internal/subcommand"
 )
 
 const usage = `usage:
@@ -34,22 +36,15 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // run is the whole command; it returns the exit code: 0 success, 1 the work failed, 2 bad usage.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+	if len(args) > 0 {
+		switch args[0] {
+		case "build":
+			return build(args[1:], stdout, stderr)
+		case "push":
+			return push(args[1:], stdout, stderr)
+		}
 	}
-	switch args[0] {
-	case "build":
-		return build(args[1:], stdout, stderr)
-	case "push":
-		return push(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "tollgate-image: unknown command %q\n%s", args[0], usage)
-		return 2
-	}
+	return subcommand.Unmatched("tollgate-image", usage, args, stdout, stderr)
 }
 
 // flags parses args, reporting a usage error under the command's name.

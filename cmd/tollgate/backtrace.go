@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -33,8 +32,7 @@ const maxLogLine = 1 << 20
 
 // backtrace copies an Envoy log from stdin to stdout with every unnamed frame named.
 func backtrace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	flags := flag.NewFlagSet("tollgate backtrace", flag.ContinueOnError)
-	flags.SetOutput(stderr)
+	flags := commandFlags("backtrace", stderr)
 	namesPath := flags.String("names", "build/tollgate.wasm.names", "the function name map `FILE` of the module Envoy runs, written by make build beside it")
 	if err := flags.Parse(args); err != nil {
 		return 2

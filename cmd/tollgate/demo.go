@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -16,8 +15,7 @@ import (
 // POST /v1/messages answer as OpenAI's and Anthropic's APIs would, with the token usage the
 // client chooses (demollm.go), to try usage-based charging.
 func demoUpstream(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("tollgate demo-upstream", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("demo-upstream", stderr)
 	listen := fs.String("listen", "127.0.0.1:8081", "`ADDR` to listen on")
 	if err := fs.Parse(args); err != nil {
 		return 2

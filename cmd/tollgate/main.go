@@ -19,10 +19,12 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/tollgate-proxy/tollgate/internal/subcommand"
 	"github.com/tollgate-proxy/tollgate/internal/version"
 )
 
@@ -65,38 +67,44 @@ const usage = `usage:
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
+// commandFlags is the flag set of a command: its problems and -h go to stderr, and the command,
+// not package flag, decides how to exit.
+func commandFlags(command string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("tollgate "+command, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// moduleFlag defines --wasm, the module that serve and simulate run.
+func moduleFlag(fs *flag.FlagSet) *string {
+	return fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")
+}
+
 // run is the whole command, with its streams passed in for tests; it returns the exit code:
 // 0 success, 1 the work failed (an invalid config, a server error), 2 bad usage.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	switch args[0] {
-	case "check":
-		return check(args[1:], stdin, stdout, stderr)
-	case "serve":
-		return serve(args[1:], stdin, stdout, stderr)
-	case "simulate":
-		return simulateCmd(args[1:], stdin, stdout, stderr)
-	case "demo-upstream":
-		return demoUpstream(args[1:], stdout, stderr)
-	case "backtrace":
-		return backtrace(args[1:], stdin, stdout, stderr)
-	case "inspect", "top", "reset":
-		return operatorCommand(args[0], args[1:], stdout, stderr)
-	case "version", "--version":
-		if len(args) > 1 {
-			fmt.Fprintf(stderr, "tollgate version: takes no arguments, got %q\n", args[1:])
-			return 2
+	if len(args) > 0 {
+		switch args[0] {
+		case "check":
+			return check(args[1:], stdin, stdout, stderr)
+		case "serve":
+			return serve(args[1:], stdin, stdout, stderr)
+		case "simulate":
+			return simulateCmd(args[1:], stdin, stdout, stderr)
+		case "demo-upstream":
+			return demoUpstream(args[1:], stdout, stderr)
+		case "backtrace":
+			return backtrace(args[1:], stdin, stdout, stderr)
+		case "inspect", "top", "reset":
+			return operatorCommand(args[0], args[1:], stdout, stderr)
+		case "version", "--version":
+			if len(args) > 1 {
+				fmt.Fprintf(stderr, "tollgate version: takes no arguments, got %q\n", args[1:])
+				return 2
+			}
+			fmt.Fprintln(stdout, "tollgate "+version.Version)
+			return 0
 		}
-		fmt.Fprintln(stdout, "tollgate "+version.Version)
-		return 0
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "tollgate: unknown command %q\n%s", args[0], usage)
-		return 2
 	}
+	return subcommand.Unmatched("tollgate", usage, args, stdout, stderr)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -100,8 +99,7 @@ func operatorCommand(name string, args []string, stdout, stderr io.Writer) int {
 
 // parseOperatorFlags reads and checks an operator command's flags, saying every problem at once.
 func parseOperatorFlags(name string, args []string, stderr io.Writer) (operatorOptions, bool) {
-	fs := flag.NewFlagSet("tollgate "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags(name, stderr)
 	base := fs.String("url", "", "Envoy's listener `URL`, e.g. http://127.0.0.1:8080, required")
 	tokenFile := fs.String("token-file", "", "`FILE` holding the bearer token whose SHA-256 is in operator.token_sha256, required")
 	prefix := fs.String("prefix", "/.tollgate/", "the endpoint's operator.path_prefix")

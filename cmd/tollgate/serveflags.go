@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -39,12 +38,11 @@ type serveOptions struct {
 // parseServeFlags reads and checks the flags of tollgate serve. When they are wrong it says why
 // on stderr, every problem at once, and returns false: the command then exits with 2.
 func parseServeFlags(args []string, stderr io.Writer) (serveOptions, bool) {
-	fs := flag.NewFlagSet("tollgate serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("serve", stderr)
 	configPath := fs.String("config", "", "plugin configuration `FILE` (JSON; - reads standard input), required")
 	listen := fs.String("listen", "127.0.0.1:8080", "`ADDR` to listen on")
 	upstream := fs.String("upstream", "", "upstream base `URL` for admitted requests, required")
-	wasmPath := fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")
+	wasmPath := moduleFlag(fs)
 	workers := fs.Int("workers", 2, "worker VMs, like Envoy's --concurrency")
 	envoy := fs.String("envoy", "1.33", "Envoy generation to emulate: 1.33 (1.33 to 1.38) or 1.39")
 	pluginName := fs.String("plugin-name", "tollgate", "Envoy's config.name for the plugin")

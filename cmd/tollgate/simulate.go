@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -114,15 +113,14 @@ func simulateCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // parseSimulateFlags reads and checks the flags of tollgate simulate. When they are wrong it
 // says why on stderr, every problem at once, and returns false: the command then exits with 2.
 func parseSimulateFlags(args []string, stderr io.Writer) (simulateFlags, bool) {
-	fs := flag.NewFlagSet("tollgate simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("simulate", stderr)
 	configPath := fs.String("config", "", "plugin configuration `FILE` (JSON), required")
 	logPath := fs.String("log", "", "access log `FILE` to replay, required; - reads standard input")
 	format := fs.String("format", "envoy-json", "log format: envoy-json or combined")
 	outDir := fs.String("out", "", "`DIR` for summary.json and report.html, required (created if missing)")
 	comparePath := fs.String("compare", "", "another configuration `FILE` to replay the same log through, side by side")
 	showKeys := fs.Bool("show-keys", false, "show partition keys as they are instead of by a keyed hash")
-	wasmPath := fs.String("wasm", "build/tollgate.wasm", "the module `FILE`")
+	wasmPath := moduleFlag(fs)
 	top := fs.Int("top", 10, "how many keys to list per rule")
 	suggest := fs.Bool("suggest", false, "fit each rule's limits to the log (the smallest under which few keys would be limited), write DIR/suggested.json and replay it")
 	suggestPercent := fs.Float64("suggest-percent", 1, "with --suggest, the `P` percent of keys the fitted limits may limit, the keys limited most left out")

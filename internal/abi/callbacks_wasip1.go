@@ -221,35 +221,38 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 // follow; a stream reset mid-body gets no further call, only proxy_on_delete.
 //
 //go:wasmexport proxy_on_response_body
-func proxyOnResponseBody(contextID, bodyBufferLength, endOfStream uint32) (action uint32) {
+func proxyOnResponseBody(contextID, bodyBufferLength, endOfStream uint32) uint32 {
 	if !responseBodies {
 		return uint32(types.ActionContinue)
 	}
-	resetArena()
-	running = "proxy_on_response_body"
-	defer recovered()
-	action = uint32(types.ActionContinue)
-	if stream, ok := vm.streams.get(contextID); ok {
-		action = uint32(stream.OnHttpResponseBody(int(bodyBufferLength), endOfStream != 0))
-	}
-	running = ""
-	return action
+	return onResponseEnd("proxy_on_response_body", contextID, bodyBufferLength, endOfStream != 0, true)
 }
 
 // Spec "HTTP streams": proxy_on_response_trailers, after the last body chunk (whose
 // end_of_stream was false) when the response has trailers.
 //
 //go:wasmexport proxy_on_response_trailers
-func proxyOnResponseTrailers(contextID, numTrailers uint32) (action uint32) {
+func proxyOnResponseTrailers(contextID, numTrailers uint32) uint32 {
 	if !responseBodies {
 		return uint32(types.ActionContinue)
 	}
+	return onResponseEnd("proxy_on_response_trailers", contextID, numTrailers, false, false)
+}
+
+// onResponseEnd is proxy_on_response_body (body true: size is the chunk's length) or
+// proxy_on_response_trailers (size is the number of trailers) once a plugin reads them. Each
+// export checks responseBodies itself, so that a module reading neither pays no call more.
+func onResponseEnd(callback string, contextID, size uint32, endOfStream, body bool) (action uint32) {
 	resetArena()
-	running = "proxy_on_response_trailers"
+	running = callback
 	defer recovered()
 	action = uint32(types.ActionContinue)
 	if stream, ok := vm.streams.get(contextID); ok {
-		action = uint32(stream.OnHttpResponseTrailers(int(numTrailers)))
+		if body {
+			action = uint32(stream.OnHttpResponseBody(int(size), endOfStream))
+		} else {
+			action = uint32(stream.OnHttpResponseTrailers(int(size)))
+		}
 	}
 	running = ""
 	return action

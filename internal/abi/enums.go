@@ -6,6 +6,17 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
+// statusErrors are the SDK's error values of the statuses a host function returns, by status;
+// nil for OK. statusErr answers an internal failure for any other.
+var statusErrors = [...]error{
+	wire.StatusOK:            nil,
+	wire.StatusNotFound:      types.ErrorStatusNotFound,
+	wire.StatusBadArgument:   types.ErrorStatusBadArgument,
+	wire.StatusEmpty:         types.ErrorStatusEmpty,
+	wire.StatusCasMismatch:   types.ErrorStatusCasMismatch,
+	wire.StatusUnimplemented: types.ErrorUnimplemented,
+}
+
 // statusErr maps a host function's status to the SDK's error values, so callers can compare
 // with errors.Is.
 //
@@ -15,22 +26,13 @@ import (
 func StatusError(s wire.Status) error { return statusErr(s) }
 
 func statusErr(s wire.Status) error {
-	switch s {
-	case wire.StatusOK:
+	if s == wire.StatusOK {
 		return nil
-	case wire.StatusNotFound:
-		return types.ErrorStatusNotFound
-	case wire.StatusBadArgument:
-		return types.ErrorStatusBadArgument
-	case wire.StatusEmpty:
-		return types.ErrorStatusEmpty
-	case wire.StatusCasMismatch:
-		return types.ErrorStatusCasMismatch
-	case wire.StatusUnimplemented:
-		return types.ErrorUnimplemented
-	default:
-		return types.ErrorInternalFailure
 	}
+	if int(s) < len(statusErrors) && statusErrors[s] != nil {
+		return statusErrors[s]
+	}
+	return types.ErrorInternalFailure
 }
 
 // LogLevel is proxy_log_level_t.

@@ -85,50 +85,50 @@ func ResumeHttpRequest() error { return statusErr(proxyContinueStream(0)) }
 //
 //go:wasmexport proxy_on_grpc_receive
 func proxyOnGrpcReceive(rootID, token, responseSize uint32) {
-	resetArena()
-	running = "proxy_on_grpc_receive"
-	defer recovered()
-	call, ok := takeCall(token)
-	if !ok {
-		return
-	}
-	var response []byte
-	if responseSize > 0 {
-		beginResult()
-		st := proxyGetBufferBytes(BufferGrpcReceive, 0, responseSize, ptrAddr, ptrSize)
-		if st == wire.StatusOK {
-			response, st = hostResult()
-		}
-		if st != wire.StatusOK {
-			call.callback(GrpcStatusInternal, "cannot read the response: "+statusErr(st).Error(), nil)
-			return
-		}
-	}
-	call.callback(GrpcStatusOK, "", response)
+	answerGrpcCall("proxy_on_grpc_receive", token, GrpcStatusOK, responseSize)
 }
 
 // Spec "gRPC calls": proxy_on_grpc_close, the end of a failed call.
 //
 //go:wasmexport proxy_on_grpc_close
 func proxyOnGrpcClose(rootID, token, status uint32) {
-	resetArena()
-	running = "proxy_on_grpc_close"
-	defer recovered()
-	call, ok := takeCall(token)
-	if !ok {
-		return
-	}
-	message := ""
-	beginResult()
-	if proxyGetStatus(ptrU32, ptrAddr, ptrSize) == wire.StatusOK {
-		if b, st := hostResult(); st == wire.StatusOK {
-			message = string(b)
-		}
-	}
 	if status == GrpcStatusOK {
 		// A unary call that closes with OK but no message: nothing was received. Each build
 		// writes this out: as a shared function, inlined or not, it makes the module larger.
 		status = GrpcStatusInternal
 	}
-	call.callback(status, message, nil)
+	answerGrpcCall("proxy_on_grpc_close", token, status, 0)
+}
+
+// answerGrpcCall runs the callback of the call token names, if it still waits for its answer:
+// for status OK with the response of responseSize bytes, else with status and the message of
+// proxy_get_status.
+func answerGrpcCall(callback string, token, status, responseSize uint32) {
+	resetArena()
+	running = callback
+	defer recovered()
+	call, ok := takeCall(token)
+	if !ok {
+		return
+	}
+	var message string
+	var response []byte
+	if status != GrpcStatusOK {
+		beginResult()
+		if proxyGetStatus(ptrU32, ptrAddr, ptrSize) == wire.StatusOK {
+			if b, st := hostResult(); st == wire.StatusOK {
+				message = string(b)
+			}
+		}
+	} else if responseSize > 0 {
+		beginResult()
+		st := proxyGetBufferBytes(BufferGrpcReceive, 0, responseSize, ptrAddr, ptrSize)
+		if st == wire.StatusOK {
+			response, st = hostResult()
+		}
+		if st != wire.StatusOK {
+			status, message, response = GrpcStatusInternal, "cannot read the response: "+statusErr(st).Error(), nil
+		}
+	}
+	call.callback(status, message, response)
 }

@@ -76,8 +76,7 @@ type leaseSlot struct {
 }
 
 func encodeLease(dst []byte, s *leaseSlot) {
-	_ = dst[LeaseSize-1]
-	dst[0], dst[1], dst[2], dst[3] = 'T', 'L', leaseVersion, s.unit
+	putTag(dst, LeaseSize, 'L', leaseVersion, s.unit)
 	binary.LittleEndian.PutUint32(dst[4:], s.quota)
 	binary.LittleEndian.PutUint64(dst[8:], s.owner)
 	for i, v := range [...]int64{s.tokens, s.expiresAt, s.windowEnd, s.overUntil, s.size, s.remaining, s.stamp, s.grantedAt} {
@@ -86,7 +85,7 @@ func encodeLease(dst []byte, s *leaseSlot) {
 }
 
 func decodeLease(b []byte) (s leaseSlot, ok bool) {
-	if len(b) != LeaseSize || b[0] != 'T' || b[1] != 'L' || b[2] != leaseVersion {
+	if !hasTag(b, LeaseSize, 'L', leaseVersion) {
 		return leaseSlot{}, false
 	}
 	s.unit = b[3]

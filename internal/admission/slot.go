@@ -60,9 +60,24 @@ type slot struct {
 	stamp       int64
 }
 
+// Both kinds of value in the key table, a slot and a lease (lease.go), start with the same tag:
+// 'T', a letter naming the kind, the version of its layout, and a byte of the kind's own.
+
+// putTag starts a value of size bytes in dst with its tag. It first checks that dst holds size
+// bytes, so that the writes after it need no bounds checks.
+func putTag(dst []byte, size int, letter, version, b byte) {
+	_ = dst[size-1]
+	dst[0], dst[1], dst[2], dst[3] = 'T', letter, version, b
+}
+
+// hasTag reports whether value is size bytes long and starts with the tag of the letter and
+// version given.
+func hasTag(value []byte, size int, letter, version byte) bool {
+	return len(value) == size && value[0] == 'T' && value[1] == letter && value[2] == version
+}
+
 func encodeSlot(dst []byte, s *slot) {
-	_ = dst[SlotSize-1]
-	dst[0], dst[1], dst[2], dst[3] = 'T', 'G', slotVersion, s.kind<<4|s.algorithm&0x0f
+	putTag(dst, SlotSize, 'G', slotVersion, s.kind<<4|s.algorithm&0x0f)
 	binary.LittleEndian.PutUint32(dst[4:], s.fingerprint)
 	binary.LittleEndian.PutUint64(dst[8:], s.owner)
 	binary.LittleEndian.PutUint64(dst[16:], uint64(s.idleAt))
@@ -75,7 +90,7 @@ func encodeSlot(dst []byte, s *slot) {
 // decodeSlot reads a value written by encodeSlot; ok is false for anything else (a corrupt or
 // foreign value, or one of an older layout, which the slot's next writer replaces).
 func decodeSlot(value []byte) (s slot, ok bool) {
-	if len(value) != SlotSize || value[0] != 'T' || value[1] != 'G' || value[2] != slotVersion {
+	if !hasTag(value, SlotSize, 'G', slotVersion) {
 		return slot{}, false
 	}
 	s.kind, s.algorithm = value[3]>>4, value[3]&0x0f

@@ -112,9 +112,8 @@ func (s *Stream) FilterState(name string) (string, bool) {
 // proxy_set_property(path, path_size, value, value_size): the stream's filter state
 // (hostcore.FilterState); NotFound without a stream context, whose stream info Envoy keeps it in.
 func proxySetProperty(vm *VM, stack []uint64) {
-	path, ok1 := vm.readString(uint32(stack[0]), uint32(stack[1]))
-	value, ok2 := vm.read(uint32(stack[2]), uint32(stack[3]))
-	if !ok1 || !ok2 {
+	path, value, ok := vm.readNameValue(stack)
+	if !ok {
 		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}

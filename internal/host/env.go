@@ -188,9 +188,8 @@ func proxyGetSharedData(vm *VM, stack []uint64) {
 
 // proxy_set_shared_data(key, key_size, value, value_size, cas).
 func proxySetSharedData(vm *VM, stack []uint64) {
-	key, ok1 := vm.readString(uint32(stack[0]), uint32(stack[1]))
-	value, ok2 := vm.read(uint32(stack[2]), uint32(stack[3]))
-	if !ok1 || !ok2 {
+	key, value, ok := vm.readNameValue(stack)
+	if !ok {
 		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}

@@ -69,6 +69,15 @@ func (vm *VM) readString(ptr, size uint32) (string, bool) {
 	return string(b), ok
 }
 
+// readNameValue reads the (name, name_size, value, value_size) arguments that open a host call
+// setting something by name (proxy_set_property, proxy_set_shared_data); false if either lies
+// outside memory.
+func (vm *VM) readNameValue(stack []uint64) (name string, value []byte, ok bool) {
+	name, ok1 := vm.readString(uint32(stack[0]), uint32(stack[1]))
+	value, ok2 := vm.read(uint32(stack[2]), uint32(stack[3]))
+	return name, value, ok1 && ok2
+}
+
 func (vm *VM) readU32(ptr uint32) (uint32, bool) { return vm.mod.Memory().ReadUint32Le(ptr) }
 
 func (vm *VM) write(ptr uint32, data []byte) bool {

@@ -84,13 +84,12 @@ const (
 	CodeOverLimit Code = 2
 )
 
+var codeNames = [...]string{CodeUnknown: "UNKNOWN", CodeOK: "OK", CodeOverLimit: "OVER_LIMIT"}
+
 // String returns the protocol's name of the code.
 func (c Code) String() string {
-	switch c {
-	case CodeOK:
-		return "OK"
-	case CodeOverLimit:
-		return "OVER_LIMIT"
+	if int(c) < len(codeNames) {
+		return codeNames[c]
 	}
 	return "UNKNOWN"
 }
@@ -110,24 +109,16 @@ const (
 	UnitWeek    Unit = 7
 )
 
+// unitSeconds is the length of each unit in seconds as envoyproxy/ratelimit counts it (a month is
+// 30 days, a year 365).
+var unitSeconds = [...]int64{UnitSecond: 1, UnitMinute: 60, UnitHour: 3600, UnitDay: 86400,
+	UnitWeek: 7 * 86400, UnitMonth: 30 * 86400, UnitYear: 365 * 86400}
+
 // Seconds is the length of the unit in seconds as envoyproxy/ratelimit counts it (a month is 30
 // days, a year 365), or 0 for an unknown unit.
 func (u Unit) Seconds() int64 {
-	switch u {
-	case UnitSecond:
-		return 1
-	case UnitMinute:
-		return 60
-	case UnitHour:
-		return 3600
-	case UnitDay:
-		return 86400
-	case UnitWeek:
-		return 7 * 86400
-	case UnitMonth:
-		return 30 * 86400
-	case UnitYear:
-		return 365 * 86400
+	if int(u) < len(unitSeconds) {
+		return unitSeconds[u]
 	}
 	return 0
 }

@@ -171,10 +171,23 @@ func unhex(t *testing.T, s string) []byte {
 
 func TestUnitSeconds(t *testing.T) {
 	want := map[Unit]int64{UnitUnknown: 0, UnitSecond: 1, UnitMinute: 60, UnitHour: 3600, UnitDay: 86400,
-		UnitWeek: 604800, UnitMonth: 2592000, UnitYear: 31536000}
+		UnitWeek: 604800, UnitMonth: 2592000, UnitYear: 31536000, UnitWeek + 1: 0, 255: 0}
 	for u, s := range want {
 		if got := u.Seconds(); got != s {
 			t.Errorf("%d.Seconds() = %d, want %d", u, got, s)
+		}
+	}
+}
+
+// The codes' names are the protocol's; a code it does not define is UNKNOWN.
+func TestCodeString(t *testing.T) {
+	for c := range Code(255) {
+		want := "UNKNOWN"
+		if c <= CodeOverLimit {
+			want = rlsv3.RateLimitResponse_Code(c).String()
+		}
+		if got := c.String(); got != want {
+			t.Errorf("Code(%d).String() = %q, want %q", c, got, want)
 		}
 	}
 }

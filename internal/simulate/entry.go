@@ -23,24 +23,6 @@ const (
 	Combined
 )
 
-// ParseFormat reads a --format value.
-func ParseFormat(s string) (Format, error) {
-	switch s {
-	case "envoy-json":
-		return EnvoyJSON, nil
-	case "combined":
-		return Combined, nil
-	}
-	return 0, fmt.Errorf("unknown log format %q: use envoy-json or combined", s)
-}
-
-func (f Format) String() string {
-	if f == Combined {
-		return "combined"
-	}
-	return "envoy-json"
-}
-
 // Entry is one request of an access log, as the module sees it.
 type Entry struct {
 	// Time is when the request started, in Unix nanoseconds.

@@ -38,24 +38,6 @@ const (
 	HashClient
 )
 
-// ParseBalance reads a --balance value.
-func ParseBalance(s string) (Balance, error) {
-	switch s {
-	case "round-robin":
-		return RoundRobin, nil
-	case "hash":
-		return HashClient, nil
-	}
-	return 0, fmt.Errorf("unknown balance %q: use round-robin or hash (of the client address)", s)
-}
-
-func (b Balance) String() string {
-	if b == HashClient {
-		return "hash"
-	}
-	return "round-robin"
-}
-
 // FleetOptions configure the fleet model.
 type FleetOptions struct {
 	Replicas, Workers int

@@ -201,27 +201,13 @@ func parse(module []byte) (*parsed, error) {
 }
 
 func (p *parsed) readExports(r *reader) error {
-	count, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for range count {
-		if _, err := r.name(); err != nil {
-			return err
-		}
-		kind, err := r.byte()
-		if err != nil {
-			return err
-		}
-		index, err := r.u32()
-		if err != nil {
-			return err
-		}
-		if kind == exportFunc {
+	return r.vector(func() error {
+		kind, index, err := r.export()
+		if err == nil && kind == exportFunc {
 			p.exported[index] = true
 		}
-	}
-	return r.end()
+		return err
+	})
 }
 
 func (p *parsed) readNames(r *reader) error {
@@ -256,17 +242,9 @@ func (p *parsed) readNames(r *reader) error {
 }
 
 func (p *parsed) readFunctionNames(r *reader) error {
-	count, err := r.u32()
-	if err != nil {
-		return err
-	}
-	p.functions = make(Map, 0, min(int(count), len(r.b)-r.off))
-	for range count {
-		index, err := r.u32()
-		if err != nil {
-			return err
-		}
-		name, err := r.name()
+	p.functions = Map{}
+	err := r.vector(func() error {
+		index, name, err := r.nameAssoc()
 		if err != nil {
 			return err
 		}
@@ -274,8 +252,9 @@ func (p *parsed) readFunctionNames(r *reader) error {
 			return fmt.Errorf("function %d's name %q has a line break, which the map's lines cannot hold", index, truncate(name))
 		}
 		p.functions = append(p.functions, Name{index, name})
-	}
-	if err := r.end(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	sort.SliceStable(p.functions, func(i, j int) bool { return p.functions[i].Index < p.functions[j].Index })
@@ -338,6 +317,29 @@ func (r *reader) name() (string, error) {
 	return string(b), err
 }
 
+// export reads an export (the core specification's binary format, section 5.5.10): its name,
+// which is not kept, its kind and its index.
+func (r *reader) export() (kind byte, index uint32, err error) {
+	if _, err = r.name(); err != nil {
+		return 0, 0, err
+	}
+	if kind, err = r.byte(); err != nil {
+		return 0, 0, err
+	}
+	index, err = r.u32()
+	return kind, index, err
+}
+
+// nameAssoc reads an entry of a name map (the specification's appendix, "Name Maps"): an index
+// and its name.
+func (r *reader) nameAssoc() (index uint32, name string, err error) {
+	if index, err = r.u32(); err != nil {
+		return 0, "", err
+	}
+	name, err = r.name()
+	return index, name, err
+}
+
 // section reads a section, or a subsection of the name section, which are laid out alike: an id,
 // then the content's size and the content, which comes back as a reader of its own. Callers read
 // a section only where a byte is left, so the id's read cannot fail.
@@ -354,6 +356,21 @@ func (r *reader) section() (id byte, content *reader, err error) {
 		return id, nil, err
 	}
 	return id, &reader{b: r.b[:r.off], off: start}, nil
+}
+
+// vector reads a vector of the wasm format that fills the reader: its length, then as many items,
+// each read by item, and nothing after them.
+func (r *reader) vector(item func() error) error {
+	count, err := r.u32()
+	if err != nil {
+		return err
+	}
+	for range count {
+		if err := item(); err != nil {
+			return err
+		}
+	}
+	return r.end()
 }
 
 // end checks that the reader read all its bytes: a section or subsection has no trailing bytes.
