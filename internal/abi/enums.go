@@ -17,14 +17,14 @@ var statusErrors = [...]error{
 	wire.StatusUnimplemented: types.ErrorUnimplemented,
 }
 
-// statusErr maps a host function's status to the SDK's error values, so callers can compare
-// with errors.Is.
-//
-// Both builds use it: the wasip1 hostcalls, and the native twin's (native.go).
 // StatusError is the SDK's error for a host call's status (nil for StatusOK), for callers of
 // the calls that answer with a status.
 func StatusError(s wire.Status) error { return statusErr(s) }
 
+// statusErr maps a host function's status to the SDK's error values, so callers can compare
+// with errors.Is.
+//
+// Both builds use it: the wasip1 hostcalls, and the native twin's (native.go).
 func statusErr(s wire.Status) error {
 	if s == wire.StatusOK {
 		return nil
