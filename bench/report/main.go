@@ -238,6 +238,7 @@ var requestTypes = []struct{ name, label string }{
 	{"admitted-known", "admitted, known key"},
 	{"rejected", "rejected (bucket empty)"},
 	{"new-key", "new key"},
+	{"new-key-reused-slot", "new key, every slot written"},
 }
 
 // section is the tables of one generated section of the document, by its marker's name.
@@ -267,11 +268,10 @@ func render(r results, env []string) []section {
 // writef writes to the tables being rendered.
 type writef func(format string, args ...any)
 
-// renderTargets writes the table of targets, each with its figure and whether it is met.
+// renderTargets writes the table of targets, each with its figure and whether it is met. A time
+// target is met robustly: by the range's upper end, not by one good run.
 func renderTargets(w writef, r results) {
 	count := len(r["Floor/admitted-known"]["ns/op"])
-	ratio := r.get("Floor/admitted-known", "vs-floor")
-	host := r.get("Crossings/tollgate/admitted-known", "hostcalls/op")
 	guest := r.get("Crossings/tollgate/admitted-known", "guest-calls/op")
 	size := r.get("ModuleSize/tollgate", "bytes")
 	allocs := figure{}
@@ -282,10 +282,16 @@ func renderTargets(w writef, r results) {
 	}
 	first, second := r.get("Memory", "1M-pages"), r.get("Memory", "2M-pages")
 	w("| target | measured (median of %d runs [min..max]) | met? |\n|---|---|---|\n", count)
-	w("| Tollgate's time / the floor's (`vs-floor`) ≤ 2.2, admitted request of a known key | **%s** | %s |\n", ratio.format(2), met(ratio.ok, ratio.median <= 2.2))
-	for _, rt := range requestTypes[1:] {
-		w("| (reported) `vs-floor`, %s | %s | – |\n", rt.label, r.get("Floor/"+rt.name, "vs-floor").format(2))
+	// The Go runtime adds about one WASI call per thousand requests of its own (the .01).
+	for _, t := range timeTargets {
+		ratio := r.get("Floor/"+t.request, t.unit)
+		host := r.get("Crossings/tollgate/"+t.request, "hostcalls/op")
+		w("| %s: `%s` ≤ %s | **%s** | %s |\n", t.label, t.unit, number(t.ratio, 1), ratio.format(2), met(ratio.ok, ratio.max <= t.ratio))
+		w("| %s: host calls ≤ %d | **%s** (floor: %s) | %s |\n", t.label, t.hostCalls, host.format(3),
+			r.get("Crossings/floor/"+t.request, "hostcalls/op").format(3), met(host.ok, host.median < float64(t.hostCalls)+0.5))
 	}
+	w("| (reported) `vs-floor`, new key, every slot of the table written | %s; host calls %s | – |\n",
+		r.get("Floor/new-key-reused-slot", "vs-floor").format(2), r.get("Crossings/tollgate/new-key-reused-slot", "hostcalls/op").format(3))
 	// A baseline module (TOLLGATE_BENCH_BASELINE) interleaved in the same run: before and after.
 	for _, rt := range requestTypes {
 		if f := r.get("Floor/"+rt.name, "baseline/floor"); f.ok {
@@ -293,9 +299,6 @@ func renderTargets(w writef, r results) {
 			w("| (reported) Tollgate / baseline module, %s, run by run | %s | – |\n", rt.label, r.quotient("Floor/"+rt.name, "vs-floor", "baseline/floor").format(2))
 		}
 	}
-	// The Go runtime adds about one WASI call per thousand requests of its own (the .01).
-	w("| host calls per admitted request ≤ 4 | **%s** (floor: %s) | %s |\n", host.format(3),
-		r.get("Crossings/floor/admitted-known", "hostcalls/op").format(3), met(host.ok, host.median < 4.5))
 	w("| guest function calls per admitted request ≤ 45 | **%s** (floor: %s) | %s |\n", guest.format(0),
 		r.get("Crossings/floor/admitted-known", "guest-calls/op").format(0), met(guest.ok, guest.median <= 45))
 	w("| guest heap allocations per request 0 | %s (most of any request type) | %s |\n", allocs.format(2), met(allocs.ok, allocs.median == 0))
@@ -304,9 +307,25 @@ func renderTargets(w writef, r results) {
 	configure := r.get("Startup/example/compiled", "configure-ns/op")
 	w("| configure ≤ %d ms (`proxy_on_vm_start`, `proxy_on_configure`, the first request), example configuration, one worker | **%s** ms | %s |\n",
 		startupTarget, configure.milliseconds(), met(configure.ok, configure.median <= startupTarget*1e6))
-	w("| module (`make build`) ≤ 2,936,012 bytes | **%s** bytes (gzip %s) | %s |\n\n", size.format(0),
-		r.get("ModuleSize/tollgate", "gzip-bytes").format(0), met(size.ok, size.median <= 2936012))
+	w("| module (`make build`) ≤ %s bytes | **%s** bytes (gzip %s) | %s |\n\n", number(moduleTarget, 0), size.format(0),
+		r.get("ModuleSize/tollgate", "gzip-bytes").format(0), met(size.ok, size.median <= moduleTarget))
 }
+
+// timeTargets are the targets on time and host calls per request type: Tollgate's time over the
+// floor probe's (or the clocked probe's, for the requests every time-based limiter must read the
+// clock for), met by the range's upper end.
+var timeTargets = []struct {
+	request, label, unit string
+	ratio                float64
+	hostCalls            int
+}{
+	{"admitted-known", "admitted, known key", "vs-clocked-floor", 1.8, 4},
+	{"rejected", "rejected (bucket empty)", "vs-clocked-floor", 1.5, 3},
+	{"new-key", "new key, first candidate slot never written", "vs-floor", 2.5, 6},
+}
+
+// moduleTarget is the most the module may weigh, in bytes.
+const moduleTarget = 2_500_000
 
 // renderRequestTypes writes the table of time and crossings per request type.
 func renderRequestTypes(w writef, r results) {
