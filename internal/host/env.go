@@ -281,7 +281,8 @@ func proxyGetHeaderMapPairs(vm *VM, stack []uint64) {
 		ret(stack, vm.copyOut(nil, uint32(stack[1]), uint32(stack[2])))
 		return
 	}
-	ret(stack, vm.copyOut(wire.EncodePairs(*m), uint32(stack[1]), uint32(stack[2])))
+	vm.pairs = wire.AppendPairs(vm.pairs[:0], *m)
+	ret(stack, vm.copyOut(vm.pairs, uint32(stack[1]), uint32(stack[2])))
 }
 
 func proxySetHeaderMapPairs(vm *VM, stack []uint64) {

@@ -44,6 +44,8 @@ type VM struct {
 	callback map[string]api.Function
 	alloc    api.Function
 	stack    []uint64
+	// pairs is proxy_get_header_map_pairs' buffer, reused: the guest gets a copy.
+	pairs []byte
 
 	nextContextID uint32
 	// rootID is the root context of the plugin configuration in force: new streams are its
