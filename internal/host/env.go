@@ -270,7 +270,9 @@ func proxyRemoveHeaderMapValue(vm *VM, stack []uint64) {
 	ret(stack, wire.StatusOK)
 }
 
-// proxy_get_header_map_pairs(map, ptr_ptr, size_ptr): an unavailable map is an empty result.
+// proxy_get_header_map_pairs(map, ptr_ptr, size_ptr): an unavailable map is an empty result, Ok
+// (envoy source/extensions/common/wasm/context.cc getHeaderMapPairs: the pairs of a null map are
+// none), where proxy_get_header_map_value answers BadArgument.
 func proxyGetHeaderMapPairs(vm *VM, stack []uint64) {
 	m, st := vm.headerMap(uint32(stack[0]), false)
 	if st != wire.StatusOK {
