@@ -187,7 +187,10 @@ func GetProperty(path ...string) ([]byte, error) {
 // callback's later reads (the shadow marker, each rule's key, match and cost headers, the
 // content-type of a reply) cost no host call. They are forgotten when the arena is reset (every
 // callback), when another stream becomes the effective context, and when the module edits the
-// request's headers.
+// request's headers. Where Envoy has no request headers (after the request phase) it answers the
+// pairs call with none, so a read there finds nothing, ErrorStatusNotFound, where
+// proxy_get_header_map_value would answer BadArgument (envoy source/extensions/common/wasm/
+// context.cc, getHeaderMapPairs and getHeaderMapValue).
 var requestHeaders struct {
 	pairs []byte
 	read  bool
