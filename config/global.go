@@ -162,7 +162,7 @@ func (v *validator) globalCluster(path string, value *jsonValue) string {
 	}
 	for _, r := range name {
 		if r <= ' ' || r > '~' {
-			v.add(path, quoteClipped(name)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+globalClusterRule)
+			v.addContains(path, name, r, ", which is not allowed: "+globalClusterRule)
 			return ""
 		}
 	}
@@ -183,7 +183,7 @@ func (v *validator) globalText(path string, value *jsonValue, rule string) (stri
 		return "", false
 	}
 	if i := strings.IndexFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }); i >= 0 {
-		v.add(path, quoteClipped(s)+" contains "+strconv.QuoteRune(rune(s[i]))+", which is not allowed: "+rule)
+		v.addContains(path, s, rune(s[i]), ", which is not allowed: "+rule)
 		return "", false
 	}
 	return s, true

@@ -119,7 +119,7 @@ func (v *validator) headerName(path string, value *jsonValue) string {
 		return ""
 	}
 	if r, ok := firstNonToken(name); !ok {
-		v.add(path, quoteClipped(name)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+headerRule)
+		v.addContains(path, name, r, ", which is not allowed: "+headerRule)
 		return ""
 	}
 	return lower
@@ -214,7 +214,7 @@ func (v *validator) queryName(path string, value *jsonValue) string {
 	}
 	for _, r := range name {
 		if r <= ' ' || r == 0x7f || strings.ContainsRune("&=#?", r) {
-			v.add(path, quoteClipped(name)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+queryRule)
+			v.addContains(path, name, r, ", which is not allowed: "+queryRule)
 			return ""
 		}
 	}
