@@ -2,7 +2,6 @@ package config
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
@@ -182,9 +181,12 @@ func (v *validator) globalText(path string, value *jsonValue, rule string) (stri
 	if s == "" {
 		return "", false
 	}
-	if i := strings.IndexFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }); i >= 0 {
-		v.addContains(path, s, rune(s[i]), ", which is not allowed: "+rule)
-		return "", false
+	// Control characters are ASCII, and no byte of a longer UTF-8 sequence is one.
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] == 0x7f {
+			v.addContains(path, s, rune(s[i]), ", which is not allowed: "+rule)
+			return "", false
+		}
 	}
 	return s, true
 }

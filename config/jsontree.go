@@ -450,7 +450,12 @@ func position(data []byte, offset int) string {
 	if offset > len(data) {
 		offset = len(data)
 	}
-	line := 1 + bytes.Count(data[:offset], []byte{'\n'})
+	line := 1
+	for _, c := range data[:offset] {
+		if c == '\n' {
+			line++
+		}
+	}
 	column := offset - bytes.LastIndexByte(data[:offset], '\n')
 	return "line " + strconv.Itoa(line) + ", column " + strconv.Itoa(column) +
 		" (byte offset " + strconv.Itoa(offset) + ")"

@@ -207,7 +207,7 @@ func (v *validator) host(path string, value *jsonValue) (string, bool) {
 		v.add(path, quoteClipped(host)+" is "+strconv.Itoa(len(host))+" bytes long: "+hostRule)
 		return "", false
 	}
-	if i := strings.IndexByte(host, ':'); i > 0 && i < len(host)-1 && strings.Trim(host[i+1:], "0123456789") == "" {
+	if i := strings.IndexByte(host, ':'); i > 0 && i < len(host)-1 && isDigitString(host[i+1:]) {
 		v.add(path, quoteClipped(host)+" includes a port, but hosts are compared with the request's host "+
 			"without its port: write "+quoteClipped(host[:i]))
 		return "", false
@@ -361,13 +361,16 @@ func (v *validator) headerMatchValue(path string, value *jsonValue) string {
 			return ""
 		}
 	}
-	if text != strings.Trim(text, " \t") {
+	if text != "" && (isBlank(text[0]) || isBlank(text[len(text)-1])) {
 		v.add(path, quoteClipped(text)+" starts or ends with a space or tab, which Envoy strips from header values, "+
 			"so it could never match: remove them")
 		return ""
 	}
 	return text
 }
+
+// isBlank reports a space or a tab, which Envoy strips from both ends of a header value.
+func isBlank(c byte) bool { return c == ' ' || c == '\t' }
 
 // upperASCII upper-cases the ASCII letters of s: for the tokens it is given (methods), what
 // strings.ToUpper gives, without linking Unicode's upper-casing into the module.
