@@ -56,7 +56,8 @@ STATICCHECK_VERSION ?= v0.8.2
 # (-g) so that the next step can map the functions' names; the features are what upstream Go
 # emits. Before it, internal/wasmaddr/narrowaddr rewrites Go's 64-bit address arithmetic in 32
 # bits, which --low-memory-unused lets wasm-opt fold into the loads' and stores' offsets (Go
-# keeps the first 4096 bytes of memory as a zero page; BENCHMARKS.md, section 5). Without wasm-opt
+# keeps the first 4096 bytes of memory as a zero page; BENCHMARKS.md, section 5), and the 64-bit
+# loads and comparisons whose upper half is never used. Without wasm-opt
 # the module is built all the same, unoptimized, and the build says so.
 # The tests' builds (internal/testbuild) read WASM_OPT_FLAGS from this line.
 WASM_OPT       ?= wasm-opt

@@ -62,6 +62,27 @@ func (r *reader) s64() int64 {
 	return int64(v)
 }
 
+// alignment reads a load's or store's alignment, which comes before its offset. One that
+// announces a memory index (bit 6, multiple memories) is refused: Go uses one memory.
+func (r *reader) alignment() uint32 {
+	align := r.u32()
+	if align >= 64 {
+		r.off--
+		r.fail("a load or store of another memory than the first")
+	}
+	return align
+}
+
+// followedBy reports whether the next instructions are the given opcodes, immediates-free ones,
+// and if so reads past them.
+func (r *reader) followedBy(ops ...byte) bool {
+	if len(r.b)-r.off < len(ops) || string(r.b[r.off:r.off+len(ops)]) != string(ops) {
+		return false
+	}
+	r.off += len(ops)
+	return true
+}
+
 func (r *reader) bytes(n uint32) []byte {
 	if uint64(n) > uint64(len(r.b)-r.off) {
 		r.fail(fmt.Sprintf("%d bytes announced, %d left", n, len(r.b)-r.off))
@@ -108,7 +129,7 @@ func (r *reader) skipImmediates(op byte) {
 	case op == 0x1c: // select with types
 		r.bytes(r.u32())
 	case op >= 0x28 && op <= 0x3e: // loads and stores: alignment and offset
-		r.u32()
+		r.alignment()
 		r.u32()
 	case op == 0x3f, op == 0x40, op == 0xd0: // memory.size, memory.grow, ref.null
 		r.byte()

@@ -34,9 +34,14 @@ func moduleOf(bodies ...[]byte) []byte {
 	m := []byte("\x00asm\x01\x00\x00\x00")
 	m = withSize(m, 1, []byte{1, 0x60, 1, 0x7e, 1, 0x7f})
 	m = withSize(m, 3, functions)
+	m = withSize(m, 5, []byte{1, 0, 1}) // a memory of one page
 	m = withSize(m, 7, exports)
-	return withSize(m, 10, code)
+	m = withSize(m, 10, code)
+	// The memory's first bytes, for the loads: both signs in every byte.
+	return withSize(m, 11, append([]byte{1, 0, 0x41, 0, 0x0b, byte(len(memoryBytes))}, memoryBytes...))
 }
+
+var memoryBytes = []byte{0x81, 0x7f, 0xfe, 0x02, 0x93, 0x64, 0xa5, 0xb6, 0xc7, 0x18, 0xe9, 0xfa}
 
 // wrapSum is the body Go's address arithmetic reduces to: wrap(x + c), x the parameter.
 func wrapSum(c int64) []byte {
@@ -58,6 +63,31 @@ func sleb(v int64) []byte {
 	return b
 }
 
+// An extended value compared with zero: both extensions, for the parameter's low half.
+func TestNarrowedComparisonsGiveTheSame(t *testing.T) {
+	comparisons := [][]byte{{0, 0x20, 0, 0xa7, 0xad, 0x50}, {0, 0x20, 0, 0xa7, 0xac, 0x50}}
+	module := moduleOf(comparisons...)
+	narrowed, count, err := wasmaddr.Narrow(module)
+	if err != nil || count != len(comparisons) {
+		t.Fatalf("Narrow: %d rewritten, %v; want %d", count, err, len(comparisons))
+	}
+	before, after := functions(t, module, len(comparisons)), functions(t, narrowed, len(comparisons))
+	for i := range comparisons {
+		for _, x := range []uint64{0, 1, 1 << 31, 1 << 32, 1<<32 + 1, math.MaxUint64} {
+			if want, got := uint32(before[i](x)), uint32(after[i](x)); got != want || got != b2u(uint32(x) == 0) {
+				t.Errorf("comparison %d of %#x: narrowed %d, original %d", i, x, got, want)
+			}
+		}
+	}
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 var constants = []int64{0, 8, -8, 1000, 1 << 31, 1<<32 + 5, -1 << 40, math.MaxInt64, math.MinInt64}
 
 // The narrowed functions compute what the originals do, for every constant and argument, and
@@ -72,36 +102,65 @@ func TestNarrowedFunctionsComputeTheSame(t *testing.T) {
 	if err != nil || count != len(constants) {
 		t.Fatalf("Narrow: %d rewritten, %v; want %d", count, err, len(constants))
 	}
-	ctx := context.Background()
-	r := wazero.NewRuntime(ctx)
-	defer r.Close(ctx)
-	compiled := func(m []byte) map[string]func(uint64) uint64 {
-		instance, err := r.InstantiateWithConfig(ctx, m, wazero.NewModuleConfig().WithName(""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		calls := map[string]func(uint64) uint64{}
-		for i := range constants {
-			f := instance.ExportedFunction("f" + strconv.Itoa(i))
-			calls[strconv.Itoa(i)] = func(x uint64) uint64 {
-				results, err := f.Call(ctx, x)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return results[0]
-			}
-		}
-		return calls
-	}
-	before, after := compiled(module), compiled(narrowed)
+	before, after := functions(t, module, len(constants)), functions(t, narrowed, len(constants))
 	for i, c := range constants {
 		for _, x := range []uint64{0, 1, 4096, 1<<31 - 1, 1 << 31, 1<<32 - 1, 1 << 32, 1<<63 - 1, 1 << 63, math.MaxUint64} {
-			key := strconv.Itoa(i)
-			if want, got := before[key](x), after[key](x); got != want || uint32(got) != uint32(x+uint64(c)) {
+			if want, got := before[i](x), after[i](x); got != want || uint32(got) != uint32(x+uint64(c)) {
 				t.Errorf("c %d, x %d: narrowed %d, original %d", c, x, got, want)
 			}
 		}
 	}
+}
+
+// wrappedLoad is the body of a 64-bit load (op, with its alignment and an offset of 2) at the
+// parameter's address, wrapped to 32 bits.
+func wrappedLoad(op, align byte) []byte {
+	return []byte{0, 0x20, 0, 0xa7, op, align, 2, 0xa7}
+}
+
+// The wrapped 64-bit loads become 32-bit loads that read what the wrap kept, at every address of
+// the memory's first bytes.
+func TestNarrowedLoadsReadTheSame(t *testing.T) {
+	loads := [][]byte{wrappedLoad(0x29, 3), wrappedLoad(0x30, 0), wrappedLoad(0x31, 0), wrappedLoad(0x32, 1),
+		wrappedLoad(0x33, 1), wrappedLoad(0x34, 2), wrappedLoad(0x35, 2)}
+	module := moduleOf(loads...)
+	narrowed, count, err := wasmaddr.Narrow(module)
+	if err != nil || count != len(loads) || len(narrowed) != len(module)-len(loads) {
+		t.Fatalf("Narrow: %d rewritten, %v, %d bytes from %d; want %d rewritten, a byte less each",
+			count, err, len(narrowed), len(module), len(loads))
+	}
+	before, after := functions(t, module, len(loads)), functions(t, narrowed, len(loads))
+	for i := range loads {
+		for x := uint64(0); x < 4; x++ {
+			if want, got := uint32(before[i](x)), uint32(after[i](x)); got != want {
+				t.Errorf("load %d at %d: narrowed %#x, original %#x", i, x, got, want)
+			}
+		}
+	}
+}
+
+// functions instantiates a module made by moduleOf and returns its n functions, whose i32
+// results come back in the low half of a uint64.
+func functions(t *testing.T, module []byte, n int) []func(uint64) uint64 {
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	t.Cleanup(func() { r.Close(ctx) })
+	instance, err := r.Instantiate(ctx, module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []func(uint64) uint64
+	for i := range n {
+		f := instance.ExportedFunction("f" + strconv.Itoa(i))
+		calls = append(calls, func(x uint64) uint64 {
+			results, err := f.Call(ctx, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return results[0]
+		})
+	}
+	return calls
 }
 
 // Only the exact sequence is rewritten, and bytes that look like it inside another
@@ -140,6 +199,7 @@ func TestNarrowRefusesWhatItCannotRead(t *testing.T) {
 		{"a SIMD instruction", moduleOf([]byte{0, 0xfd, 0x0c}), "opcode 0xfd"},
 		{"an unknown prefixed instruction", moduleOf([]byte{0, 0xfc, 0x20}), "0xfc 32"},
 		{"a body cut short", moduleOf([]byte{0, 0x44, 1, 2}), "8 bytes announced"},
+		{"a load of a second memory", moduleOf([]byte{0, 0x41, 0, 0x28, 0x42, 0, 0, 0x1a, 0x41, 0}), "another memory"},
 		{"a section longer than the module", []byte("\x00asm\x01\x00\x00\x00\x0a\x05\x01"), "bad size"},
 	}
 	for _, tt := range tests {

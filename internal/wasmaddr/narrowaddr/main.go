@@ -1,6 +1,6 @@
 // Command narrowaddr is the step of `make build` before wasm-opt: it rewrites the address
-// arithmetic of each module named in place, so that the optimizer can fold it
-// (internal/wasmaddr). A module it cannot read is left as it is, and the command fails.
+// arithmetic of each module named in place, so that the optimizer can fold it, and the 64-bit
+// loads and comparisons whose upper half is never used (internal/wasmaddr). A module it cannot read is left as it is, and the command fails.
 //
 //	go run ./internal/wasmaddr/narrowaddr MODULE...
 package main
@@ -26,7 +26,7 @@ func main() {
 			failed = true
 			continue
 		}
-		fmt.Printf("%s: %d address computations narrowed\n", path, count)
+		fmt.Printf("%s: %d 64-bit computations narrowed\n", path, count)
 	}
 	if failed {
 		os.Exit(1)
