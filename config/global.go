@@ -2,7 +2,6 @@ package config
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
@@ -162,7 +161,7 @@ func (v *validator) globalCluster(path string, value *jsonValue) string {
 	}
 	for _, r := range name {
 		if r <= ' ' || r > '~' {
-			v.add(path, quoteClipped(name)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+globalClusterRule)
+			v.addContains(path, name, r, ", which is not allowed: "+globalClusterRule)
 			return ""
 		}
 	}
@@ -182,9 +181,12 @@ func (v *validator) globalText(path string, value *jsonValue, rule string) (stri
 	if s == "" {
 		return "", false
 	}
-	if i := strings.IndexFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }); i >= 0 {
-		v.add(path, quoteClipped(s)+" contains "+strconv.QuoteRune(rune(s[i]))+", which is not allowed: "+rule)
-		return "", false
+	// Control characters are ASCII, and no byte of a longer UTF-8 sequence is one.
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] == 0x7f {
+			v.addContains(path, s, rune(s[i]), ", which is not allowed: "+rule)
+			return "", false
+		}
 	}
 	return s, true
 }

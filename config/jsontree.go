@@ -386,14 +386,23 @@ func (p *jsonParser) array(depth int) (*jsonValue, *jsonError) {
 			return nil, err
 		}
 		array.items = append(array.items, item)
-		if p.skipSpaceAnd(',') {
-			continue
+		if closed, err := p.afterItem(']', "after array element"); closed || err != nil {
+			return array, err
 		}
-		if p.skipSpaceAnd(']') {
-			return array, nil
-		}
-		return nil, p.unexpected("after array element")
 	}
+}
+
+// afterItem reads what follows an array's element or an object's member: a comma, when another
+// follows (false), or the closing bracket or brace (true); anything else is an error described
+// by context.
+func (p *jsonParser) afterItem(closing byte, context string) (closed bool, err *jsonError) {
+	if p.skipSpaceAnd(',') {
+		return false, nil
+	}
+	if p.skipSpaceAnd(closing) {
+		return true, nil
+	}
+	return false, p.unexpected(context)
 }
 
 func (p *jsonParser) object(depth int) (*jsonValue, *jsonError) {
@@ -426,13 +435,9 @@ func (p *jsonParser) object(depth int) (*jsonValue, *jsonError) {
 		case 2:
 			object.repeated = append(object.repeated, name)
 		}
-		if p.skipSpaceAnd(',') {
-			continue
+		if closed, err := p.afterItem('}', "after object key:value pair"); closed || err != nil {
+			return object, err
 		}
-		if p.skipSpaceAnd('}') {
-			return object, nil
-		}
-		return nil, p.unexpected("after object key:value pair")
 	}
 }
 
@@ -445,7 +450,12 @@ func position(data []byte, offset int) string {
 	if offset > len(data) {
 		offset = len(data)
 	}
-	line := 1 + bytes.Count(data[:offset], []byte{'\n'})
+	line := 1
+	for _, c := range data[:offset] {
+		if c == '\n' {
+			line++
+		}
+	}
 	column := offset - bytes.LastIndexByte(data[:offset], '\n')
 	return "line " + strconv.Itoa(line) + ", column " + strconv.Itoa(column) +
 		" (byte offset " + strconv.Itoa(offset) + ")"

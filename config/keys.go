@@ -119,7 +119,7 @@ func (v *validator) headerName(path string, value *jsonValue) string {
 		return ""
 	}
 	if r, ok := firstNonToken(name); !ok {
-		v.add(path, quoteClipped(name)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+headerRule)
+		v.addContains(path, name, r, ", which is not allowed: "+headerRule)
 		return ""
 	}
 	return lower
@@ -214,7 +214,7 @@ func (v *validator) queryName(path string, value *jsonValue) string {
 	}
 	for _, r := range name {
 		if r <= ' ' || r == 0x7f || strings.ContainsRune("&=#?", r) {
-			v.add(path, quoteClipped(name)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+queryRule)
+			v.addContains(path, name, r, ", which is not allowed: "+queryRule)
 			return ""
 		}
 	}
@@ -224,12 +224,10 @@ func (v *validator) queryName(path string, value *jsonValue) string {
 func (v *validator) attribute(path string, value *jsonValue) []string {
 	if value.kind == kindString && strings.Contains(value.text, ".") && len(value.text) <= maxQuotedLength {
 		// A dotted attribute name as Envoy's documentation writes it.
-		segments := strings.Split(value.text, ".")
-		for i, segment := range segments {
-			segments[i] = strconv.Quote(segment)
-		}
+		// Each segment quoted: '.' is never escaped, nor part of a character that is.
+		segments := strings.ReplaceAll(strconv.Quote(value.text), ".", `", "`)
 		v.add(path, "got "+describe(value)+", want an array: attribute is a list of path segments, "+
-			"so write ["+strings.Join(segments, ", ")+"]")
+			"so write ["+segments+"]")
 		return nil
 	}
 	if !v.wantKind(path, value, kindArray, attributeRule) {

@@ -69,14 +69,12 @@ func (v *validator) checkCostFits(path string, cost Cost, fromHeader bool, limit
 }
 
 func (v *validator) limits(path string, value *jsonValue) []Limit {
-	if !v.wantKind(path, value, kindArray, "limits is a list of 1 to 8 limit objects such as ["+exampleLimit+"] or ["+exampleWindowLimit+"]") {
-		return nil
-	}
-	v.checkCount(path, len(value.items), maxLimitsPerRule, "limits", "add a limit such as "+exampleLimit)
-	limits := make([]Limit, 0, len(value.items))
-	for i, item := range value.items {
-		limits = append(limits, v.limit(indexPath(path, i), item))
-	}
+	var limits []Limit
+	v.eachItem(path, value, maxLimitsPerRule, "limits",
+		"limits is a list of 1 to 8 limit objects such as ["+exampleLimit+"] or ["+exampleWindowLimit+"]",
+		"add a limit such as "+exampleLimit, func(_ int, itemPath string, item *jsonValue) {
+			limits = append(limits, v.limit(itemPath, item))
+		})
 	return limits
 }
 

@@ -39,16 +39,9 @@ func (v *validator) match(path string, value *jsonValue) Match {
 			match.Path = &pathMatch
 		}
 	}
-	if methods := value.member("methods"); methods != nil {
-		match.Methods = v.methods(fieldPath(path, "methods"), methods)
-	}
-	if hosts := value.member("hosts"); hosts != nil {
-		match.Hosts = v.hosts(fieldPath(path, "hosts"), hosts)
-	}
-	if headers := value.member("headers"); headers != nil {
-		match.Headers = v.headerMatches(fieldPath(path, "headers"), headers, maxMatchEntries,
-			`add a header match such as {"name": "x-tier", "exact": "free"}, or remove "headers"`)
-	}
+	match.Methods = v.methods(memberAt(path, value, "methods"))
+	match.Hosts = v.hosts(memberAt(path, value, "hosts"))
+	match.Headers = v.headerMatches(path, value, maxMatchEntries, `{"name": "x-tier", "exact": "free"}`)
 	return match
 }
 
@@ -58,34 +51,25 @@ func (v *validator) exempt(path string, value *jsonValue) Exemptions {
 		return exempt
 	}
 	v.checkFieldNames(path, value, exemptFields)
-	if paths := value.member("paths"); paths != nil {
-		exempt.Paths = v.pathMatches(fieldPath(path, "paths"), paths)
-	}
-	if cidrs := value.member("client_cidrs"); cidrs != nil {
-		exempt.ClientCIDRs = v.clientCIDRs(fieldPath(path, "client_cidrs"), cidrs)
-	}
-	if headers := value.member("headers"); headers != nil {
-		exempt.Headers = v.headerMatches(fieldPath(path, "headers"), headers, maxExemptions,
-			`add a header match such as {"name": "x-internal", "exact": "1"}, or remove "headers"`)
-	}
+	exempt.Paths = v.pathMatches(memberAt(path, value, "paths"))
+	exempt.ClientCIDRs = v.clientCIDRs(memberAt(path, value, "client_cidrs"))
+	exempt.Headers = v.headerMatches(path, value, maxExemptions, `{"name": "x-internal", "exact": "1"}`)
 	return exempt
 }
 
+// pathMatches reads exempt's paths: nil when absent.
 func (v *validator) pathMatches(path string, value *jsonValue) []PathMatch {
-	const fix = `paths is a list of 1 to 64 path matches such as [{"exact": "/healthz"}, {"prefix": "/internal/"}]`
-	if !v.wantKind(path, value, kindArray, fix) {
-		return nil
-	}
-	v.checkCount(path, len(value.items), maxExemptions, "paths", `add a path match such as {"exact": "/healthz"}, or remove "paths"`)
-	matches := make([]PathMatch, 0, len(value.items))
-	for i, item := range value.items {
-		match, ok := v.pathMatch(indexPath(path, i), item)
-		if ok && match.Prefix == "/" {
-			v.add(indexPath(path, i), `{"prefix": "/"} exempts every request, which turns the limiter off: `+
-				`exempt the paths that need it, e.g. {"exact": "/healthz"}, or remove the rules instead`)
-		}
-		matches = append(matches, match)
-	}
+	var matches []PathMatch
+	v.eachItem(path, value, maxExemptions, "paths",
+		`paths is a list of 1 to 64 path matches such as [{"exact": "/healthz"}, {"prefix": "/internal/"}]`,
+		`add a path match such as {"exact": "/healthz"}, or remove "paths"`, func(_ int, itemPath string, item *jsonValue) {
+			match, ok := v.pathMatch(itemPath, item)
+			if ok && match.Prefix == "/" {
+				v.add(itemPath, `{"prefix": "/"} exempts every request, which turns the limiter off: `+
+					`exempt the paths that need it, e.g. {"exact": "/healthz"}, or remove the rules instead`)
+			}
+			matches = append(matches, match)
+		})
 	return matches
 }
 
@@ -128,13 +112,9 @@ func (v *validator) pathMatch(path string, value *jsonValue) (PathMatch, bool) {
 }
 
 func (v *validator) pathValue(path string, value *jsonValue) (string, bool) {
-	if !v.wantKind(path, value, kindString, pathRule) {
-		return "", false
-	}
-	text := value.text
+	text, ok := v.nonEmptyString(path, value, pathRule)
 	switch {
-	case text == "":
-		v.add(path, `"" is not allowed: `+pathRule)
+	case !ok:
 		return "", false
 	case text[0] != '/':
 		v.add(path, quoteClipped(text)+` does not start with "/": `+pathRule)
@@ -151,7 +131,7 @@ func (v *validator) pathValue(path string, value *jsonValue) (string, bool) {
 				"so it could never match: "+pathRule)
 			return "", false
 		case r <= ' ' || r == 0x7f:
-			v.add(path, quoteClipped(text)+" contains "+strconv.QuoteRune(r)+
+			v.addContains(path, text, r,
 				", which a request path cannot contain: "+pathRule)
 			return "", false
 		}
@@ -159,67 +139,57 @@ func (v *validator) pathValue(path string, value *jsonValue) (string, bool) {
 	return text, true
 }
 
+// methods reads match's methods, upper-cased: nil when absent.
 func (v *validator) methods(path string, value *jsonValue) []string {
-	if !v.wantKind(path, value, kindArray, `methods is a list of 1 to 16 methods such as ["GET", "HEAD"]`) {
-		return nil
-	}
-	v.checkCount(path, len(value.items), maxMatchEntries, "methods", `add a method such as "GET", or remove "methods" to match every method`)
-	methods := make([]string, 0, len(value.items))
+	var methods []string
 	indexByMethod := make(map[string]int)
-	for i, item := range value.items {
-		itemPath := indexPath(path, i)
-		method := v.boundedString(itemPath, item, maxMethodLength, methodRule)
-		if method == "" {
-			continue
-		}
-		if r, ok := firstNonToken(method); !ok {
-			v.add(itemPath, quoteClipped(method)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+methodRule)
-			continue
-		}
-		upper := upperASCII(method)
-		if first, listed := indexByMethod[upper]; listed {
-			v.add(itemPath, strconv.Quote(method)+" is already listed at "+indexPath(path, first)+
-				" (methods are compared upper-cased): list each method once")
-			continue
-		}
-		indexByMethod[upper] = i
-		methods = append(methods, upper)
-	}
+	v.eachItem(path, value, maxMatchEntries, "methods", `methods is a list of 1 to 16 methods such as ["GET", "HEAD"]`,
+		`add a method such as "GET", or remove "methods" to match every method`, func(i int, itemPath string, item *jsonValue) {
+			method := v.boundedString(itemPath, item, maxMethodLength, methodRule)
+			if method == "" {
+				return
+			}
+			if r, ok := firstNonToken(method); !ok {
+				v.addContains(itemPath, method, r, ", which is not allowed: "+methodRule)
+				return
+			}
+			upper := upperASCII(method)
+			if first, listed := indexByMethod[upper]; listed {
+				v.add(itemPath, strconv.Quote(method)+" is already listed at "+indexPath(path, first)+
+					" (methods are compared upper-cased): list each method once")
+				return
+			}
+			indexByMethod[upper] = i
+			methods = append(methods, upper)
+		})
 	return methods
 }
 
+// hosts reads match's hosts, lower-cased: nil when absent.
 func (v *validator) hosts(path string, value *jsonValue) []string {
-	if !v.wantKind(path, value, kindArray, `hosts is a list of 1 to 16 host names such as ["api.example.com"]`) {
-		return nil
-	}
-	v.checkCount(path, len(value.items), maxMatchEntries, "hosts", `add a host such as "api.example.com", or remove "hosts" to match every host`)
-	hosts := make([]string, 0, len(value.items))
+	var hosts []string
 	indexByHost := make(map[string]int)
-	for i, item := range value.items {
-		itemPath := indexPath(path, i)
-		host, ok := v.host(itemPath, item)
-		if !ok {
-			continue
-		}
-		if first, listed := indexByHost[host]; listed {
-			v.add(itemPath, strconv.Quote(item.text)+" is already listed at "+indexPath(path, first)+
-				" (hosts are compared lower-cased): list each host once")
-			continue
-		}
-		indexByHost[host] = i
-		hosts = append(hosts, host)
-	}
+	v.eachItem(path, value, maxMatchEntries, "hosts", `hosts is a list of 1 to 16 host names such as ["api.example.com"]`,
+		`add a host such as "api.example.com", or remove "hosts" to match every host`, func(i int, itemPath string, item *jsonValue) {
+			host, ok := v.host(itemPath, item)
+			if !ok {
+				return
+			}
+			if first, listed := indexByHost[host]; listed {
+				v.add(itemPath, strconv.Quote(item.text)+" is already listed at "+indexPath(path, first)+
+					" (hosts are compared lower-cased): list each host once")
+				return
+			}
+			indexByHost[host] = i
+			hosts = append(hosts, host)
+		})
 	return hosts
 }
 
 func (v *validator) host(path string, value *jsonValue) (string, bool) {
-	if !v.wantKind(path, value, kindString, hostRule) {
-		return "", false
-	}
-	host := value.text
+	host, ok := v.nonEmptyString(path, value, hostRule)
 	switch {
-	case host == "":
-		v.add(path, `"" is not allowed: `+hostRule)
+	case !ok:
 		return "", false
 	case host == ".":
 		v.add(path, `"." is not a host name: `+hostRule)
@@ -237,14 +207,14 @@ func (v *validator) host(path string, value *jsonValue) (string, bool) {
 		v.add(path, quoteClipped(host)+" is "+strconv.Itoa(len(host))+" bytes long: "+hostRule)
 		return "", false
 	}
-	if i := strings.IndexByte(host, ':'); i > 0 && i < len(host)-1 && strings.Trim(host[i+1:], "0123456789") == "" {
+	if i := strings.IndexByte(host, ':'); i > 0 && i < len(host)-1 && isDigitString(host[i+1:]) {
 		v.add(path, quoteClipped(host)+" includes a port, but hosts are compared with the request's host "+
 			"without its port: write "+quoteClipped(host[:i]))
 		return "", false
 	}
 	for _, r := range host {
 		if !isHostChar(r) {
-			v.add(path, quoteClipped(host)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+hostRule)
+			v.addContains(path, host, r, ", which is not allowed: "+hostRule)
 			return "", false
 		}
 	}
@@ -257,17 +227,15 @@ func isHostChar(r rune) bool {
 	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '-'
 }
 
+// clientCIDRs reads a list of CIDRs: nil when value is (an absent member).
 func (v *validator) clientCIDRs(path string, value *jsonValue) []netaddr.Prefix {
-	if !v.wantKind(path, value, kindArray, `client_cidrs is a list of 1 to 64 CIDRs such as ["10.0.0.0/8", "2001:db8::/32"]`) {
-		return nil
-	}
-	v.checkCount(path, len(value.items), maxExemptions, "CIDRs", `add a CIDR such as "10.0.0.0/8", or remove "client_cidrs"`)
-	prefixes := make([]netaddr.Prefix, 0, len(value.items))
-	for i, item := range value.items {
-		if prefix, ok := v.clientCIDR(indexPath(path, i), item); ok {
-			prefixes = append(prefixes, prefix)
-		}
-	}
+	var prefixes []netaddr.Prefix
+	v.eachItem(path, value, maxExemptions, "CIDRs", `client_cidrs is a list of 1 to 64 CIDRs such as ["10.0.0.0/8", "2001:db8::/32"]`,
+		`add a CIDR such as "10.0.0.0/8", or remove "client_cidrs"`, func(_ int, itemPath string, item *jsonValue) {
+			if prefix, ok := v.clientCIDR(itemPath, item); ok {
+				prefixes = append(prefixes, prefix)
+			}
+		})
 	return prefixes
 }
 
@@ -332,17 +300,16 @@ func ipVersion(address netaddr.Addr) string {
 	return "6"
 }
 
-// headerMatches reads a list of 1 to maximum header matches.
-func (v *validator) headerMatches(path string, value *jsonValue, maximum int, addFix string) []HeaderMatch {
-	if !v.wantKind(path, value, kindArray, "headers is a list of 1 to "+strconv.Itoa(maximum)+
-		` header matches such as [{"name": "x-tier", "exact": "free"}]`) {
-		return nil
-	}
-	v.checkCount(path, len(value.items), maximum, "header matches", addFix)
-	matches := make([]HeaderMatch, 0, len(value.items))
-	for i, item := range value.items {
-		matches = append(matches, v.headerMatch(indexPath(path, i), item))
-	}
+// headerMatches reads object's headers, if it has them: a list of 1 to maximum header matches
+// such as example.
+func (v *validator) headerMatches(path string, object *jsonValue, maximum int, example string) []HeaderMatch {
+	var matches []HeaderMatch
+	path, value := memberAt(path, object, "headers")
+	v.eachItem(path, value, maximum, "header matches",
+		"headers is a list of 1 to "+strconv.Itoa(maximum)+` header matches such as [{"name": "x-tier", "exact": "free"}]`,
+		"add a header match such as "+example+`, or remove "headers"`, func(_ int, itemPath string, item *jsonValue) {
+			matches = append(matches, v.headerMatch(itemPath, item))
+		})
 	return matches
 }
 
@@ -389,18 +356,21 @@ func (v *validator) headerMatchValue(path string, value *jsonValue) string {
 	text := value.text
 	for _, r := range text {
 		if r == '\r' || r == '\n' || r == 0 {
-			v.add(path, quoteClipped(text)+" contains "+strconv.QuoteRune(r)+", which a request header value never "+
+			v.addContains(path, text, r, ", which a request header value never "+
 				"contains, so it could never match: remove it")
 			return ""
 		}
 	}
-	if text != strings.Trim(text, " \t") {
+	if text != "" && (isBlank(text[0]) || isBlank(text[len(text)-1])) {
 		v.add(path, quoteClipped(text)+" starts or ends with a space or tab, which Envoy strips from header values, "+
 			"so it could never match: remove them")
 		return ""
 	}
 	return text
 }
+
+// isBlank reports a space or a tab, which Envoy strips from both ends of a header value.
+func isBlank(c byte) bool { return c == ' ' || c == '\t' }
 
 // upperASCII upper-cases the ASCII letters of s: for the tokens it is given (methods), what
 // strings.ToUpper gives, without linking Unicode's upper-casing into the module.

@@ -38,12 +38,12 @@ func parseWholeNumber(literal string, lowest, highest int64) (int64, wholeNumber
 	}
 
 	// The value is digits × 10^exponent.
-	digits := strings.TrimLeft(integerDigits+fractionDigits, "0")
+	digits := withoutLeadingZeros(integerDigits + fractionDigits)
 	if digits == "" {
 		return 0, rangeVerdict(0, lowest, highest)
 	}
 	exponent := parseExponent(exponentText) - int64(len(fractionDigits))
-	trimmed := strings.TrimRight(digits, "0")
+	trimmed := withoutTrailingZeros(digits)
 	exponent += int64(len(digits) - len(trimmed))
 	digits = trimmed
 
@@ -93,4 +93,20 @@ func rangeVerdict(value, lowest, highest int64) wholeNumberVerdict {
 		return wholeNumberTooLarge
 	}
 	return wholeNumberOK
+}
+
+// withoutLeadingZeros and withoutTrailingZeros are strings.TrimLeft and strings.TrimRight with
+// the cutset "0", written out: those would link their Unicode cutsets' code into the module.
+func withoutLeadingZeros(s string) string {
+	for s != "" && s[0] == '0' {
+		s = s[1:]
+	}
+	return s
+}
+
+func withoutTrailingZeros(s string) string {
+	for s != "" && s[len(s)-1] == '0' {
+		s = s[:len(s)-1]
+	}
+	return s
 }

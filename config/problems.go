@@ -25,6 +25,12 @@ func (v *validator) add(field, message string) {
 	v.problems = append(v.problems, Problem{Field: field, Message: message})
 }
 
+// addContains records that text contains r, which it may not: text clipped and quoted,
+// "contains", r quoted, then rest (the explanation).
+func (v *validator) addContains(path, text string, r rune, rest string) {
+	v.add(path, quoteClipped(text)+" contains "+strconv.QuoteRune(r)+rest)
+}
+
 // count is how many problems have been found so far, listed or not; callers
 // compare counts to learn whether a part of the document was valid.
 func (v *validator) count() int {

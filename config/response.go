@@ -100,7 +100,7 @@ func (v *validator) contentType(path string, value *jsonValue) (string, bool) {
 	}
 	for _, r := range text {
 		if r < ' ' || r > '~' {
-			v.add(path, quoteClipped(text)+" contains "+strconv.QuoteRune(r)+", which is not allowed: "+contentTypeRule)
+			v.addContains(path, text, r, ", which is not allowed: "+contentTypeRule)
 			return "", false
 		}
 	}
@@ -189,13 +189,13 @@ func (v *validator) responseHeaderValue(path string, value *jsonValue) (string, 
 	}
 	for _, r := range text {
 		if r == '\r' || r == '\n' || r == 0 {
-			v.add(path, quoteClipped(text)+" contains "+strconv.QuoteRune(r)+", which would end the header early "+
+			v.addContains(path, text, r, ", which would end the header early "+
 				"and let the rest of the value inject other headers or a body (response header injection): "+
 				responseHeaderValueRule)
 			return "", false
 		}
 		if (r < 0x20 && r != '\t') || r >= 0x7f {
-			v.add(path, quoteClipped(text)+" contains "+strconv.QuoteRune(r)+": header values are visible ASCII, "+
+			v.addContains(path, text, r, ": header values are visible ASCII, "+
 				"spaces and tabs (RFC 9110 §5.5), and proxies reject or mangle anything else: "+responseHeaderValueRule)
 			return "", false
 		}

@@ -5,15 +5,12 @@ import (
 )
 
 func (v *validator) rules(path string, value *jsonValue) []Rule {
-	if !v.wantKind(path, value, kindArray, "rules is a list of rule objects such as ["+exampleRule+"]") {
-		return nil
-	}
-	v.checkCount(path, len(value.items), maxRules, "rules", "add a rule such as "+exampleRule)
-	rules := make([]Rule, 0, len(value.items))
+	var rules []Rule
 	ruleIndexByName := make(map[string]int)
-	for i, item := range value.items {
-		rules = append(rules, v.rule(indexPath(path, i), item, i, ruleIndexByName))
-	}
+	v.eachItem(path, value, maxRules, "rules", "rules is a list of rule objects such as ["+exampleRule+"]",
+		"add a rule such as "+exampleRule, func(i int, itemPath string, item *jsonValue) {
+			rules = append(rules, v.rule(itemPath, item, i, ruleIndexByName))
+		})
 	return rules
 }
 

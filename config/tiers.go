@@ -147,31 +147,26 @@ func (v *validator) checkTierCosts(path string, cost Cost, fromHeader bool, limi
 }
 
 // tierWarnings warns of a rule whose tier comes from something the client sends.
-func tierWarnings(cfg *Config) []Problem {
-	var warnings []Problem
-	for i := range cfg.Rules {
-		by := cfg.Rules[i].LimitsBy
-		if by == nil {
-			continue
-		}
-		var what string
-		switch p := by.Part; p.Kind {
-		case KeyHeader:
-			if envoyRemovesFromClients(p.Header) {
-				continue
-			}
-			what = "the tier is read from the request header " + p.Header + ", which a client can send itself with the name " +
-				"of the most generous tier: use it only if an auth filter before Tollgate sets or overwrites it on every request " +
-				"(jwt_authn's claim_to_headers, an ext_authz response header), or read the tier from metadata with " +
-				`{"attribute": ["metadata", ...]}`
-		case KeyQuery, KeyPath, KeyMethod, KeyAuthority:
-			what = "the tier is read from the request's " + p.Kind.String() + ", which the client chooses: any client can " +
-				"name the most generous tier; read it from a header an auth filter writes or from metadata " +
-				`with {"attribute": [...]}`
-		default:
-			continue
-		}
-		warnings = append(warnings, Problem{Field: fieldPath(fieldPath(indexPath("rules", i), "limits_by"), "part"), Message: what})
+func tierWarnings(rulePath string, r *Rule) []Problem {
+	if r.LimitsBy == nil {
+		return nil
 	}
-	return warnings
+	var what string
+	switch p := r.LimitsBy.Part; p.Kind {
+	case KeyHeader:
+		if envoyRemovesFromClients(p.Header) {
+			return nil
+		}
+		what = "the tier is read from the request header " + p.Header + ", which a client can send itself with the name " +
+			"of the most generous tier: use it only if an auth filter before Tollgate sets or overwrites it on every request " +
+			"(jwt_authn's claim_to_headers, an ext_authz response header), or read the tier from metadata with " +
+			`{"attribute": ["metadata", ...]}`
+	case KeyQuery, KeyPath, KeyMethod, KeyAuthority:
+		what = "the tier is read from the request's " + p.Kind.String() + ", which the client chooses: any client can " +
+			"name the most generous tier; read it from a header an auth filter writes or from metadata " +
+			`with {"attribute": [...]}`
+	default:
+		return nil
+	}
+	return []Problem{{Field: fieldPath(fieldPath(rulePath, "limits_by"), "part"), Message: what}}
 }

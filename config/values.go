@@ -141,6 +141,25 @@ func (v *validator) wantKind(path string, value *jsonValue, kind jsonKind, fix s
 	return false
 }
 
+// memberAt returns the path of object's member name, and the member: nil when object has none.
+func memberAt(path string, object *jsonValue, name string) (string, *jsonValue) {
+	return fieldPath(path, name), object.member(name)
+}
+
+// eachItem reads value, a member that may be absent (nil), as a list of 1 to maximum items
+// (noun, in the message of a list too long), handing each to read with its index and path.
+// shape is the fix of a value that is no list, addFix the fix of an empty one.
+func (v *validator) eachItem(path string, value *jsonValue, maximum int, noun, shape, addFix string,
+	read func(i int, itemPath string, item *jsonValue)) {
+	if value == nil || !v.wantKind(path, value, kindArray, shape) {
+		return
+	}
+	v.checkCount(path, len(value.items), maximum, noun, addFix)
+	for i, item := range value.items {
+		read(i, indexPath(path, i), item)
+	}
+}
+
 // checkCount reports an empty list or one with more than max entries.
 func (v *validator) checkCount(path string, count, maximum int, noun, addFix string) {
 	switch {
@@ -200,16 +219,23 @@ func hasUnknownField(object *jsonValue, known []string) bool {
 // boundedString reads a string that must be neither empty nor longer than limit bytes (a name:
 // a header, a query parameter, a rule); "" when it is not, with the problem recorded.
 func (v *validator) boundedString(path string, value *jsonValue, limit int, rule string) string {
-	if !v.wantKind(path, value, kindString, rule) {
+	name, ok := v.nonEmptyString(path, value, rule)
+	if ok && len(name) > limit {
+		v.add(path, quoteClipped(name)+" is "+strconv.Itoa(len(name))+" bytes long: "+rule)
 		return ""
 	}
-	switch name := value.text; {
-	case name == "":
-		v.add(path, `"" is not allowed: `+rule)
-	case len(name) > limit:
-		v.add(path, quoteClipped(name)+" is "+strconv.Itoa(len(name))+" bytes long: "+rule)
-	default:
-		return name
+	return name
+}
+
+// nonEmptyString reads a string that must not be empty; "" and false when it is not one, with
+// the problem recorded.
+func (v *validator) nonEmptyString(path string, value *jsonValue, rule string) (string, bool) {
+	if !v.wantKind(path, value, kindString, rule) {
+		return "", false
 	}
-	return ""
+	if value.text == "" {
+		v.add(path, `"" is not allowed: `+rule)
+		return "", false
+	}
+	return value.text, true
 }

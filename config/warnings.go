@@ -27,36 +27,43 @@ func Warnings(cfg *Config) []Problem {
 		})
 	}
 	warnings = append(warnings, cidrWarnings(cfg)...)
-	warnings = append(warnings, tierWarnings(cfg)...)
-	warnings = append(warnings, usageWarnings(cfg)...)
+	warnings = appendRuleWarnings(warnings, cfg, tierWarnings)
+	warnings = appendRuleWarnings(warnings, cfg, usageWarnings)
 	warnings = append(warnings, operatorWarnings(cfg)...)
+	return warnings
+}
+
+// appendRuleWarnings appends what check finds in each rule, rule by rule; check is given the
+// rule's path.
+func appendRuleWarnings(warnings []Problem, cfg *Config, check func(path string, r *Rule) []Problem) []Problem {
+	for i := range cfg.Rules {
+		warnings = append(warnings, check(indexPath("rules", i), &cfg.Rules[i])...)
+	}
 	return warnings
 }
 
 // usageWarnings flags the rules with usage whose usage may go unread: a header the response
 // cannot carry as such, or an unknown that charges an unread response no more than its reserve
 // (a client that hangs up before the usage arrives pays only that).
-func usageWarnings(cfg *Config) []Problem {
+func usageWarnings(rulePath string, r *Rule) []Problem {
+	u := r.Usage
+	if u == nil {
+		return nil
+	}
 	var warnings []Problem
-	for i := range cfg.Rules {
-		u := cfg.Rules[i].Usage
-		if u == nil {
-			continue
-		}
-		path := indexPath("rules", i) + ".usage"
-		switch h := u.Header; {
-		case u.Source != UsageHeader:
-		case h != "" && h[0] == ':', h == "connection", h == "transfer-encoding", h == "keep-alive", h == "upgrade", h == "te":
-			warnings = append(warnings, Problem{Field: path + ".header", Message: strconv.Quote(h) +
-				" is not a header an upstream's response carries to a filter (a pseudo-header or a hop-by-hop header): " +
-				"every response would be charged unknown; name the header the upstream writes the usage in"})
-		}
-		if u.Source != UsageResponseBytes && u.Unknown <= u.Reserve {
-			warnings = append(warnings, Problem{Field: path + ".unknown", Message: "a response whose usage cannot be read " +
-				"is charged " + strconv.FormatInt(u.Unknown, 10) + ", no more than the reserve: a client that hangs up " +
-				"before the usage arrives (or streams without asking for it) pays only that; set unknown to what a " +
-				"request can use at most, e.g. the max_tokens your clients may ask for"})
-		}
+	path := rulePath + ".usage"
+	switch h := u.Header; {
+	case u.Source != UsageHeader:
+	case h != "" && h[0] == ':', h == "connection", h == "transfer-encoding", h == "keep-alive", h == "upgrade", h == "te":
+		warnings = append(warnings, Problem{Field: path + ".header", Message: strconv.Quote(h) +
+			" is not a header an upstream's response carries to a filter (a pseudo-header or a hop-by-hop header): " +
+			"every response would be charged unknown; name the header the upstream writes the usage in"})
+	}
+	if u.Source != UsageResponseBytes && u.Unknown <= u.Reserve {
+		warnings = append(warnings, Problem{Field: path + ".unknown", Message: "a response whose usage cannot be read " +
+			"is charged " + strconv.FormatInt(u.Unknown, 10) + ", no more than the reserve: a client that hangs up " +
+			"before the usage arrives (or streams without asking for it) pays only that; set unknown to what a " +
+			"request can use at most, e.g. the max_tokens your clients may ask for"})
 	}
 	return warnings
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tollgate-proxy/tollgate/internal/wasmaddr"
 	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
@@ -146,9 +147,10 @@ func compileModule(pkg string, tags []string) ([]byte, error) {
 // test the host, and skip both.
 var optimized = map[string]bool{"./filter": true, "./bench/testdata/floor": true}
 
-// optimize runs the optimizer step of `make build` on a module, in place: wasm-opt with the
-// Makefile's WASM_OPT_FLAGS, when wasm-opt is installed (as make build, which falls back to the
-// unoptimized module without it). The tests then run the module Envoy loads.
+// optimize runs the optimizer step of `make build` on a module, in place: the narrowing of its
+// address arithmetic (internal/wasmaddr), then wasm-opt with the Makefile's WASM_OPT_FLAGS, when
+// wasm-opt is installed (as make build, which falls back to the unoptimized module without it).
+// The tests then run the module Envoy loads.
 func optimize(module string) error {
 	wasmOpt, err := exec.LookPath("wasm-opt")
 	if err != nil {
@@ -156,6 +158,9 @@ func optimize(module string) error {
 	}
 	flags, err := makeVariable("WASM_OPT_FLAGS")
 	if err != nil {
+		return err
+	}
+	if _, err := wasmaddr.NarrowFile(module); err != nil {
 		return err
 	}
 	cmd := exec.Command(wasmOpt, append(strings.Fields(flags), module, "-o", module+".opt")...)

@@ -1,0 +1,183 @@
+// Package wasmaddr narrows the address arithmetic of a module built by upstream Go, so that
+// binaryen's wasm-opt can fold it into the offsets of the loads and stores it feeds.
+//
+// Go's Wasm backend computes addresses in 64 bits and wraps them to the 32 bits memory takes:
+// an argument stored 8 bytes into the stack frame is
+//
+//	local.get $sp; i64.extend_i32_u; i64.const 8; i64.add; i32.wrap_i64; ...; i64.store
+//
+// and the module has about thirty-five thousand of these. wasm-opt (binaryen 108) keeps them as
+// they are. Narrow rewrites every `i64.const C; i64.add; i32.wrap_i64` as
+// `i32.wrap_i64; i32.const C; i32.add`, which computes the same 32 bits for every value: wrapping
+// to 32 bits commutes with addition. wasm-opt then drops the wrap of the extension and, told that
+// the module never touches the first kilobyte of memory (--low-memory-unused: Go keeps its
+// first 4096 bytes as a zero page, nil checks being explicit calls), moves the constant into the
+// load's or store's offset: about 150 KB of the module's code.
+//
+// Go also loads 64 bits where it keeps 32 (`i64.load; i32.wrap_i64`, about nine thousand times):
+// Narrow loads the 32 bits the wrap keeps instead (`i32.load`, and likewise for the 8-, 16- and
+// 32-bit loads), a byte less each; and it compares a 32-bit value with zero as it is
+// (`i32.eqz`) where Go extends it to 64 bits first (`i64.extend_i32_u; i64.eqz`).
+//
+// The parser reads bytes it cannot trust: every length is checked, an instruction it does not
+// know is an error (the module keeps what Go emits: the MVP, sign extension, saturating
+// conversions and bulk memory), and a malformed module is an error, never a panic.
+package wasmaddr
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Opcodes the rewrite reads and writes.
+const (
+	opI32Const = 0x41
+	opI64Const = 0x42
+	opI32Add   = 0x6a
+	opI64Add   = 0x7c
+	opI32Wrap  = 0xa7
+
+	opI32Eqz     = 0x45
+	opI64Eqz     = 0x50
+	opI64ExtendS = 0xac
+	opI64ExtendU = 0xad
+)
+
+const codeSection = 10
+
+// Narrow returns the module with its address computations and wrapped loads narrowed, and how
+// many it rewrote.
+// Sections other than the code section are copied as they are, and function indices never
+// change, so the name section and a name map made from it still hold.
+func Narrow(module []byte) ([]byte, int, error) {
+	if len(module) < 8 || string(module[:4]) != "\x00asm" {
+		return nil, 0, errors.New("not a Wasm module")
+	}
+	out := append([]byte(nil), module[:8]...)
+	narrowed := 0
+	for off := 8; off < len(module); {
+		id := module[off]
+		size, n := binary.Uvarint(module[off+1:])
+		start := off + 1 + n
+		if n <= 0 || size > uint64(len(module)-start) {
+			return nil, 0, fmt.Errorf("byte %d: section %d has a bad size", off, id)
+		}
+		content := module[start : start+int(size)]
+		if id == codeSection {
+			rewritten, count, err := narrowCode(content)
+			if err != nil {
+				return nil, 0, fmt.Errorf("code section at byte %d: %v", off, err)
+			}
+			content, narrowed = rewritten, count
+		}
+		out = binary.AppendUvarint(append(out, id), uint64(len(content)))
+		out = append(out, content...)
+		off = start + int(size)
+	}
+	return out, narrowed, nil
+}
+
+// NarrowFile narrows the module in the file at path, replacing the file whole (readers see the
+// old module or the new one, never a part), and returns how many rewrites it made. A
+// module it cannot read is left as it is.
+func NarrowFile(path string) (int, error) {
+	module, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	narrowed, count, err := Narrow(module)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v", path, err)
+	}
+	if err := os.WriteFile(path+".narrowed", narrowed, 0o644); err != nil {
+		return 0, err
+	}
+	return count, os.Rename(path+".narrowed", path)
+}
+
+// narrowCode rewrites the function bodies of a code section's content.
+func narrowCode(section []byte) ([]byte, int, error) {
+	r := &reader{b: section}
+	count := r.u32()
+	out := binary.AppendUvarint(nil, uint64(count))
+	narrowed := 0
+	for i := uint32(0); i < count && r.err == nil; i++ {
+		body := r.bytes(r.u32())
+		if r.err != nil {
+			break
+		}
+		rewritten, n, err := narrowBody(body)
+		if err != nil {
+			return nil, 0, fmt.Errorf("function body %d: %v", i, err)
+		}
+		out = binary.AppendUvarint(out, uint64(len(rewritten)))
+		out = append(out, rewritten...)
+		narrowed += n
+	}
+	if r.err == nil && r.off != len(section) {
+		r.fail("bytes left over after the last function body")
+	}
+	return out, narrowed, r.err
+}
+
+// narrowBody rewrites one function body: its locals, then its instructions.
+func narrowBody(body []byte) ([]byte, int, error) {
+	r := &reader{b: body}
+	for groups := r.u32(); groups > 0 && r.err == nil; groups-- {
+		r.u32()
+		r.byte()
+	}
+	out := append([]byte(nil), body[:r.off]...)
+	narrowed := 0
+	for r.off < len(body) && r.err == nil {
+		start := r.off
+		op := r.byte()
+		narrowLoad, isLoad := narrowLoads[op]
+		switch {
+		case op == opI64Const:
+			constant := r.s64()
+			if r.err == nil && r.followedBy(opI64Add, opI32Wrap) {
+				out = append(appendS32(append(out, opI32Wrap, opI32Const), int32(constant)), opI32Add)
+				narrowed++
+				continue
+			}
+		case isLoad:
+			align := r.alignment()
+			offsetStart := r.off
+			r.u32()
+			if r.err == nil && r.followedBy(opI32Wrap) {
+				// A 32-bit load reads the 4 bytes the wrap keeps, aligned at most to them.
+				out = binary.AppendUvarint(append(out, narrowLoad), uint64(min(align, 2)))
+				out = append(out, body[offsetStart:r.off-1]...)
+				narrowed++
+				continue
+			}
+		case op == opI64ExtendU || op == opI64ExtendS:
+			if r.followedBy(opI64Eqz) {
+				// A 32-bit value extended to be compared with zero: compare it as it is.
+				out = append(out, opI32Eqz)
+				narrowed++
+				continue
+			}
+		default:
+			r.skipImmediates(op)
+		}
+		out = append(out, body[start:r.off]...)
+	}
+	return out, narrowed, r.err
+}
+
+// narrowLoads are the 64-bit loads a wrap to 32 bits can follow, and the 32-bit loads of the
+// same bytes, extended alike, that give what the wrap does. Narrower, they trap only where the
+// 64-bit load would have too.
+var narrowLoads = map[byte]byte{
+	0x29: 0x28, // i64.load: i32.load of its low half
+	0x30: 0x2c, // i64.load8_s: i32.load8_s
+	0x31: 0x2d, // i64.load8_u: i32.load8_u
+	0x32: 0x2e, // i64.load16_s: i32.load16_s
+	0x33: 0x2f, // i64.load16_u: i32.load16_u
+	0x34: 0x28, // i64.load32_s: i32.load
+	0x35: 0x28, // i64.load32_u: i32.load
+}
