@@ -54,7 +54,12 @@ func TestRedisClusterLosesAMaster(t *testing.T) {
 
 	victim := cluster.masters()[0]
 	heir := cluster.replicaOf(victim)
-	failover, timing := fleet.failoverPhase(t, victim, heir)
+	restart := func() {
+		svc.stop()
+		svc.start(t)
+		fleet.reconnected(t)
+	}
+	failover, timing := fleet.failoverPhase(t, victim, heir, restart)
 	checkFailover(t, failover)
 
 	heirBefore, err := heir.keys()
@@ -140,20 +145,28 @@ func (f *clusterFleet) burstPhase(t *testing.T, name string) *phaseFigures {
 	return p
 }
 
-// failoverTiming is when the failover's steps happened, from the phase's start.
+// failoverTiming is when the failover's steps happened, from the phase's start; restarted is when
+// the service was restarted, if it had to be (failoverPhase).
 type failoverTiming struct {
-	killed, promoted, clean time.Duration
+	killed, promoted, restarted, clean time.Duration
 }
+
+// stuckAfterFailover is how long the failover phase waits for a round without a timed-out check
+// before it restarts the service.
+const stuckAfterFailover = 2 * time.Minute
 
 // killRound is the round of the failover phase in which the master is killed: its keys have been
 // admitted nearly the limit, so that what the failover admits beyond it shows.
 const killRound = clusterLimit - 2
 
 // failoverPhase sends rounds over fresh keys, kills victim in the middle of round killRound, and goes
-// on until heir has taken over and a whole round had no check time out (at most two minutes):
-// checks of the dead master's slots hang until the service's Redis client learns the new
-// topology, and time out.
-func (f *clusterFleet) failoverPhase(t *testing.T, victim, heir *redisNode) (*phaseFigures, failoverTiming) {
+// on until heir has taken over and a whole round had no check time out: checks of the dead
+// master's slots hang until the service's Redis client learns the new topology, and time out.
+// That usually takes seconds, but in some runs the client went on timing out on those slots for
+// minutes, until the service restarted (docs/global-limits.md). So after stuckAfterFailover
+// without a clean round the phase restarts the service, as the documentation advises, and goes on
+// for as long again; a failover that even a restart does not end fails the test.
+func (f *clusterFleet) failoverPhase(t *testing.T, victim, heir *redisNode, restart func()) (*phaseFigures, failoverTiming) {
 	keys := phaseKeys("failover")
 	perRound := len(rounds(keys, 1))
 	before := f.stats(t)
@@ -175,9 +188,20 @@ func (f *clusterFleet) failoverPhase(t *testing.T, victim, heir *redisNode) (*ph
 			timing.clean = time.Since(began)
 			break
 		}
-		if time.Since(began) > 2*time.Minute {
-			t.Fatalf("no round without a timed-out check within two minutes (killed at %v, replica promoted at %v)",
-				timing.killed, timing.promoted)
+		switch waited := time.Since(began); {
+		case timing.restarted == 0 && waited > stuckAfterFailover:
+			t.Logf("no round without a timed-out check within %v of the phase's start (killed at %v, replica promoted at %v): restarting the service",
+				stuckAfterFailover, timing.killed, timing.promoted)
+			// The reconnection's own checks are left out of the phase's counts.
+			beforeRestart := f.stats(t)
+			restart()
+			timing.restarted = time.Since(began)
+			for name, n := range f.stats(t) {
+				before[name] += n - beforeRestart[name]
+			}
+		case timing.restarted > 0 && waited > timing.restarted+stuckAfterFailover:
+			t.Fatalf("no round without a timed-out check within %v of restarting the service (killed at %v, replica promoted at %v, restarted at %v)",
+				stuckAfterFailover, timing.killed, timing.promoted, timing.restarted)
 		}
 	}
 	failOnErrors(t, results)
@@ -314,9 +338,13 @@ func clusterReport(at time.Time, victim string, timing failoverTiming, phases []
 		"(cluster-node-timeout %d ms), envoyproxy/ratelimit in cluster mode, %d `tollgate serve` replicas of 2 worker VMs, "+
 		"%d concurrent clients, %d keys per phase, %d requests per key and day per rule\n",
 		at.UTC().Format(time.RFC3339), runtime.NumCPU(), clusterNodeTimeoutMs, clusterReplicas, clusterClients, clusterKeys, clusterLimit)
+	restarted := ""
+	if timing.restarted > 0 {
+		restarted = fmt.Sprintf(" (after the service was restarted at %v)", timing.restarted.Round(time.Millisecond))
+	}
 	fmt.Fprintf(&b, "  failover: master %s killed %v into the phase; its replica master and the cluster ok by %v; "+
-		"first round without a timed-out check ended at %v\n", victim, timing.killed.Round(time.Millisecond),
-		timing.promoted.Round(time.Millisecond), timing.clean.Round(time.Millisecond))
+		"first round without a timed-out check ended at %v%s\n", victim, timing.killed.Round(time.Millisecond),
+		timing.promoted.Round(time.Millisecond), timing.clean.Round(time.Millisecond), restarted)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  phase\trule\trequests\tcalls/request\tfailed checks\t503\tover\tunder\tlost\textra\tmisread\tp50\tp99")
 	for _, p := range phases {
