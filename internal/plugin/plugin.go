@@ -83,8 +83,10 @@ type replyBuffers struct {
 	headers [][2]string
 	body    []byte
 	number  []byte
-	// bodyParts is the configured body cut at each {retry_after}, once, at plugin start.
-	bodyParts []string
+	// bodyParts is the configured body cut at each {retry_after}, and grpcStatus the rejection's
+	// gRPC status, both worked out once, at plugin start.
+	bodyParts  []string
+	grpcStatus int32
 }
 
 func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPluginStartStatus {
@@ -127,6 +129,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	}
 	p.cfg, p.gate = cfg, admission.NewGate(policy)
 	p.reply.bodyParts = strings.Split(cfg.Response.Body, retryAfterPlaceholder)
+	p.reply.grpcStatus = int32(cfg.Response.RejectionGrpcStatus())
 	p.gate.SetWallClock(abi.WallNanos) // read only by calendar windows
 	p.settles = policy.SettlesAtResponse()
 	p.hasConcurrency = policy.HasConcurrency()

@@ -118,7 +118,9 @@ func (h *httpContext) rejectLimited(out *admission.Outcome) {
 	retryAfter := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
 	headers := append(buf.headers[:0], [2]string{"retry-after", retryAfter}, [2]string{"content-type", resp.ContentType})
 	headers = append(headers, resp.Headers...)
-	headers = append(headers, rateLimitHeaders(p.cfg.RateLimitHeaders, p.rules, out)...)
+	if len(out.Limits) > 0 { // rate-limit headers are configured
+		headers = append(headers, rateLimitHeaders(p.cfg.RateLimitHeaders, p.rules, out)...)
+	}
 	buf.body = buf.body[:0]
 	for i, part := range buf.bodyParts {
 		if i > 0 {
@@ -128,7 +130,7 @@ func (h *httpContext) rejectLimited(out *admission.Outcome) {
 	}
 	grpc := isGrpcRequest()
 	if err := abi.SendLocalReply(uint32(resp.Status), detailsRateLimited, headers, grpcBody(grpc, buf.body),
-		replyGrpcStatus(grpc, int32(resp.RejectionGrpcStatus()))); err != nil {
+		replyGrpcStatus(grpc, buf.grpcStatus)); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())
 	}
 	clear(headers) // drop the references to this request's strings
