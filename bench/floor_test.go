@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -165,25 +166,13 @@ func TestFloorProbe(t *testing.T) {
 	for _, step := range []string{"new", "known", "known"} {
 		names = nil
 		r.expect(t, "alice", 200)
-		if !equal(names, want[step]) {
+		if !slices.Equal(names, want[step]) {
 			t.Errorf("%s key: crossings %q, want %q", step, names, want[step])
 		}
 	}
 	if value, cas, st := r.shared.Get("tollgate", "alice"); st != wire.StatusOK || len(value) != 32 || cas != 3 {
 		t.Errorf("stored value %x, cas %d, status %d; want 32 zero bytes written three times", value, cas, st)
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The known keys of the benchmarks each have a bucket of their own in their first candidate

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,22 +39,10 @@ func TestParseReadsFormerUnitsUnderCurrentNames(t *testing.T) {
 		{"tollgate/floor", nil},
 		{"tollgate/floor+clock", nil},
 	} {
-		if got := r["Floor/admitted-known"][c.unit]; !equalFloats(got, c.want) {
+		if got := r["Floor/admitted-known"][c.unit]; !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.unit, got, c.want)
 		}
 	}
-}
-
-func equalFloats(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Every generated section lands between its own markers, with the figures of the run, and the

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 
@@ -160,7 +161,7 @@ func TestHeldRequestsWakeInOrderAtTheirInstants(t *testing.T) {
 			}
 		}
 	}
-	if want := []int64{60, 100, 120}; !equalInts(c.woken, want) { // the first tick at or after each instant
+	if want := []int64{60, 100, 120}; !slices.Equal(c.woken, want) { // the first tick at or after each instant
 		t.Fatalf("c woken at %v, want %v (the first tick at or after each instant it asked for)", c.woken, want)
 	}
 	if len(e.woken) != 0 || len(e.goneAt) != 1 {
@@ -252,16 +253,4 @@ func TestTickPeriodIsFastOnlyWhenRequestsMayBeHeld(t *testing.T) {
 			t.Fatalf("mayHold %v: period %d ms, want %d", c.mayHold, got, c.period)
 		}
 	}
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
