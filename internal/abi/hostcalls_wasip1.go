@@ -204,8 +204,8 @@ func forgetRequestHeaders() {
 
 // GetHttpRequestHeader returns the first value of a request header; ErrorStatusNotFound when
 // absent. The string lives in the scratch arena: valid until the current callback returns (see
-// proxyOnMemoryAllocate); copy it (strings.Clone) to keep it longer. Small enough to be inlined:
-// a read costs the lookup's call only.
+// proxyOnMemoryAllocate); copy it (strings.Clone) to keep it longer. After the first read in a
+// callback, a read is a lookup and no host call.
 func GetHttpRequestHeader(name string) (string, error) {
 	if !requestHeaders.read {
 		readRequestHeaders()

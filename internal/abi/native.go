@@ -23,14 +23,22 @@ func GetProperty(path ...string) ([]byte, error) {
 	return data, statusErr(st)
 }
 
-// forgetRequestHeaders is a no-op natively: each read asks the host (the wasip1 build reads the
-// headers once per callback, the same answers).
+// forgetRequestHeaders is a no-op natively: each read asks the host for the headers (the wasip1
+// build keeps them for the callback, the same answers).
 func forgetRequestHeaders() {}
 
-// GetHttpRequestHeader returns the first value of a request header.
+// GetHttpRequestHeader returns the first value of a request header, found among the headers
+// proxy_get_header_map_pairs gives, as the wasip1 build does.
 func GetHttpRequestHeader(name string) (string, error) {
-	v, st := nativeHost().HeaderValue(MapRequestHeaders, name)
-	return v, statusErr(st)
+	pairs, err := GetHttpRequestHeaders()
+	if err != nil {
+		return "", err
+	}
+	v, found := wire.PairsValue(pairs, name)
+	if !found {
+		return "", statusErr(wire.StatusNotFound)
+	}
+	return string(v), nil
 }
 
 // GetHttpRequestHeaders returns every request header in the map format (wire.EncodePairs).

@@ -276,7 +276,7 @@ func proxyRemoveHeaderMapValue(vm *VM, stack []uint64) {
 func proxyGetHeaderMapPairs(vm *VM, stack []uint64) {
 	m, st := vm.headerMap(uint32(stack[0]), false)
 	if st != wire.StatusOK {
-		if uint32(stack[0]) > 7 {
+		if uint32(stack[0]) > hostcore.LastMapType {
 			ret(stack, st)
 			return
 		}

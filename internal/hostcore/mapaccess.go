@@ -18,7 +18,7 @@ const (
 	MapRequestHeaders   uint32 = 0
 	MapResponseHeaders  uint32 = 2
 	MapResponseTrailers uint32 = 3
-	lastMapType         uint32 = 7
+	LastMapType         uint32 = 7 // the last type the ABI defines
 )
 
 // MapAccess says which header maps the running callback may use on its stream.
@@ -45,7 +45,7 @@ type StreamMaps struct{ Request, Response, ResponseTrailers *[][2]string }
 // the callback may not use it (write: the call changes the map).
 func (a MapAccess) HeaderMap(mapType uint32, write bool, maps StreamMaps) (*[][2]string, wire.Status) {
 	switch {
-	case mapType > lastMapType, write && a.ReadOnly:
+	case mapType > LastMapType, write && a.ReadOnly:
 		return nil, wire.StatusBadArgument
 	case mapType == MapRequestHeaders && a.Request:
 		return maps.Request, wire.StatusOK

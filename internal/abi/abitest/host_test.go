@@ -190,11 +190,16 @@ func TestGrpcCalls(t *testing.T) {
 
 // Response headers carry :status, and the plugin's changes are what the client gets.
 func TestResponseHeaders(t *testing.T) {
-	host, _ := start(t, abitest.Options{})
+	host, vm := start(t, abitest.Options{})
 	s, _ := host.Request(mode("go"))
 	s.ResponseHeaders(201, [][2]string{{"Content-Type", "text/plain"}})
 	if got := fmt.Sprint(s.ResponseHeadersSent()); got != "[[:status 201] [content-type text/plain] [x-status-seen 201]]" {
 		t.Fatalf("response headers %s", got)
+	}
+	// The request's headers are gone after the request phase: Envoy gives no pairs (Ok), so a
+	// request header read there is not found (a value read would be BadArgument).
+	if err := vm.plugin.lateRead; err != types.ErrorStatusNotFound {
+		t.Errorf("a request header read in the response phase: %v, want not found", err)
 	}
 }
 

@@ -95,13 +95,17 @@ func (c hostcalls) headerMap(m abi.MapType, write bool) (*[][2]string, wire.Stat
 		Response: &s.responseHeaders, ResponseTrailers: &s.responseTrailers})
 }
 
-// HeaderPairs is proxy_get_header_map_pairs: every header in the map format.
+// HeaderPairs is proxy_get_header_map_pairs: every header in the map format. A map the callback
+// cannot see is no headers, Ok, as in Envoy (getHeaderMapPairs), where a value read is BadArgument.
 func (c hostcalls) HeaderPairs(m abi.MapType) ([]byte, wire.Status) {
 	headers, st := c.headerMap(m, false)
-	if st != wire.StatusOK {
+	switch {
+	case st == wire.StatusOK:
+		return wire.EncodePairs(*headers), wire.StatusOK
+	case uint32(m) > hostcore.LastMapType:
 		return nil, st
 	}
-	return wire.EncodePairs(*headers), wire.StatusOK
+	return nil, wire.StatusOK
 }
 
 // HeaderValue is proxy_get_header_map_value: the first value, NotFound when absent.

@@ -37,6 +37,8 @@ type probePlugin struct {
 	loseNext   bool // the next NewHttpContext panics
 	// propertyErr is what setting a property in the root context (at the start) returned.
 	propertyErr error
+	// lateRead is what reading a request header in the last response headers' callback gave.
+	lateRead error
 }
 
 func (p *probePlugin) OnPluginStart(int) types.OnPluginStartStatus {
@@ -146,6 +148,7 @@ func (s *probeStream) OnHttpRequestHeadersPanic() types.Action {
 }
 
 func (s *probeStream) OnHttpResponseHeaders(int, bool) types.Action {
+	_, s.plugin.lateRead = abi.GetHttpRequestHeader("x-mode")
 	status, err := abi.GetHttpResponseStatus()
 	if err == nil {
 		_ = abi.ReplaceHttpResponseHeader("x-status-seen", strconv.Itoa(status))
