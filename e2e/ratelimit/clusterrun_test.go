@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,20 +53,17 @@ var clusterDescriptors = func() string {
 
 // clusterConfig: local limits that never bind; the service is given 2 s, so that only a failed
 // node (not a slow machine) turns a check into a failure.
-const clusterConfig = `{"rules": [
-  {"name": "direct", "match": {"path": {"prefix": "/direct"}}, "key": [{"header": "x-api-key"}],
-   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
-   "global": {"cluster": "ratelimit", "domain": "tollgate-cluster", "timeout": "2s", "failure_mode": "allow"}},
-  {"name": "deny", "match": {"path": {"prefix": "/deny"}}, "key": [{"header": "x-api-key"}],
-   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
-   "global": {"cluster": "ratelimit", "domain": "tollgate-cluster", "timeout": "2s", "failure_mode": "deny"}},
-  {"name": "leased", "match": {"path": {"prefix": "/leased"}}, "key": [{"header": "x-api-key"}],
-   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
-   "global": {"cluster": "ratelimit", "domain": "tollgate-cluster", "timeout": "2s", "failure_mode": "deny",
-              "lease": {"max_tokens": 4, "ttl": "60s"}}},
-  {"name": "local", "match": {"path": {"prefix": "/local"}}, "key": [{"header": "x-api-key"}],
-   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}]}
-]}`
+var clusterConfig = func() string {
+	data, err := os.ReadFile(clusterConfigFile)
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}()
+
+// clusterConfigFile is the configuration's file: internal/simulate's fleet test models this run
+// from the same file.
+const clusterConfigFile = "testdata/cluster.json"
 
 // clusterJob is one request: a path of clusterPaths and a key.
 type clusterJob struct {

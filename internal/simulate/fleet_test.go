@@ -220,20 +220,13 @@ func withinPercent(got, want, pct float64) bool { return math.Abs(got-want) <= w
 // Cluster that loses a master"): its configuration, and what its healthy and restarted phases
 // measured on 1 December 2026 with the real service: calls per request of each rule over the
 // burst, and each key admitted exactly the limit (16) by every rule once the leases were drained.
-const clusterRunConfig = `{"rules": [
-  {"name": "direct", "match": {"path": {"prefix": "/direct"}}, "key": [{"header": "x-api-key"}],
-   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
-   "global": {"cluster": "ratelimit", "domain": "tollgate-cluster", "timeout": "2s", "failure_mode": "allow"}},
-  {"name": "deny", "match": {"path": {"prefix": "/deny"}}, "key": [{"header": "x-api-key"}],
-   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
-   "global": {"cluster": "ratelimit", "domain": "tollgate-cluster", "timeout": "2s", "failure_mode": "deny"}},
-  {"name": "leased", "match": {"path": {"prefix": "/leased"}}, "key": [{"header": "x-api-key"}],
-   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}],
-   "global": {"cluster": "ratelimit", "domain": "tollgate-cluster", "timeout": "2s", "failure_mode": "deny",
-              "lease": {"max_tokens": 4, "ttl": "60s"}}},
-  {"name": "local", "match": {"path": {"prefix": "/local"}}, "key": [{"header": "x-api-key"}],
-   "limits": [{"capacity": 100000, "refill_tokens": 100000, "refill_interval": "1s"}]}
-]}`
+var clusterRunConfig = func() []byte {
+	data, err := os.ReadFile("../../e2e/ratelimit/testdata/cluster.json")
+	if err != nil {
+		panic(err)
+	}
+	return data
+}()
 
 var clusterRunMeasured = map[string]float64{"direct": 1.000, "deny": 1.000, "leased": 0.600}
 
@@ -289,11 +282,11 @@ func TestFleetModelMatchesTheRedisClusterRun(t *testing.T) {
 	}
 	// Three `tollgate serve` replicas of two worker VMs; the check's added latency was about 4 ms.
 	opts := FleetOptions{Replicas: clusterRunReplicas, Workers: 2, Limits: limits, ServiceLatency: 4 * time.Millisecond}
-	burst, err := RunFleet(writeFleetRequests(t, clusterRunRequests(false)), []byte(clusterRunConfig), opts)
+	burst, err := RunFleet(writeFleetRequests(t, clusterRunRequests(false)), clusterRunConfig, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	drained, err := RunFleet(writeFleetRequests(t, clusterRunRequests(true)), []byte(clusterRunConfig), opts)
+	drained, err := RunFleet(writeFleetRequests(t, clusterRunRequests(true)), clusterRunConfig, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
