@@ -295,6 +295,8 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 			if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
 				p.failed("cannot remove " + ShadowHeader + ": " + err.Error())
 			}
+			// The decision sees the headers as they are now, without the marker.
+			p.req.headers, p.req.headersErr = abi.GetHttpRequestHeaders()
 		}
 	}
 	now, err := abi.MonotonicNanos()
