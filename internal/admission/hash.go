@@ -33,7 +33,7 @@ func (p *Policy) LoadSecret(store Store, random func() uint64) error {
 		copy(fresh[:], "TGk1")
 		binary.LittleEndian.PutUint64(fresh[4:], random())
 		binary.LittleEndian.PutUint64(fresh[12:], random())
-		if err := store.Set(p.secretKey, fresh[:], casCreate); err != nil && !isCasMismatch(err) {
+		if err := store.Set(p.secretKey, fresh[:], CasCreate); err != nil && !isCasMismatch(err) {
 			return err
 		}
 	}

@@ -60,10 +60,9 @@ func (p *Policy) RuleIndex(name string) int {
 }
 
 // RuleCount is the number of rules; RuleName and RuleKeyParts describe the rule at index i.
-func (p *Policy) RuleCount() int          { return len(p.rules) }
-func (p *Policy) RuleName(i int) string   { return p.rules[i].name }
-func (p *Policy) RuleKeyParts(i int) int  { return len(p.rules[i].key) }
-func (p *Policy) RuleIsShadow(i int) bool { return p.rules[i].shadow }
+func (p *Policy) RuleCount() int         { return len(p.rules) }
+func (p *Policy) RuleName(i int) string  { return p.rules[i].name }
+func (p *Policy) RuleKeyParts(i int) int { return len(p.rules[i].key) }
 func (g *Gate) KeyHash(rule int, key []byte) uint64 {
 	return g.partitionHash(g.rules[rule].name, key)
 }

@@ -195,7 +195,7 @@ func (g *Gate) findLease(store Store, ref *leaseRef, now int64) (leaseFound, err
 		switch {
 		case isNotFound(err):
 			if !free.ok {
-				free = leaseFound{index: index, cas: casCreate, ok: true}
+				free = leaseFound{index: index, cas: CasCreate, ok: true}
 			}
 			continue
 		case err != nil:

@@ -15,11 +15,11 @@ import (
 // the configured failure mode applies.
 const MaxAttempts = 16
 
-// casCreate is the CAS passed when writing a key that did not exist. Envoy stores a value for an
+// CasCreate is the CAS passed when writing a key that did not exist. Envoy stores a value for an
 // absent key whatever the CAS argument, but CAS 0 would overwrite unconditionally if another
 // worker created the key in between; any non-zero CAS makes that case a CasMismatch instead. The
 // one collision left is a concurrently created key whose CAS is exactly this value.
-const casCreate = math.MaxUint32
+const CasCreate = math.MaxUint32
 
 // The key table. Envoy's shared data has no delete, so buckets live in a fixed table of MaxKeys
 // slots per plugin, and the table's size bounds the shared memory whatever keys clients send.
@@ -195,10 +195,10 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		free := false
 		switch {
 		case isNotFound(err) && i == 0: // never written: the bucket is created there (placeNew)
-			a.place, a.slot, a.choice, a.cas = placeNew, slots[0], 0, casCreate
+			a.place, a.slot, a.choice, a.cas = placeNew, slots[0], 0, CasCreate
 			return g.decideOn(a, l.algo.initial(a.when(a.stamp)), a.when(a.stamp))
 		case isNotFound(err):
-			free, cas = true, casCreate
+			free, cas = true, CasCreate
 		case err != nil:
 			return wrapError("cannot read shared data", err)
 		default:
@@ -280,7 +280,7 @@ func (g *Gate) readOverflow(store Store, a *applied, now int64) error {
 	state := l.algo.initial(at)
 	switch {
 	case isNotFound(err):
-		cas = casCreate
+		cas = CasCreate
 	case err != nil:
 		return wrapError("cannot read shared data", err)
 	default:

@@ -298,10 +298,10 @@ func (h *httpContext) rejectGlobal(rule int, resp rls.Response, now int64) {
 	if p.debug {
 		abi.Log(abi.LogLevelDebug, "tollgate: decision limited rule "+p.ruleName(rule)+" by the global limit, retry_after "+seconds+"s")
 	}
-	body := appendReplacing(nil, cfg.Body, retryAfterPlaceholder, seconds)
+	body := p.reply.appendBody(nil, seconds)
 	grpc := isGrpcRequest()
 	if err := abi.SendLocalReply(uint32(cfg.Status), detailsGlobalRateLimited, headers, grpcBody(grpc, body),
-		replyGrpcStatus(grpc, int32(cfg.RejectionGrpcStatus()))); err != nil {
+		replyGrpcStatus(grpc, p.reply.grpcStatus)); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())
 	}
 }

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"encoding/binary"
-	"math"
 	"strconv"
 
 	"github.com/tollgate-proxy/tollgate/config"
@@ -28,10 +27,6 @@ const topPeriod = int64(60e9)
 // topMagic starts the shared-data value: "TGt1", the period's number, then the current and
 // the previous period's summaries (heavy.Summary.AppendTo).
 const topMagic = "TGt1"
-
-// casNew is the CAS of a write to a key that did not exist (admission's casCreate, for the same
-// reason: a concurrently created key is then a mismatch, not overwritten).
-const casNew = math.MaxUint32
 
 type topOffenders struct {
 	k       int
@@ -113,7 +108,7 @@ func (t *topOffenders) flush(now int64) {
 			value, cas, err := sharedData.Get(t.keys[i])
 			switch {
 			case err == admission.ErrNotFound:
-				cas = casNew
+				cas = admission.CasCreate
 			case err != nil:
 				t.warn("tollgate: cannot read the top offenders of rule " + t.names[i] + ": " + err.Error())
 				return

@@ -121,13 +121,7 @@ func (h *httpContext) rejectLimited(out *admission.Outcome) {
 	if len(out.Limits) > 0 { // rate-limit headers are configured
 		headers = append(headers, rateLimitHeaders(p.cfg.RateLimitHeaders, p.rules, out)...)
 	}
-	buf.body = buf.body[:0]
-	for i, part := range buf.bodyParts {
-		if i > 0 {
-			buf.body = append(buf.body, retryAfter...)
-		}
-		buf.body = append(buf.body, part...)
-	}
+	buf.body = buf.appendBody(buf.body[:0], retryAfter)
 	grpc := isGrpcRequest()
 	if err := abi.SendLocalReply(uint32(resp.Status), detailsRateLimited, headers, grpcBody(grpc, buf.body),
 		replyGrpcStatus(grpc, buf.grpcStatus)); err != nil {
@@ -137,15 +131,14 @@ func (h *httpContext) rejectLimited(out *admission.Outcome) {
 	buf.headers = headers[:0]
 }
 
-// appendReplacing appends s to dst with every old replaced by new.
-func appendReplacing(dst []byte, s, old, new string) []byte {
-	for {
-		i := strings.Index(s, old)
-		if i < 0 {
-			return append(dst, s...)
+// appendBody appends the configured rejection body to dst, retryAfter in place of each
+// {retry_after}.
+func (buf *replyBuffers) appendBody(dst []byte, retryAfter string) []byte {
+	for i, part := range buf.bodyParts {
+		if i > 0 {
+			dst = append(dst, retryAfter...)
 		}
-		dst = append(dst, s[:i]...)
-		dst = append(dst, new...)
-		s = s[i+len(old):]
+		dst = append(dst, part...)
 	}
+	return dst
 }
