@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/rls"
 )
 
 // fleetRequest is one request of a hand-made fleet log.
@@ -486,6 +488,13 @@ func TestNewGlobalLimit(t *testing.T) {
 		}
 		if !strings.Contains(got, tt.want) || l.Unit != tt.length {
 			t.Errorf("NewGlobalLimit(%d, %q, %d) = %q, unit %s; want %q, unit %s", tt.n, tt.unit, tt.multiplier, got, l.Unit, tt.want, tt.length)
+		}
+	}
+	// Each unit carries the protocol's number for it, as the service's answers give it to the
+	// plugin (week is 7, not unknown).
+	for name, want := range map[string]rls.Unit{"second": rls.UnitSecond, "day": rls.UnitDay, "week": rls.UnitWeek, "year": rls.UnitYear} {
+		if l, err := NewGlobalLimit(1, name, 1); err != nil || rls.Unit(l.code) != want || l.Unit != time.Duration(want.Seconds())*time.Second {
+			t.Errorf("%s: code %d, length %s (%v); want %d, %ds", name, l.code, l.Unit, err, want, want.Seconds())
 		}
 	}
 	// An unlimited descriptor: a call per request without a lease, every request admitted.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/rls"
 )
 
 // The rate limit service of the fleet model: envoyproxy/ratelimit's fixed windows on Redis, as
@@ -49,15 +51,11 @@ func (l GlobalLimit) String() string {
 	return strconv.FormatInt(l.RequestsPerUnit, 10) + "/" + l.UnitName
 }
 
-// serviceUnits are envoyproxy/ratelimit's units: their length (utils.UnitToDivider) and code
-// (week has none in the protocol Tollgate reads: 0, unknown).
-var serviceUnits = map[string]struct {
-	length time.Duration
-	code   uint8
-}{
-	"second": {time.Second, 1}, "minute": {time.Minute, 2}, "hour": {time.Hour, 3},
-	"day": {24 * time.Hour, 4}, "week": {7 * 24 * time.Hour, 0}, "month": {30 * 24 * time.Hour, 5},
-	"year": {365 * 24 * time.Hour, 6},
+// serviceUnits are envoyproxy/ratelimit's units by name, as the protocol numbers them
+// (RateLimitResponse.RateLimit.Unit); rls.Unit.Seconds gives their length (utils.UnitToDivider).
+var serviceUnits = map[string]rls.Unit{
+	"second": rls.UnitSecond, "minute": rls.UnitMinute, "hour": rls.UnitHour, "day": rls.UnitDay,
+	"week": rls.UnitWeek, "month": rls.UnitMonth, "year": rls.UnitYear,
 }
 
 const unitNames = "second, minute, hour, day, week, month or year"
@@ -78,7 +76,8 @@ func NewGlobalLimit(n int64, unit string, multiplier int64) (GlobalLimit, error)
 	if multiplier > 1 {
 		name = strconv.FormatInt(multiplier, 10) + " " + name
 	}
-	return GlobalLimit{RequestsPerUnit: n, Unit: u.length * time.Duration(multiplier), UnitName: name, code: u.code}, nil
+	length := time.Duration(u.Seconds()) * time.Second
+	return GlobalLimit{RequestsPerUnit: n, Unit: length * time.Duration(multiplier), UnitName: name, code: uint8(u)}, nil
 }
 
 // UnlimitedGlobalLimit is a descriptor the service never limits: a count it never reaches.
