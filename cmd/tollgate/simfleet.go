@@ -19,8 +19,6 @@ import (
 const (
 	maxReplicas = 10_000
 	maxWorkers  = 256
-	// clusterSlots is Redis Cluster's number of hash slots: at most that many masters.
-	clusterSlots = 16384
 )
 
 type fleetFlags struct {
@@ -88,8 +86,8 @@ func (f *fleetFlags) problems(fs *flag.FlagSet) []string {
 	if *f.workers < 1 || *f.workers > maxWorkers {
 		problems = append(problems, fmt.Sprintf("--workers %d is out of range: use 1 to %d", *f.workers, maxWorkers))
 	}
-	if *f.shards < 1 || *f.shards > clusterSlots {
-		problems = append(problems, fmt.Sprintf("--redis-shards %d is out of range: use 1 to %d", *f.shards, clusterSlots))
+	if *f.shards < 1 || *f.shards > simulate.ClusterSlots {
+		problems = append(problems, fmt.Sprintf("--redis-shards %d is out of range: use 1 to %d", *f.shards, simulate.ClusterSlots))
 	}
 	if *f.latency < 0 || *f.latency > time.Minute {
 		problems = append(problems, fmt.Sprintf("--service-latency %s is out of range: use 0s to 1m", *f.latency))

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/tollgate-proxy/tollgate/internal/simulate"
@@ -58,7 +60,7 @@ func printChanges(w io.Writer, c *simulate.Changes) {
 
 // changedRuleNames lists the rules of a comparison by name.
 func changedRuleNames(c *simulate.Changes) []string {
-	return simulate.SortedKeys(c.Rules)
+	return slices.Sorted(maps.Keys(c.Rules))
 }
 
 // printSuggestion writes --suggest's limits per rule and what they did in their replay.

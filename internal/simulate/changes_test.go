@@ -3,8 +3,10 @@ package simulate
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,7 +24,7 @@ func writeEnvoyLog(t *testing.T, requests []logRequest) string {
 	for i, r := range requests {
 		line := fmt.Sprintf(`{"start_time":"2026-11-30T10:00:%02d.%03dZ","method":"GET","path":%q,"downstream_remote_address":"192.0.2.7:41000"`,
 			i/100, i%100*10, r.path)
-		for _, name := range SortedKeys(r.headers) {
+		for _, name := range slices.Sorted(maps.Keys(r.headers)) {
 			line += fmt.Sprintf(`,"req.%s":%q`, name, r.headers[name])
 		}
 		lines = append(lines, line+"}")

@@ -148,13 +148,3 @@ func absDiff(k KeyChange) int64 {
 	}
 	return k.LimitedFrom - k.LimitedTo
 }
-
-// SortedKeys returns a map's keys in order.
-func SortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

@@ -322,7 +322,7 @@ func TestKeySlot(t *testing.T) {
 		{"foo", 12182},
 		{"bar", 5061},
 		{"{user1000}.following", keySlot("user1000")},           // the hash tag alone counts
-		{"foo{}{bar}", int(crc16("foo{}{bar}")) % clusterSlots}, // an empty tag: the whole key
+		{"foo{}{bar}", int(crc16("foo{}{bar}")) % ClusterSlots}, // an empty tag: the whole key
 	}
 	for _, tt := range tests {
 		if got := keySlot(tt.key); got != tt.slot {

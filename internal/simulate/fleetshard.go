@@ -16,7 +16,8 @@ import (
 // (of the part between the first "{" and the next "}", when not empty), and
 // `redis-cli --cluster create` gives each of S masters an equal run of slots, in order.
 
-const clusterSlots = 16384
+// ClusterSlots is Redis Cluster's number of hash slots: at most that many masters.
+const ClusterSlots = 16384
 
 // counterPrefix is the Redis key of a rule's counters up to the partition key.
 func counterPrefix(r *config.Rule) string {
@@ -36,13 +37,13 @@ func counterPrefix(r *config.Rule) string {
 type clusterShards []int // the last slot of each master
 
 func newClusterShards(masters int) clusterShards {
-	per := float64(clusterSlots) / float64(masters)
+	per := float64(ClusterSlots) / float64(masters)
 	last := make(clusterShards, masters)
 	first := 0
 	for i := range last {
 		end := int(math.Round(float64(i)*per + per - 1))
 		if i == masters-1 {
-			end = clusterSlots - 1
+			end = ClusterSlots - 1
 		}
 		end = max(end, first)
 		last[i], first = end, end+1
@@ -65,7 +66,7 @@ func keySlot(key string) int {
 			key = key[open+1 : open+1+n]
 		}
 	}
-	return int(crc16(key)) % clusterSlots
+	return int(crc16(key)) % ClusterSlots
 }
 
 // crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), Redis Cluster's.

@@ -2,6 +2,8 @@ package simulate
 
 import (
 	"html/template"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -19,7 +21,7 @@ var statusMeanings = map[string]string{
 }
 
 func statusRows(r *Result) []statusRow {
-	codes := SortedKeys(r.Statuses)
+	codes := slices.Sorted(maps.Keys(r.Statuses))
 	rows := make([]statusRow, len(codes))
 	for i, code := range codes {
 		meaning, ok := statusMeanings[code]

@@ -3,9 +3,11 @@ package simulate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -44,7 +46,7 @@ func (c *schemaChecker) check(where, def string, node map[string]any, v any) []s
 			}
 		}
 		props, _ := node["properties"].(map[string]any)
-		for _, name := range SortedKeys(obj) {
+		for _, name := range slices.Sorted(maps.Keys(obj)) {
 			if p, ok := props[name]; ok {
 				c.seen[def+"."+name] = true
 				problems = append(problems, c.check(where+"."+name, def, p.(map[string]any), obj[name])...)
@@ -148,7 +150,7 @@ func TestSummaryMatchesItsSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	props := c.properties()
-	names := SortedKeys(props)
+	names := slices.Sorted(maps.Keys(props))
 	sort.Strings(names)
 	for _, p := range names {
 		if !c.seen[p] {
