@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
@@ -96,13 +95,7 @@ func (b *moduleBody) trailers(ended bool) [][2]string {
 	if !ended {
 		return nil
 	}
-	var out [][2]string
-	for name, values := range b.resp.Trailer {
-		for _, v := range values {
-			out = append(out, [2]string{strings.ToLower(name), v})
-		}
-	}
-	return out
+	return appendHeaders(nil, b.resp.Trailer)
 }
 
 // Close implements io.Closer.

@@ -162,12 +162,7 @@ func (g *Gateway) responseHeaders(resp *http.Response) error {
 	if stream == nil {
 		return errors.New("response without its stream")
 	}
-	var headers [][2]string
-	for name, values := range resp.Header {
-		for _, v := range values {
-			headers = append(headers, [2]string{strings.ToLower(name), v})
-		}
-	}
+	headers := appendHeaders(nil, resp.Header)
 	noBody := resp.Body == http.NoBody || resp.ContentLength == 0
 	final, err := stream.ResponseHeaders(resp.StatusCode, headers, noBody)
 	if errors.Is(err, host.ErrReplacedResponse) {
@@ -214,14 +209,9 @@ func toHostRequest(r *http.Request) host.Request {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	headers := [][2]string{
+	headers := appendHeaders([][2]string{
 		{":method", r.Method}, {":path", r.URL.RequestURI()}, {":authority", r.Host}, {":scheme", scheme},
-	}
-	for name, values := range r.Header {
-		for _, v := range values {
-			headers = append(headers, [2]string{strings.ToLower(name), v})
-		}
-	}
+	}, r.Header)
 	return host.Request{
 		Headers:       headers,
 		SourceAddress: r.RemoteAddr,
@@ -235,4 +225,15 @@ func transportWithoutCompression() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DisableCompression = true
 	return t
+}
+
+// appendHeaders appends every value of h to dst as Envoy's header maps hold them: a pair per
+// value, the name lower-cased.
+func appendHeaders(dst [][2]string, h http.Header) [][2]string {
+	for name, values := range h {
+		for _, v := range values {
+			dst = append(dst, [2]string{strings.ToLower(name), v})
+		}
+	}
+	return dst
 }
