@@ -295,19 +295,20 @@ func ReadHttpResponseBody(size int, f func(window []byte)) error {
 // bodyWindow is the most ReadHttpResponseBody reads in one host call: half the arena.
 const bodyWindow = len(arena.buf) / 2
 
-// GetHttpResponseHeader returns a response header's value (a copy), or an error with
-// wire.StatusNotFound when it is absent.
+// GetHttpResponseHeader returns a response header's value, or an error with wire.StatusNotFound
+// when it is absent. The string lives in the scratch arena, as GetHttpRequestHeader's.
 func GetHttpResponseHeader(name string) (string, error) {
 	return responseMapValue(MapResponseHeaders, name)
 }
 
-// GetHttpResponseTrailer returns a response trailer's value (a copy); the map is readable from
-// the trailers callback on.
+// GetHttpResponseTrailer returns a response trailer's value, in the scratch arena; the map is
+// readable from the trailers callback on.
 func GetHttpResponseTrailer(name string) (string, error) {
 	return responseMapValue(MapResponseTrailers, name)
 }
 
-// responseMapValue reads a value of a response map, copied: it outlives the next host call.
+// responseMapValue reads a value of a response map; it lives in the scratch arena until the
+// callback returns (later host calls allocate past it).
 func responseMapValue(m MapType, name string) (string, error) {
 	beginResult()
 	st := proxyGetHeaderMapValue(m, stringData(name), uint32(len(name)), ptrAddr, ptrSize)
@@ -318,7 +319,7 @@ func responseMapValue(m MapType, name string) (string, error) {
 	if st != wire.StatusOK {
 		return "", statusErr(st)
 	}
-	return string(b), nil
+	return unsafe.String(unsafe.SliceData(b), len(b)), nil
 }
 
 // SetProperty sets a property of the stream: Envoy keeps it as the stream's filter state
