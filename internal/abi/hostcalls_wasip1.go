@@ -376,8 +376,14 @@ func SendHttpResponse(status uint32, headers [][2]string, body []byte, grpcStatu
 // Envoy sends to a gRPC client; -1 lets Envoy map the HTTP status.
 func SendLocalReply(status uint32, details string, headers [][2]string, body []byte, grpcStatus int32) error {
 	encodedPairs = wire.AppendPairs(encodedPairs[:0], headers)
+	return SendEncodedLocalReply(status, details, encodedPairs, body, grpcStatus)
+}
+
+// SendEncodedLocalReply is SendLocalReply with the headers already serialized (wire.AppendPairs,
+// wire.PairsTemplate).
+func SendEncodedLocalReply(status uint32, details string, pairs, body []byte, grpcStatus int32) error {
 	return statusErr(proxySendLocalResponse(status, stringData(details), uint32(len(details)), bytesData(body), uint32(len(body)),
-		bytesData(encodedPairs), uint32(len(encodedPairs)), grpcStatus))
+		bytesData(pairs), uint32(len(pairs)), grpcStatus))
 }
 
 // GetSharedData returns the value and CAS of a shared-data key; StatusNotFound when absent. The

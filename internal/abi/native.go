@@ -129,6 +129,13 @@ func SendLocalReply(status uint32, details string, headers [][2]string, body []b
 	return statusErr(nativeHost().SendLocalReply(status, details, headers, body, grpcStatus))
 }
 
+// SendEncodedLocalReply is SendLocalReply with the headers already serialized. Malformed pairs
+// count as no headers, as in Envoy's host.
+func SendEncodedLocalReply(status uint32, details string, pairs, body []byte, grpcStatus int32) error {
+	headers, _ := wire.DecodePairs(pairs)
+	return SendLocalReply(status, details, headers, body, grpcStatus)
+}
+
 // GetSharedData returns the value and CAS of a shared-data key; StatusNotFound when absent.
 func GetSharedData(key string) ([]byte, uint32, wire.Status) {
 	value, cas, st := nativeHost().SharedData(key)

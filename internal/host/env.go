@@ -159,7 +159,10 @@ func proxySendLocalResponse(vm *VM, stack []uint64) {
 	if !ok {
 		headers = nil
 	}
-	s.reply = &hostcore.LocalReply{Status: status, Headers: hostcore.LowerKeys(headers), Body: body,
+	for i := range headers { // decoded for this reply alone: lowered in place
+		headers[i][0] = hostcore.Lower(headers[i][0])
+	}
+	s.reply = &hostcore.LocalReply{Status: status, Headers: headers, Body: body,
 		GrpcStatus: uint32(stack[7]), Details: hostcore.EnvoyDetails(details)}
 }
 

@@ -289,21 +289,11 @@ func (h *httpContext) rejectGlobal(rule int, resp rls.Response, now int64) {
 	if s := resp.Status; resp.Statuses > 0 && s.HasReset && s.DurationUntilReset > 0 {
 		retryAfter = max(ceilSeconds(s.DurationUntilReset), 1)
 	}
-	seconds := strconv.FormatInt(retryAfter, 10)
-	cfg := &p.cfg.Response
-	headers := make([][2]string, 0, 2+len(cfg.Headers)+3)
-	headers = append(headers, [2]string{"retry-after", seconds}, [2]string{"content-type", cfg.ContentType})
-	headers = append(headers, cfg.Headers...)
-	headers = append(headers, globalRateLimitHeaders(p.cfg.RateLimitHeaders, p.ruleName(rule), resp, retryAfter)...)
 	if p.debug {
-		abi.Log(abi.LogLevelDebug, "tollgate: decision limited rule "+p.ruleName(rule)+" by the global limit, retry_after "+seconds+"s")
+		abi.Log(abi.LogLevelDebug, "tollgate: decision limited rule "+p.ruleName(rule)+" by the global limit, retry_after "+
+			strconv.FormatInt(retryAfter, 10)+"s")
 	}
-	body := p.reply.appendBody(nil, seconds)
-	grpc := isGrpcRequest()
-	if err := abi.SendLocalReply(uint32(cfg.Status), detailsGlobalRateLimited, headers, grpcBody(grpc, body),
-		replyGrpcStatus(grpc, p.reply.grpcStatus)); err != nil {
-		p.failed("cannot send a local reply: " + err.Error())
-	}
+	h.sendRejection(detailsGlobalRateLimited, retryAfter, globalRateLimitHeaders(p.cfg.RateLimitHeaders, p.ruleName(rule), resp, retryAfter))
 }
 
 // denyGlobal answers 503 for a rule whose service failed with failure_mode deny.

@@ -78,13 +78,21 @@ type pluginContext struct {
 	operator *operatorEndpoint
 }
 
+// notBuilt is replyBuffers.builtFor when the buffers hold no rejection to send again.
+const notBuilt = -1
+
 // replyBuffers are reused to build local replies without allocating.
 type replyBuffers struct {
-	headers [][2]string
-	body    []byte
-	number  []byte
-	// bodyParts is the configured body cut at each {retry_after}, and grpcStatus the rejection's
-	// gRPC status, both worked out once, at plugin start.
+	// encoded and body are the last rejection's headers and body, built for a Retry-After of
+	// builtFor seconds (notBuilt: to build for the next).
+	encoded  []byte
+	body     []byte
+	builtFor int64
+	number   []byte
+	// pairs are the rejection's headers, Retry-After first, its value left to fill in; bodyParts
+	// is the configured body cut at each {retry_after}, and grpcStatus the rejection's gRPC
+	// status: all worked out once, at plugin start.
+	pairs      wire.PairsTemplate
 	bodyParts  []string
 	grpcStatus int32
 }
@@ -128,7 +136,10 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		return types.OnPluginStartStatusFailed
 	}
 	p.cfg, p.gate = cfg, admission.NewGate(policy)
+	p.reply.pairs = wire.NewPairsTemplate(append([][2]string{{"retry-after", ""}, {"content-type", cfg.Response.ContentType}},
+		cfg.Response.Headers...))
 	p.reply.bodyParts = strings.Split(cfg.Response.Body, retryAfterPlaceholder)
+	p.reply.builtFor = notBuilt
 	p.reply.grpcStatus = int32(cfg.Response.RejectionGrpcStatus())
 	p.gate.SetWallClock(abi.WallNanos) // read only by calendar windows
 	p.settles = policy.SettlesAtResponse()

@@ -104,31 +104,41 @@ func (h *httpContext) answerLimited(out *admission.Outcome) {
 // retryAfterPlaceholder is replaced in a rejection's body with the Retry-After seconds.
 const retryAfterPlaceholder = "{retry_after}"
 
-// rejectLimited sends the configured rejection: status, body, content type and headers, with an
-// exact Retry-After and the rate-limit headers if configured.
-//
-// It is built in the plugin's reused buffers: Envoy copies the reply during the call, so a
-// rejection allocates nothing beyond what the rate-limit headers need.
+// rejectLimited sends the configured rejection with an exact Retry-After and the rate-limit
+// headers if configured.
 func (h *httpContext) rejectLimited(out *admission.Outcome) {
-	p := h.plugin
-	resp := &p.cfg.Response
-	buf := &p.reply
-	buf.number = strconv.AppendInt(buf.number[:0], out.RetryAfterSeconds(), 10)
-	// Only read while the buffers are in use, below.
-	retryAfter := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
-	headers := append(buf.headers[:0], [2]string{"retry-after", retryAfter}, [2]string{"content-type", resp.ContentType})
-	headers = append(headers, resp.Headers...)
+	var more [][2]string
 	if len(out.Limits) > 0 { // rate-limit headers are configured
-		headers = append(headers, rateLimitHeaders(p.cfg.RateLimitHeaders, p.rules, out)...)
+		more = rateLimitHeaders(h.plugin.cfg.RateLimitHeaders, h.plugin.rules, out)
 	}
-	buf.body = buf.appendBody(buf.body[:0], retryAfter)
+	h.sendRejection(detailsRateLimited, out.RetryAfterSeconds(), more)
+}
+
+// sendRejection sends the configured rejection: status, body, Retry-After (retryAfter seconds),
+// content type and headers, then more. The headers but Retry-After's value were serialized at
+// plugin start (replyBuffers.pairs), and the reply is built in the plugin's reused buffers:
+// Envoy copies it during the call, so a rejection allocates nothing beyond what more needs. A
+// rejection with the Retry-After of the one before and no more headers, as most are when a
+// client keeps coming back at its limit, is sent from the buffers as they are.
+func (h *httpContext) sendRejection(details string, retryAfter int64, more [][2]string) {
+	p := h.plugin
+	buf := &p.reply
+	if retryAfter != buf.builtFor || len(more) > 0 {
+		buf.number = strconv.AppendInt(buf.number[:0], retryAfter, 10)
+		// Only read while the buffers are filled.
+		seconds := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
+		buf.encoded = buf.pairs.Append(buf.encoded[:0], seconds, more)
+		buf.body = buf.appendBody(buf.body[:0], seconds)
+		buf.builtFor = retryAfter
+		if len(more) > 0 {
+			buf.builtFor = notBuilt // the next rejection has headers of its own
+		}
+	}
 	grpc := isGrpcRequest()
-	if err := abi.SendLocalReply(uint32(resp.Status), detailsRateLimited, headers, grpcBody(grpc, buf.body),
+	if err := abi.SendEncodedLocalReply(uint32(p.cfg.Response.Status), details, buf.encoded, grpcBody(grpc, buf.body),
 		replyGrpcStatus(grpc, buf.grpcStatus)); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())
 	}
-	clear(headers) // drop the references to this request's strings
-	buf.headers = headers[:0]
 }
 
 // appendBody appends the configured rejection body to dst, retryAfter in place of each

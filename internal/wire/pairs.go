@@ -10,10 +10,18 @@ func EncodePairs(pairs [][2]string) []byte { return AppendPairs(nil, pairs) }
 // AppendPairs appends the serialization of pairs (see EncodePairs) to dst.
 func AppendPairs(dst []byte, pairs [][2]string) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(pairs)))
+	return appendData(appendSizes(dst, pairs), pairs)
+}
+
+func appendSizes(dst []byte, pairs [][2]string) []byte {
 	for _, p := range pairs {
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(p[0])))
 		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(p[1])))
 	}
+	return dst
+}
+
+func appendData(dst []byte, pairs [][2]string) []byte {
 	for _, p := range pairs {
 		dst = append(dst, p[0]...)
 		dst = append(dst, 0)
@@ -21,6 +29,38 @@ func AppendPairs(dst []byte, pairs [][2]string) []byte {
 		dst = append(dst, 0)
 	}
 	return dst
+}
+
+// PairsTemplate is a header map serialized once but for its first value, which each use fills
+// in: a local reply whose headers differ only in that value (a rejection's Retry-After) is
+// encoded with a few copies instead of pair by pair.
+type PairsTemplate struct {
+	count int
+	sizes []byte // every pair's sizes, the first value's as 0
+	first []byte // the first name and its NUL
+	rest  []byte // the first value's NUL, then the other pairs' names and values
+}
+
+// NewPairsTemplate serializes pairs, of which there is at least one, but for the first value.
+func NewPairsTemplate(pairs [][2]string) PairsTemplate {
+	pairs = append([][2]string{{pairs[0][0], ""}}, pairs[1:]...)
+	data := appendData(nil, pairs)
+	return PairsTemplate{count: len(pairs), sizes: appendSizes(nil, pairs),
+		first: data[:len(pairs[0][0])+1], rest: data[len(pairs[0][0])+1:]}
+}
+
+// Append appends to dst what AppendPairs would for the template's pairs with value as the first
+// value, followed by more.
+func (t *PairsTemplate) Append(dst []byte, value string, more [][2]string) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(t.count+len(more)))
+	at := len(dst)
+	dst = append(dst, t.sizes...)
+	binary.LittleEndian.PutUint32(dst[at+4:], uint32(len(value)))
+	dst = appendSizes(dst, more)
+	dst = append(dst, t.first...)
+	dst = append(dst, value...)
+	dst = append(dst, t.rest...)
+	return appendData(dst, more)
 }
 
 // DecodePairs parses the map format. It is strict like Envoy's host: a truncated buffer, a
@@ -38,25 +78,24 @@ func DecodePairs(buf []byte) (pairs [][2]string, ok bool) {
 	}
 	sizes := buf[4 : 4+8*int(count)]
 	data := buf[4+8*int(count):]
+	// One copy of the names and values, which the pairs share: one allocation, not two a pair.
+	text := string(data)
 	pairs = make([][2]string, 0, count)
+	at := uint64(0)
 	for i := 0; i < int(count); i++ {
 		keyLen := uint64(binary.LittleEndian.Uint32(sizes[8*i:]))
 		valueLen := uint64(binary.LittleEndian.Uint32(sizes[8*i+4:]))
-		if keyLen+valueLen+2 > uint64(len(data)) {
+		if keyLen+valueLen+2 > uint64(len(text))-at {
 			return nil, false
 		}
-		key := data[:keyLen]
-		if data[keyLen] != 0 {
+		valueAt, end := at+keyLen+1, at+keyLen+1+valueLen
+		if text[valueAt-1] != 0 || text[end] != 0 {
 			return nil, false
 		}
-		value := data[keyLen+1 : keyLen+1+valueLen]
-		if data[keyLen+1+valueLen] != 0 {
-			return nil, false
-		}
-		pairs = append(pairs, [2]string{string(key), string(value)})
-		data = data[keyLen+valueLen+2:]
+		pairs = append(pairs, [2]string{text[at : valueAt-1], text[valueAt:end]})
+		at = end + 1
 	}
-	if len(data) != 0 {
+	if at != uint64(len(text)) {
 		return nil, false
 	}
 	return pairs, true

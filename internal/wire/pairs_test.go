@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 )
@@ -112,4 +114,44 @@ func FuzzPairsValue(f *testing.F) {
 			t.Fatalf("PairsValue(%q) found %q in a map without the key", key, got)
 		}
 	})
+}
+
+// A template's encoding is AppendPairs' of its pairs with the value filled in, then the more
+// pairs, whatever the names, values and what dst already holds.
+func TestPairsTemplateIsAppendPairs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	text := func() string {
+		b := make([]byte, rng.IntN(12))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		return string(b)
+	}
+	list := func(min int) [][2]string {
+		pairs := make([][2]string, min+rng.IntN(4))
+		for i := range pairs {
+			pairs[i] = [2]string{text(), text()}
+		}
+		return pairs
+	}
+	var dst []byte
+	for range 2000 {
+		pairs, more, value := list(1), list(0), text()
+		template := NewPairsTemplate(pairs)
+		prefix := []byte(text())
+		filled := append([][2]string{{pairs[0][0], value}}, pairs[1:]...)
+		want := AppendPairs(append([]byte(nil), prefix...), append(filled, more...))
+		dst = template.Append(append(dst[:0], prefix...), value, more)
+		if string(dst) != string(want) {
+			t.Fatalf("template of %q with %q and %q:\n got %q\nwant %q", pairs, value, more, dst, want)
+		}
+	}
+}
+
+func ExamplePairsTemplate() {
+	rejection := NewPairsTemplate([][2]string{{"retry-after", ""}, {"content-type", "text/plain"}})
+	buf := rejection.Append(nil, "10", nil)
+	pairs, _ := DecodePairs(buf)
+	fmt.Println(pairs)
+	// Output: [[retry-after 10] [content-type text/plain]]
 }
