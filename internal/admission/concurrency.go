@@ -194,7 +194,7 @@ func (g *Gate) Release(store Store, held []InFlight, now int64) {
 	for i := range held {
 		group = append(group, held[i].undo())
 	}
-	g.refund(store, group, now, false)
+	g.refund(store, group, now)
 	clear(group) // drop the references to the limits
 	g.releasing = group[:0]
 }

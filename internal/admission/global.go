@@ -99,7 +99,7 @@ func (g *Gate) GiveBack(store Store, c Charge, now int64) {
 		group = append(group, e.undo())
 	}
 	if len(group) > 0 {
-		g.refund(store, group, now, false)
+		g.refund(store, group, now)
 	}
 }
 

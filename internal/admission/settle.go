@@ -159,7 +159,7 @@ func (g *Gate) Settle(store Store, p *Pending, status int, now int64) []int {
 		group = append(group, e.undo())
 	}
 	if len(group) > 0 {
-		g.refund(store, group, now, false)
+		g.refund(store, group, now)
 	}
 	clear(group)
 	g.settleBuf, g.settledRules = group[:0], given

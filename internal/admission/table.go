@@ -149,11 +149,11 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 					return Allow, nil, nil
 				}
 				if readErr != nil {
-					g.refund(store, group, now, false)
+					g.refund(store, group, now)
 					return Failed, nil, readErr
 				}
 			}
-			g.refund(store, group[:written], now, false)
+			g.refund(store, group[:written], now)
 		}
 		g.release(store, group, now)
 		if err != nil && !isCasMismatch(err) {
@@ -534,10 +534,21 @@ func peek(algo algorithm, state cells, now int64) limiter.Decision {
 // refund gives back what a group's first limits were charged before a later write failed, or
 // what an admitted request was charged (GiveBack): no more than the buckets still lack (see
 // algorithm.undo). It is best effort: if it fails, the charge stands, which errs towards
-// admitting less, never more. A slot that holds another bucket by now is left alone. With owe,
-// it takes each a.cost more instead, past the limit (owe, usage.go), and the slot stays the
-// key's until the debt is repaid.
-func (g *Gate) refund(store Store, charged []applied, now int64, owing bool) {
+// admitting less, never more. The idle time stays: a refund only makes the bucket idle sooner.
+func (g *Gate) refund(store Store, charged []applied, now int64) {
+	g.recharge(store, charged, now, false)
+}
+
+// chargeMore takes each a.cost more from the buckets of charged, past the limit (owe, usage.go):
+// the slot stays the key's until the debt is repaid. Best effort, as refund.
+func (g *Gate) chargeMore(store Store, charged []applied, now int64) {
+	g.recharge(store, charged, now, true)
+}
+
+// recharge rewrites the bucket of each charged limit at the limit's time for now, retrying on a
+// CAS mismatch: more (chargeMore) takes a.cost more, otherwise (refund) it gives a.cost back. A
+// slot that holds another bucket by now is left alone.
+func (g *Gate) recharge(store Store, charged []applied, now int64, more bool) {
 	for i := range charged {
 		a := &charged[i]
 		if a.skip || a.cost == 0 {
@@ -557,8 +568,7 @@ func (g *Gate) refund(store Store, charged []applied, now int64, owing bool) {
 			if err != nil {
 				break
 			}
-			if !owing {
-				// The idle time stays: a refund only makes the bucket idle sooner.
+			if !more {
 				s.cells = a.limit.algo.undo(s.cells, a.next, at, a.cost)
 			} else {
 				s.cells = owe(a.limit, s.cells, at, a.cost)

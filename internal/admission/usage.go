@@ -91,10 +91,10 @@ func (g *Gate) SettleUsage(store Store, p *Pending, amounts []int64, now int64) 
 		}
 	}
 	if len(give) > 0 {
-		g.refund(store, give, now, false)
+		g.refund(store, give, now)
 	}
 	if len(take) > 0 {
-		g.refund(store, take, now, true)
+		g.chargeMore(store, take, now)
 	}
 	clear(give)
 	clear(take)
