@@ -63,7 +63,13 @@ var requestTypes = []requestType{
 	// written.
 	{name: "new-key", config: admitConfig, status: 200, prepare: fresh},
 	{name: "new-key-reused-slot", config: reusedSlotConfig, status: 200, prepare: freshOnReusedSlots},
+	// Requests without their key (the header empty, which is missing): the rule refuses them
+	// with 401, as it would a flood of clients that send none.
+	{name: "missing-key", config: admitConfig, status: 401, prepare: noKey},
 }
+
+// noKey gives every request an empty key.
+func noKey(testing.TB, *rig, int) func(int) string { return func(int) string { return "" } }
 
 // block is how many requests each module serves in turn.
 const block = 128

@@ -239,6 +239,7 @@ var requestTypes = []struct{ name, label string }{
 	{"rejected", "rejected (bucket empty)"},
 	{"new-key", "new key"},
 	{"new-key-reused-slot", "new key, every slot written"},
+	{"missing-key", "no key (401)"},
 }
 
 // section is the tables of one generated section of the document, by its marker's name.

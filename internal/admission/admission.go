@@ -44,12 +44,15 @@ func wrapError(msg string, cause error) error { return &causeError{msg: msg, cau
 type Gate struct {
 	*Policy // shared, never written by the Gate
 
-	out     Outcome
-	paths   pathReadings // the readings of the request's path
-	held    heldHeader   // the fast path's header read, for the general path to reuse
-	applied []applied
-	buf     [SlotSize]byte
-	hashBuf []byte
+	out   Outcome
+	paths pathReadings // the readings of the request's path
+	held  heldHeader   // the fast path's header read, for the general path to reuse
+	// described is the last key part described, description its description (describe).
+	described   *config.KeyPart
+	description string
+	applied     []applied
+	buf         [SlotSize]byte
+	hashBuf     []byte
 	// ownerBufs hold each limit's owner-hash prefix (by limit.seq), followed by the last key.
 	ownerBufs [][]byte
 	keyBuf    []byte
@@ -142,7 +145,14 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	g.wallRead = false
 	// The limits to charge: a policy of the fast shape takes its one key straight from the
 	// request (gatherFast), unless the key needs the general way.
-	if g.fast == nil || !g.gatherFast(req) {
+	fast := fastGeneral
+	if g.fast != nil {
+		fast = g.gatherFast(req)
+	}
+	switch fast {
+	case fastDecided:
+		return out // its key is missing, which the rule refuses
+	case fastGeneral:
 		if g.fast != nil {
 			req = &g.held // the header gatherFast read, not read again
 		}
@@ -265,17 +275,32 @@ func (g *Gate) gatherRule(view *requestView, r *rule) bool {
 	return true
 }
 
+// What gatherFast did with a request.
+const (
+	fastListed  = iota // its limits are in g.applied
+	fastDecided        // its key is missing, and the rule refuses such requests: g.out says so
+	fastGeneral        // gather is to list them; g.held answers the header it read
+)
+
 // gatherFast lists the limits of a request of the fast shape (Policy.fast) as gather would,
 // without its generality: the key is the one header's value, read once, and written where the
-// first limit's owner is hashed. It returns false, having listed nothing, when the key is
-// missing, empty or longer than fastKeyBytes; g.held then answers the header for gather.
-func (g *Gate) gatherFast(req Request) bool {
+// first limit's owner is hashed. A request without the header (or with it empty) is decided
+// here when the rule refuses it, as ruleKey would, since nothing but the key could decide it
+// first in this shape; otherwise such a request, or one whose key is longer than fastKeyBytes,
+// goes the general way.
+func (g *Gate) gatherFast(req Request) int {
 	r := g.fast
 	name := r.key[0].Header
 	value, found := req.Header(name)
+	if !found || value == "" {
+		if mk := &r.missingKey; mk.Action == config.MissingKeyReject {
+			g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, mk.Status, g.describe(&r.key[0])
+			return fastDecided
+		}
+	}
 	if !found || value == "" || len(value) > fastKeyBytes {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
-		return false
+		return fastGeneral
 	}
 	// The partition key of one part: its length, ':', the value (appendPartitionKey). It is
 	// written straight after the first limit's owner-hash prefix (Gate.owner), so that limit's
@@ -288,7 +313,7 @@ func (g *Gate) gatherFast(req Request) bool {
 	key := buf[len(first.ownerPrefix):]
 	if len(key) > g.table.MaxKeyBytes {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
-		return false
+		return fastGeneral
 	}
 	var pkHash uint64
 	if g.collectStatus {
@@ -305,7 +330,7 @@ func (g *Gate) gatherFast(req Request) bool {
 		}
 		g.applied = append(g.applied, applied{rule: r, limit: l, owner: owner, pkHash: pkHash, cost: r.cost.Units})
 	}
-	return true
+	return fastListed
 }
 
 // decideShadows decides each shadow rule's group of limits on its own, after the enforced ones
@@ -352,6 +377,16 @@ func appendDecimal(dst []byte, n int) []byte {
 	return dst
 }
 
+// describe is describePart of a key part of the policy, the description of the last one kept:
+// under a flood of requests without their key, the same part is missing every time, and its
+// description is built once.
+func (g *Gate) describe(part *config.KeyPart) string {
+	if part != g.described {
+		g.described, g.description = part, describePart(*part)
+	}
+	return g.description
+}
+
 // heldHeader is a Request whose one header was already read.
 type heldHeader struct {
 	Request
@@ -391,7 +426,7 @@ func (g *Gate) ruleKey(view *requestView, r *rule, shadow bool) ([]byte, Verdict
 		}
 		missing = fallbackMissing
 	}
-	g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, mk.Status, describePart(*missing)
+	g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, mk.Status, g.describe(missing)
 	return nil, MissingKey
 }
 

@@ -53,7 +53,8 @@ type pluginContext struct {
 	// free holds finished stream contexts for reuse: a stream then costs no allocation.
 	free []*httpContext
 	// reply holds the buffers a rejection is built in, reused (one stream at a time runs).
-	reply replyBuffers
+	reply   replyBuffers
+	refused refusal
 
 	// Global limits (global.go): hasGlobal is set when a rule has one.
 	hasGlobal         bool
@@ -140,6 +141,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		cfg.Response.Headers...))
 	p.reply.bodyParts = strings.Split(cfg.Response.Body, retryAfterPlaceholder)
 	p.reply.builtFor = notBuilt
+	p.refused = refusal{}
 	p.reply.grpcStatus = int32(cfg.Response.RejectionGrpcStatus())
 	p.gate.SetWallClock(abi.WallNanos) // read only by calendar windows
 	p.settles = policy.SettlesAtResponse()
@@ -401,28 +403,23 @@ func (h *httpContext) answerRefused(out *admission.Outcome) types.Action {
 	switch out.Verdict {
 	case admission.MissingKey:
 		p.rules[out.Rule].missingKey.add(1)
-		var challenge [][2]string
-		if out.Status == 401 {
-			// RFC 9110 §15.5.2: a 401 carries a challenge. The scheme names what is missing.
-			challenge = append(challenge, [2]string{"www-authenticate", `Tollgate realm="` + p.ruleName(out.Rule) + `"`})
-		}
-		h.reply(uint32(out.Status), detailsMissingKey, grpcUnauthenticated,
-			"the request has no "+out.MissingPart+" (rate limit rule "+p.ruleName(out.Rule)+")\n", challenge...)
-		return types.ActionPause
 	case admission.EscapedSlash:
 		p.escapedSlashes.add(1)
-		h.reply(400, detailsEscapedSlash, grpcInvalidArgument,
-			"the path spells a slash as %2F or %5C, which this gateway refuses (escaped_slashes \"reject\")\n")
-		return types.ActionPause
 	case admission.BadCost:
 		p.rules[out.Rule].invalidCost.add(1)
-		h.reply(400, detailsInvalidCost, grpcInvalidArgument,
-			"header "+p.rules[out.Rule].costHeader+" must be a whole number (rate limit rule "+p.ruleName(out.Rule)+")\n")
-		return types.ActionPause
 	default:
 		p.failed(out.Err.Error())
 		return h.failOpenOrDeny()
 	}
+	r := &p.refused
+	if !r.answers(out) {
+		r.build(p, out)
+	}
+	grpc := isGrpcRequest()
+	if err := abi.SendEncodedLocalReply(r.status, r.details, r.pairs, grpcBody(grpc, r.body), replyGrpcStatus(grpc, r.grpcStatus)); err != nil {
+		p.failed("cannot send a local reply: " + err.Error())
+	}
+	return types.ActionPause
 }
 
 // markShadow sets the shadow header to the rules that would have limited the request (the one

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/admission"
+	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
 // Response code details of Tollgate's local replies: Envoy's access logs show the one a request
@@ -62,14 +63,65 @@ func grpcBody(grpc bool, body []byte) []byte {
 	return body
 }
 
-// reply sends a plain-text local reply; the status text leads the body.
+// reply sends a plain-text local reply (plainReply).
 func (h *httpContext) reply(status uint32, details string, grpcStatus int32, detail string, extra ...[2]string) {
 	grpc := isGrpcRequest()
-	body := statusText(status) + ": " + detail
-	headers := append([][2]string{{"content-type", "text/plain; charset=utf-8"}}, extra...)
+	body, headers := plainReply(status, detail, extra)
 	if err := abi.SendLocalReply(status, details, headers, grpcBody(grpc, []byte(body)), replyGrpcStatus(grpc, grpcStatus)); err != nil {
 		h.plugin.failed("cannot send a local reply: " + err.Error())
 	}
+}
+
+// plainReply is the body and headers of a plain-text local reply: the status text leads the
+// body.
+func plainReply(status uint32, detail string, extra [][2]string) (body string, headers [][2]string) {
+	return statusText(status) + ": " + detail, append([][2]string{{"content-type", "text/plain; charset=utf-8"}}, extra...)
+}
+
+// refusal is the reply to the last request refused before any limit was read (without its
+// key, with a bad cost header, or with an escaped slash), kept with what it answered to be sent
+// again as it is: under a flood of requests without their key, every one gets the same reply.
+type refusal struct {
+	// What it answers: the outcome's verdict, rule, status and missing part (admission keeps one
+	// string per part). The zero value answers nothing (Allow is never refused).
+	verdict    admission.Verdict
+	rule       int
+	askedFor   int
+	part       string
+	status     uint32
+	details    string
+	grpcStatus int32
+	pairs      []byte // the headers, serialized
+	body       []byte
+}
+
+func (r *refusal) answers(out *admission.Outcome) bool {
+	return r.verdict == out.Verdict && r.rule == out.Rule && r.askedFor == out.Status && r.part == out.MissingPart
+}
+
+// build makes r the reply to out.
+func (r *refusal) build(p *pluginContext, out *admission.Outcome) {
+	r.verdict, r.rule, r.askedFor, r.part = out.Verdict, out.Rule, out.Status, out.MissingPart
+	var detail string
+	var extra [][2]string
+	switch out.Verdict {
+	case admission.MissingKey:
+		r.status, r.details, r.grpcStatus = uint32(out.Status), detailsMissingKey, grpcUnauthenticated
+		if out.Status == 401 {
+			// RFC 9110 §15.5.2: a 401 carries a challenge. The scheme names what is missing.
+			extra = [][2]string{{"www-authenticate", `Tollgate realm="` + p.ruleName(out.Rule) + `"`}}
+		}
+		detail = "the request has no " + out.MissingPart + " (rate limit rule " + p.ruleName(out.Rule) + ")\n"
+	case admission.EscapedSlash:
+		r.status, r.details, r.grpcStatus = 400, detailsEscapedSlash, grpcInvalidArgument
+		detail = "the path spells a slash as %2F or %5C, which this gateway refuses (escaped_slashes \"reject\")\n"
+	case admission.BadCost:
+		r.status, r.details, r.grpcStatus = 400, detailsInvalidCost, grpcInvalidArgument
+		detail = "header " + p.rules[out.Rule].costHeader + " must be a whole number (rate limit rule " + p.ruleName(out.Rule) + ")\n"
+	}
+	body, headers := plainReply(r.status, detail, extra)
+	r.body = append(r.body[:0], body...)
+	r.pairs = wire.AppendPairs(r.pairs[:0], headers)
 }
 
 func statusText(status uint32) string {
