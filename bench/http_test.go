@@ -37,6 +37,10 @@ var httpLoads = []httpLoad{
 		ks := keys("http-new", n)
 		return func(i int) string { return ks[i] }
 	}},
+	// Every request without its key header: a flood of clients that send none, refused with 401.
+	{name: "missing-key", config: admitConfig, status: 401, key: func(int) func(int) string {
+		return func(int) string { return "" }
+	}},
 }
 
 // knownHTTPKeys cycles through the known keys the warm-up sent.
@@ -49,11 +53,12 @@ func knownHTTPKeys(int) func(int) string {
 // VMs, 1,024 known keys) and through the same gateway with the filter disabled
 // (gateway.NewPassThrough, `tollgate serve --no-filter`), in the same run: the load alternates
 // between the two in blocks of the same requests. The loads: admitted-known (the admit-all
-// rule), rejected (one token a day, spent by the warm-up: every request answered 429) and
-// new-key (every request a key never seen). Everything runs on loopback in this process: the
-// demo upstream, the gateways and 8 closed-loop clients, so they share the machine's cores and
-// the figures are relative. ns/op and req/s are the filtered gateway's; passthrough-req/s the
-// baseline's; filter/passthrough the throughput ratio. Every request has a 5 s timeout.
+// rule), rejected (one token a day, spent by the warm-up: every request answered 429), new-key
+// (every request a key never seen) and missing-key (no request with its key: every one 401).
+// Everything runs on loopback in this process: the demo upstream, the gateways and 8
+// closed-loop clients, so they share the machine's cores and the figures are relative. ns/op and
+// req/s are the filtered gateway's; passthrough-req/s the baseline's; filter/passthrough the
+// throughput ratio. Every request has a 5 s timeout.
 func BenchmarkHTTP(b *testing.B) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("content-type", "text/plain")
@@ -125,7 +130,9 @@ func sendLoad(b *testing.B, client *http.Client, base string, status int, key fu
 			defer wg.Done()
 			for i := from + c; i < to; i += httpClients {
 				req, _ := http.NewRequest("GET", base+"/api/items", nil)
-				req.Header.Set("x-api-key", key(i))
+				if k := key(i); k != "" {
+					req.Header.Set("x-api-key", k)
+				}
 				resp, err := client.Do(req)
 				if err != nil {
 					b.Error(err)

@@ -397,6 +397,7 @@ var httpLoads = []struct{ name, label string }{
 	{"admitted-known", "admitted, known keys"},
 	{"rejected", "rejected: every key over its limit"},
 	{"new-key", "new key: every request a key never seen"},
+	{"missing-key", "no key: every request without one (401)"},
 }
 
 // renderHTTP writes the throughput through the gateway under each load, with and without the
