@@ -132,8 +132,7 @@ func takeCall(token uint32) (pendingCall, bool) {
 	if call.stream == 0 {
 		return call, true
 	}
-	forgetRequestHeaders()
-	if _, alive := vm.streams.get(call.stream); !alive || proxySetEffectiveContext(call.stream) != wire.StatusOK {
+	if _, alive := vm.streams.get(call.stream); !alive || SetEffectiveContext(call.stream) != nil {
 		return call, false
 	}
 	return call, true

@@ -240,9 +240,7 @@ func readRequestHeaders() {
 }
 
 // GetHttpResponseStatus returns the response's :status as a number; only during the
-// response-headers callback. A value that is not three digits is ErrorStatusBadArgument. (It
-// reads the one header the filter needs: a general reader of response headers would be so like
-// GetHttpRequestHeader that the optimizer merges the two, adding a call to every request.)
+// response-headers callback. A value that is not three digits is ErrorStatusBadArgument.
 func GetHttpResponseStatus() (int, error) {
 	const name = ":status"
 	beginResult()

@@ -77,11 +77,13 @@ const (
 // decide charges every limit of a group or none. It finds every limit's bucket and decides; if
 // one rejects, nothing is written and the rejection with the longest wait is returned.
 // Otherwise the new buckets are claimed and checked (a new bucket that rejects on its start state
-// rejects the group), and each new state is written with the CAS it was read (or claimed) with;
-// if another worker wrote one of them first, or a draw from the overflow bucket finds its key's
-// bucket created meanwhile (drawRaced), the writes already made are undone, the claims given up,
-// and the whole group is decided again. claims (a new bucket is to be claimed) and overflow (a
-// draw from the overflow bucket) are false for a known key: claim and drawRaced are not called.
+// rejects the group), but for one in a first candidate never written, which is written at once
+// (placeNew); each new state is written with the CAS it was read (or claimed) with; if another
+// worker wrote one of them first, or a draw from the overflow bucket finds its key's bucket
+// created meanwhile (drawRaced), the writes already made are undone, the claims given up, and the
+// whole group is decided again. claims (a new bucket is to be claimed) and overflow (a draw from
+// the overflow bucket) are false for a known key and for a bucket written at once: claim and
+// drawRaced are not called.
 func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applied, error) {
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		var worst *applied

@@ -160,11 +160,8 @@ func (p *pluginContext) resume(h *httpContext) {
 }
 
 // releaseHeld takes a stream that ends while held out of the held set, and tells its waiter
-// (from OnHttpStreamDone).
+// (from OnHttpStreamDone, which calls it only for a held stream).
 func (h *httpContext) releaseHeld() {
-	if !h.held {
-		return
-	}
 	p := h.plugin
 	h.held = false
 	list := p.held.list

@@ -269,8 +269,8 @@ func (h *httpContext) admitIfSettled() {
 
 // leaveLeases ends the lease waits of a stream that ends while held: its local charge goes back.
 func (h *httpContext) leaveLeases() {
-	w := h.global
-	if w == nil || w.decided || w.leases == 0 {
+	w := h.global // not nil: OnHttpStreamDone calls it only for a stream with global checks
+	if w.decided || w.leases == 0 {
 		return
 	}
 	w.decided = true

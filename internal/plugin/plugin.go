@@ -301,15 +301,15 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 			return action
 		}
 	}
-	headers, err := abi.GetHttpRequestHeaders()
-	p.req = request{headers: headers, headersErr: err}
+	p.req.err = nil
 	if h.slotWait == nil {
+		headers, err := abi.GetHttpRequestHeaders()
 		if _, marked := wire.PairsValue(headers, ShadowHeader); marked || err != nil {
+			// The edit makes the ABI forget the headers it read: the decision reads them as they
+			// are now, without the marker.
 			if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
 				p.failed("cannot remove " + ShadowHeader + ": " + err.Error())
 			}
-			// The decision sees the headers as they are now, without the marker.
-			p.req.headers, p.req.headersErr = abi.GetHttpRequestHeaders()
 		}
 	}
 	now, err := abi.MonotonicNanos()
@@ -488,13 +488,12 @@ var verdictNames = [...]string{
 
 // request reads request attributes through the ABI. Its strings live in the ABI's scratch arena
 // and are valid until proxy_on_request_headers returns: the decision reads them, and copies what it
-// keeps (the partition key is built anew from them). The headers are read once, all of them, at
-// the start of the callback; other attributes when the decision asks. An attribute that is absent
-// is not found; any other error is kept in err, for the failure mode.
+// keeps (the partition key is built anew from them). The ABI reads the headers once per
+// callback, all of them, at the first read (abi.GetHttpRequestHeaders), and again after an edit;
+// other attributes are read when the decision asks. An attribute that is absent is not found; any
+// other error is kept in err, for the failure mode.
 type request struct {
-	headers    []byte // the request headers in the map format (wire.PairsValue)
-	headersErr error  // why they could not be read
-	err        error
+	err error
 }
 
 func (r *request) found(err error) bool {
@@ -505,9 +504,10 @@ func (r *request) found(err error) bool {
 }
 
 func (r *request) Header(name string) (string, bool) {
-	v, found := wire.PairsValue(r.headers, name)
-	if !found && r.headersErr != nil {
-		r.found(r.headersErr)
+	headers, err := abi.GetHttpRequestHeaders() // read once per callback, by the ABI
+	v, found := wire.PairsValue(headers, name)
+	if !found && err != nil {
+		r.found(err)
 	}
 	return arenaString(v), found
 }

@@ -17,7 +17,7 @@ import (
 // by hanging up before every response (a password guesser would never be counted). A request
 // that never reached the upstream (its client went away while it was held, or a global limit
 // rejected it) settles as status 0, which no rule lists: a count rule gives its charge back,
-// a refund rule keeps it.
+// a refund rule keeps it, and a usage rule gets its reserve back (nothing was used).
 
 // settle settles the charge the stream holds, for a response with status (0: the request never
 // reached the upstream).
@@ -63,7 +63,8 @@ func (h *httpContext) holdCharge(out *admission.Outcome) {
 // chargeGivenBack settles what the stream holds once the request's whole charge was given back
 // without a response (its client went away while it was held, or a global limit or failure
 // rejected it): the enforced rules' part is back already, and must not be given back twice; the
-// shadow rules' part is not in that charge, and settles as for a stream without a response.
+// shadow rules' part is not in that charge, and settles as status 0, as a request that never
+// reached the upstream.
 func (h *httpContext) chargeGivenBack() {
 	h.pending.DropEnforced()
 	if !h.pending.Empty() {
