@@ -172,7 +172,7 @@ check lint:
 	$(GO) vet ./...
 	@for pkg in $(WASM_PKGS); do $(call vet_wasip1,,$$pkg) || exit 1; done
 	@$(call vet_wasip1,tollgate_stats,./filter)
-	@$(call vet_wasip1,tollgate_stats,./internal/memstats)
+	@$(call vet_wasip1,,./internal/memstats)
 	@$(call vet_wasip1,tollgate_faults,./internal/plugin)
 	$(GO) mod tidy -diff
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...

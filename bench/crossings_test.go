@@ -19,8 +19,9 @@ import (
 // through tollgate_stats, an export compiled only into benchmark builds: the modules here are
 // built with -tags tollgate_stats, otherwise identical. guest-calls/op counts the calls of the
 // module's own functions per request (wazero's function listeners, guestCalls); with
-// TOLLGATE_BENCH_CALLS=1 and -v it also logs them by function. Times are not the point here (tracing is
-// on); BenchmarkFloor measures time on the production build.
+// TOLLGATE_BENCH_CALLS=1 and -v it also logs them by function, and the host calls by import.
+// Times are not the point here (tracing is on); BenchmarkFloor measures time on the production
+// build.
 //
 // The first 20,000 requests warm the VM up (its heap, maps and arenas reach their steady size)
 // and are not counted.
@@ -37,11 +38,10 @@ func BenchmarkCrossings(b *testing.B) {
 			b.Run(m.name+"/"+rt.name, func(b *testing.B) {
 				var callbacks, wasi int64
 				calls := &guestCalls{}
-				var imports map[string]int64
 				if os.Getenv("TOLLGATE_BENCH_CALLS") != "" {
 					calls.byFunc = map[string]int64{}
 					calls.names = testbuild.Names(b, m.pkg, statsTag)
-					imports = map[string]int64{}
+					calls.byImport = map[string]int64{}
 				}
 				r := newRig(b, m.wasm(b), rigOptions{config: rt.config, calls: calls, trace: func(e host.TraceEvent) {
 					switch {
@@ -50,8 +50,8 @@ func BenchmarkCrossings(b *testing.B) {
 					case !e.Callback && strings.HasPrefix(e.Name, "wasi_"):
 						wasi++
 					}
-					if !e.Callback && imports != nil {
-						imports[e.Name]++
+					if !e.Callback && calls.byImport != nil {
+						calls.byImport[e.Name]++
 					}
 				}})
 				status := rt.status
@@ -68,15 +68,15 @@ func BenchmarkCrossings(b *testing.B) {
 				mallocs, bytes := guestStat(b, r, 0), guestStat(b, r, 1)
 				calls.total = 0
 				clear(calls.byFunc)
-				clear(imports)
+				clear(calls.byImport)
 				b.ResetTimer()
 				for i := warmup; i < warmup+b.N; i++ {
 					r.expect(b, key(i), status)
 				}
 				b.StopTimer()
 				guestCallCount := calls.total
-				logGuestCalls(b, calls, b.N)
-				logCounts(b, "host calls per request", imports, b.N)
+				logCounts(b, "guest calls per request", calls.byFunc, b.N)
+				logCounts(b, "host calls per request", calls.byImport, b.N)
 				mallocs, bytes = guestStat(b, r, 0)-mallocs, guestStat(b, r, 1)-bytes
 				c := perRequest(before, r.vm.Stats(), b.N)
 				b.ReportMetric(c.hostCalls, "hostcalls/op")
@@ -100,16 +100,8 @@ func guestStat(tb testing.TB, r *rig, field uint64) uint64 {
 	return res[0]
 }
 
-// logGuestCalls logs the functions called per request, most called first, when
-// TOLLGATE_BENCH_CALLS is set (go test -bench Crossings -v): where the guest's calls go.
-func logGuestCalls(b *testing.B, calls *guestCalls, n int) {
-	if calls.byFunc == nil {
-		return
-	}
-	logCounts(b, "guest calls per request", calls.byFunc, n)
-}
-
-// logCounts logs counts per request, most first.
+// logCounts logs counts per request, most first, when they are kept (TOLLGATE_BENCH_CALLS is set:
+// go test -bench Crossings -v): where the guest's calls and the host calls go.
 func logCounts(b *testing.B, title string, counts map[string]int64, n int) {
 	if counts == nil {
 		return

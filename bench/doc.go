@@ -5,14 +5,17 @@
 //   - floor_test.go: the module against the floor probe (testdata/floor, a minimal upstream-Go
 //     proxy-wasm module that only reads the key header, reads the shared value and writes it back
 //     with CAS), in the same host and the same run, interleaved in blocks, for an admitted request
-//     of a known key, a rejected request and a request with a new key: vs-floor, Tollgate's time
-//     over the probe's, and vs-clocked-floor over that of the probe built to also read the clock
-//     once per request.
+//     of a known key, a rejected request, a request with a new key (in a table all but empty, and
+//     in one whose every slot holds an idle bucket) and a request without its key (401):
+//     vs-floor, Tollgate's time over the probe's, and vs-clocked-floor over that of the probe
+//     built to also read the clock once per request.
 //   - crossings_test.go: host calls, WASI calls, callbacks and allocator callbacks per request
 //     type, from the host's counters, the module's own function calls per request (wazero's
 //     function listeners), and the guest's heap allocations per request, read from the
 //     Go runtime inside the VM through a diagnostic export compiled only into benchmark builds
-//     (-tags tollgate_stats, filter/stats.go).
+//     (-tags tollgate_stats, filter/stats.go and the probe's stats.go, both reading
+//     internal/memstats). With TOLLGATE_BENCH_CALLS=1 and -v it logs the guest's calls by
+//     function and the host calls by import.
 //   - native_test.go: the limiter's decision against golang.org/x/time/rate's Allow, each on a
 //     per-key limiter from a map; and the whole admission decision natively, with its allocations.
 //   - workers_test.go: throughput with 1, 2 and 4 worker VMs (one per goroutine, one shared store)
@@ -24,8 +27,9 @@
 //   - http_test.go: requests per second through the gateway of `tollgate serve` (2 worker VMs)
 //     with the filter and with the filter disabled (the same proxy code passing requests
 //     through, `--no-filter`), in turns in the same run, from a Go load generator on loopback,
-//     under three loads: admitted requests of known keys, every request rejected (every key over
-//     its limit) and every request a new key; filter/passthrough is the throughput ratio.
+//     under four loads: admitted requests of known keys, every request rejected (every key over
+//     its limit), every request a new key and every request without its key (401);
+//     filter/passthrough is the throughput ratio.
 //   - startup_test.go: one worker's start, from instantiating the module to its first request's
 //     answer, for the example configuration (examples/tollgate.json, what `make run` serves) and
 //     for 64 varied rules; with the module compiled already, and with its compilation (wazero's

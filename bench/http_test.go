@@ -122,6 +122,30 @@ func benchmarkHTTPLoad(b *testing.B, l httpLoad, upstream *url.URL, plain string
 // sendLoad sends requests from..to-1, each with its key, to base from httpClients closed-loop
 // goroutines, fails the benchmark on a status other than status, and returns how long it took.
 func sendLoad(b *testing.B, client *http.Client, base string, status int, key func(int) string, from, to int) time.Duration {
+	return closedLoop(from, to, func(i int) bool {
+		req, _ := http.NewRequest("GET", base+"/api/items", nil)
+		if k := key(i); k != "" {
+			req.Header.Set("x-api-key", k)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Error(err)
+			return false
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != status {
+			b.Errorf("key %q: status %d, want %d", key(i), resp.StatusCode, status)
+			return false
+		}
+		return true
+	})
+}
+
+// closedLoop runs send for i from..to-1 from httpClients closed-loop clients, client c taking
+// from+c, from+c+httpClients, …; a client stops when send returns false. It returns how long
+// they took together.
+func closedLoop(from, to int, send func(i int) bool) time.Duration {
 	var wg sync.WaitGroup
 	began := time.Now()
 	for c := 0; c < httpClients; c++ {
@@ -129,19 +153,7 @@ func sendLoad(b *testing.B, client *http.Client, base string, status int, key fu
 		go func() {
 			defer wg.Done()
 			for i := from + c; i < to; i += httpClients {
-				req, _ := http.NewRequest("GET", base+"/api/items", nil)
-				if k := key(i); k != "" {
-					req.Header.Set("x-api-key", k)
-				}
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != status {
-					b.Errorf("key %q: status %d, want %d", key(i), resp.StatusCode, status)
+				if !send(i) {
 					return
 				}
 			}

@@ -201,6 +201,9 @@ func perRequest(before, after host.Stats, n int) crossings {
 type guestCalls struct {
 	total  int64
 	byFunc map[string]int64 // by function name, when non-nil
+	// byImport counts the host calls by import, when non-nil (kept with byFunc; the crossings
+	// benchmark's trace fills it).
+	byImport map[string]int64
 	// names names the functions for byFunc: the module keeps only its entry points' names.
 	names wasmnames.Map
 }

@@ -125,26 +125,19 @@ func residentMiB(b *testing.B, pid int) float64 {
 func floodKeys(b *testing.B, base string, from, to int) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: httpClients}}
 	defer client.CloseIdleConnections()
-	var wg sync.WaitGroup
 	var failed sync.Once
-	for c := 0; c < httpClients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := from + c; i < to; i += httpClients {
-				req, _ := http.NewRequest("GET", base+"/", nil)
-				req.Header.Set("x-api-key", "flood-"+strconv.Itoa(i))
-				resp, err := client.Do(req)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				if err != nil || (resp.StatusCode != 200 && resp.StatusCode != 429) {
-					failed.Do(func() { b.Errorf("key %d: %v %v", i, resp, err) })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	closedLoop(from, to, func(i int) bool {
+		req, _ := http.NewRequest("GET", base+"/", nil)
+		req.Header.Set("x-api-key", "flood-"+strconv.Itoa(i))
+		resp, err := client.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		if err != nil || (resp.StatusCode != 200 && resp.StatusCode != 429) {
+			failed.Do(func() { b.Errorf("key %d: %v %v", i, resp, err) })
+			return false
+		}
+		return true
+	})
 }

@@ -2,9 +2,9 @@
 // that one run: the raw `go test -bench` output (bench/results/report.txt, for benchstat), the
 // tables (bench/results/report.md), and the same tables into BENCHMARKS.md's generated sections,
 // each between its markers ("bench-report", "bench-report:http", "bench-report:startup"). No
-// figure in those tables comes from anywhere else, so none can go stale. `make bench-report` runs it from the repository's root; -count sets the repetitions
-// (medians with [min..max] are reported), -parse FILE rebuilds the tables from a raw output
-// without running anything.
+// figure in those tables comes from anywhere else, so none can go stale. `make bench-report`
+// runs it from the repository's root; -count sets the repetitions (medians with [min..max] are
+// reported), -parse FILE rebuilds the tables from a raw output without running anything.
 package main
 
 import (

@@ -155,14 +155,7 @@ func proxySendLocalResponse(vm *VM, stack []uint64) {
 			"(source/common/http/filter_manager.cc sendLocalReply)")
 		return
 	}
-	headers, ok := hostcore.DecodePairs(rawHeaders)
-	if !ok {
-		headers = nil
-	}
-	for i := range headers { // decoded for this reply alone: lowered in place
-		headers[i][0] = hostcore.Lower(headers[i][0])
-	}
-	s.reply = &hostcore.LocalReply{Status: status, Headers: headers, Body: body,
+	s.reply = &hostcore.LocalReply{Status: status, Headers: hostcore.DecodeHeaders(rawHeaders), Body: body,
 		GrpcStatus: uint32(stack[7]), Details: hostcore.EnvoyDetails(details)}
 }
 
@@ -202,11 +195,17 @@ func proxySetSharedData(vm *VM, stack []uint64) {
 // headerMap returns the map a call addresses, if the current callback may use it
 // (hostcore.MapAccess): none without a stream context.
 func (vm *VM) headerMap(mapType uint32, write bool) (*[][2]string, wire.Status) {
-	s := vm.current
-	if s == nil {
-		return nil, wire.StatusBadArgument
+	access, maps := vm.mapAccess()
+	return access.HeaderMap(mapType, write, maps)
+}
+
+// mapAccess is the current stream's access to its header maps, and the maps; the zero access, to
+// none, without a stream context.
+func (vm *VM) mapAccess() (hostcore.MapAccess, hostcore.StreamMaps) {
+	if s := vm.current; s != nil {
+		return s.access, s.maps()
 	}
-	return s.access.HeaderMap(mapType, write, s.maps())
+	return hostcore.MapAccess{}, hostcore.StreamMaps{}
 }
 
 // proxy_get_header_map_value(map, key, key_size, value_ptr_ptr, value_size_ptr): the first value;
@@ -274,15 +273,15 @@ func proxyRemoveHeaderMapValue(vm *VM, stack []uint64) {
 }
 
 // proxy_get_header_map_pairs(map, ptr_ptr, size_ptr): an unavailable map is an empty result, Ok
-// (envoy source/extensions/common/wasm/context.cc getHeaderMapPairs: the pairs of a null map are
-// none), where proxy_get_header_map_value answers BadArgument.
+// (hostcore.PairsMap), where proxy_get_header_map_value answers BadArgument.
 func proxyGetHeaderMapPairs(vm *VM, stack []uint64) {
-	m, st := vm.headerMap(uint32(stack[0]), false)
-	if st != wire.StatusOK {
-		if uint32(stack[0]) > hostcore.LastMapType {
-			ret(stack, st)
-			return
-		}
+	access, maps := vm.mapAccess()
+	m, st := access.PairsMap(uint32(stack[0]), maps)
+	switch {
+	case st != wire.StatusOK:
+		ret(stack, st)
+		return
+	case m == nil:
 		ret(stack, vm.copyOut(nil, uint32(stack[1]), uint32(stack[2])))
 		return
 	}
@@ -302,8 +301,7 @@ func proxySetHeaderMapPairs(vm *VM, stack []uint64) {
 		return
 	}
 	// cpp-host treats malformed pairs as an empty map, which then replaces the headers.
-	pairs, _ := hostcore.DecodePairs(raw)
-	*m = hostcore.LowerKeys(pairs)
+	*m = hostcore.DecodeHeaders(raw)
 	ret(stack, wire.StatusOK)
 }
 

@@ -104,3 +104,14 @@ func DecodePairs(raw []byte) ([][2]string, bool) {
 	}
 	return pairs, true
 }
+
+// DecodeHeaders decodes a header map the module sends (a local reply's, or one that replaces a
+// map) as Envoy takes it: malformed pairs or pairs past cpp-host's limits are no headers, and
+// the names are lower-cased, in place, the pairs being decoded for this use alone.
+func DecodeHeaders(raw []byte) [][2]string {
+	pairs, _ := DecodePairs(raw)
+	for i := range pairs {
+		pairs[i][0] = Lower(pairs[i][0])
+	}
+	return pairs
+}

@@ -18,7 +18,7 @@ const (
 	MapRequestHeaders   uint32 = 0
 	MapResponseHeaders  uint32 = 2
 	MapResponseTrailers uint32 = 3
-	LastMapType         uint32 = 7 // the last type the ABI defines
+	lastMapType         uint32 = 7 // the last type the ABI defines
 )
 
 // MapAccess says which header maps the running callback may use on its stream.
@@ -45,7 +45,7 @@ type StreamMaps struct{ Request, Response, ResponseTrailers *[][2]string }
 // the callback may not use it (write: the call changes the map).
 func (a MapAccess) HeaderMap(mapType uint32, write bool, maps StreamMaps) (*[][2]string, wire.Status) {
 	switch {
-	case mapType > LastMapType, write && a.ReadOnly:
+	case mapType > lastMapType, write && a.ReadOnly:
 		return nil, wire.StatusBadArgument
 	case mapType == MapRequestHeaders && a.Request:
 		return maps.Request, wire.StatusOK
@@ -55,6 +55,21 @@ func (a MapAccess) HeaderMap(mapType uint32, write bool, maps StreamMaps) (*[][2
 		return maps.ResponseTrailers, wire.StatusOK
 	}
 	return nil, wire.StatusBadArgument
+}
+
+// PairsMap returns the map a proxy_get_header_map_pairs call reads. A map of the ABI's the
+// callback cannot see is nil with Ok, no headers, as Envoy answers it (envoy
+// source/extensions/common/wasm/context.cc getHeaderMapPairs: the pairs of a null map are none),
+// where a value read of it is BadArgument; a type past the ABI's is BadArgument. Without a stream
+// context, pass the zero MapAccess.
+func (a MapAccess) PairsMap(mapType uint32, maps StreamMaps) (*[][2]string, wire.Status) {
+	if mapType > lastMapType {
+		return nil, wire.StatusBadArgument
+	}
+	if m, st := a.HeaderMap(mapType, false, maps); st == wire.StatusOK {
+		return m, wire.StatusOK
+	}
+	return nil, wire.StatusOK
 }
 
 // MadeEffective is the access of a stream that another callback makes the effective context

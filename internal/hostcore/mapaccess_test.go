@@ -60,6 +60,32 @@ func TestMapAccessHeaderMap(t *testing.T) {
 	}
 }
 
+// A pairs read is a value read's map, or no headers where that would be BadArgument, but for a
+// type past the ABI's (envoy context.cc getHeaderMapPairs).
+func TestMapAccessPairsMap(t *testing.T) {
+	const requestTrailers, lastOfTheABI, pastTheABI = 1, 7, 8
+	var request [][2]string
+	maps := StreamMaps{Request: &request}
+	for _, tt := range []struct {
+		name    string
+		access  MapAccess
+		mapType uint32
+		wantMap *[][2]string
+		want    wire.Status
+	}{
+		{"request headers in their phase", RequestHeadersAccess, MapRequestHeaders, &request, wire.StatusOK},
+		{"request headers in the response phase", ResponseHeadersAccess, MapRequestHeaders, nil, wire.StatusOK},
+		{"no stream context", MapAccess{}, MapRequestHeaders, nil, wire.StatusOK},
+		{"a map the hosts do not serve", LogAccess, requestTrailers, nil, wire.StatusOK},
+		{"the ABI's last map type", RequestHeadersAccess, lastOfTheABI, nil, wire.StatusOK},
+		{"a map type past the ABI's", RequestHeadersAccess, pastTheABI, nil, wire.StatusBadArgument},
+	} {
+		if m, st := tt.access.PairsMap(tt.mapType, maps); m != tt.wantMap || st != tt.want {
+			t.Errorf("%s: %p, %v; want %p, %v", tt.name, m, st, tt.wantMap, tt.want)
+		}
+	}
+}
+
 func TestMapAccessTransitions(t *testing.T) {
 	tests := []struct {
 		name string

@@ -49,8 +49,9 @@ const codeSection = 10
 
 // Narrow returns the module with its address computations and wrapped loads narrowed, and how
 // many it rewrote.
-// Sections other than the code section are copied as they are, and function indices never
-// change, so the name section and a name map made from it still hold.
+// The contents of sections other than the code section are copied as they are (each section's
+// size is written again, in its shortest form, where Go's linker pads it to five bytes), and
+// function indices never change, so the name section and a name map made from it still hold.
 func Narrow(module []byte) ([]byte, int, error) {
 	if len(module) < 8 || string(module[:4]) != "\x00asm" {
 		return nil, 0, errors.New("not a Wasm module")

@@ -87,25 +87,30 @@ func (c hostcalls) SetTickPeriod(milliseconds uint32) wire.Status {
 // context may use it now: the rule internal/host applies too (hostcore.MapAccess, from envoy
 // context.cc getMap and getConstMap); none without a stream context.
 func (c hostcalls) headerMap(m abi.MapType, write bool) (*[][2]string, wire.Status) {
-	s := c.current
-	if s == nil {
-		return nil, wire.StatusBadArgument
-	}
-	return s.access.HeaderMap(uint32(m), write, hostcore.StreamMaps{Request: &s.requestHeaders,
-		Response: &s.responseHeaders, ResponseTrailers: &s.responseTrailers})
+	access, maps := c.mapAccess()
+	return access.HeaderMap(uint32(m), write, maps)
 }
 
-// HeaderPairs is proxy_get_header_map_pairs: every header in the map format. A map the callback
-// cannot see is no headers, Ok, as in Envoy (getHeaderMapPairs), where a value read is BadArgument.
+// mapAccess is the effective context's access to its stream's header maps, and the maps; the
+// zero access, to none, without a stream context.
+func (c hostcalls) mapAccess() (hostcore.MapAccess, hostcore.StreamMaps) {
+	s := c.current
+	if s == nil {
+		return hostcore.MapAccess{}, hostcore.StreamMaps{}
+	}
+	return s.access, hostcore.StreamMaps{Request: &s.requestHeaders, Response: &s.responseHeaders,
+		ResponseTrailers: &s.responseTrailers}
+}
+
+// HeaderPairs is proxy_get_header_map_pairs: every header in the map format (hostcore.PairsMap:
+// a map the callback cannot see is no headers, Ok, as in Envoy).
 func (c hostcalls) HeaderPairs(m abi.MapType) ([]byte, wire.Status) {
-	headers, st := c.headerMap(m, false)
-	switch {
-	case st == wire.StatusOK:
-		return wire.EncodePairs(*headers), wire.StatusOK
-	case uint32(m) > hostcore.LastMapType:
+	access, maps := c.mapAccess()
+	headers, st := access.PairsMap(uint32(m), maps)
+	if headers == nil {
 		return nil, st
 	}
-	return nil, wire.StatusOK
+	return wire.EncodePairs(*headers), wire.StatusOK
 }
 
 // HeaderValue is proxy_get_header_map_value: the first value, NotFound when absent.
