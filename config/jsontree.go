@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/tollgate-proxy/tollgate/internal/netaddr"
 )
 
 // jsonKind is the JSON type of a decoded value.
@@ -281,7 +283,7 @@ func (p *jsonParser) string() (string, *jsonError) {
 					if p.pos >= len(p.data) {
 						return "", &jsonError{kind: errEnd, offset: len(p.data)}
 					}
-					if !isHexDigit(p.data[p.pos]) {
+					if _, ok := netaddr.HexValue(p.data[p.pos]); !ok {
 						return "", p.unexpected("in \\u hexadecimal character escape")
 					}
 					p.pos++
@@ -354,23 +356,12 @@ func (p *jsonParser) unescape(raw []byte) string {
 	return string(b)
 }
 
-func isHexDigit(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
 // hex4 decodes four hex digits already checked by string.
 func hex4(b []byte) rune {
 	var r rune
 	for _, c := range b[:4] {
-		switch {
-		case c <= '9':
-			c -= '0'
-		case c >= 'a':
-			c -= 'a' - 10
-		default:
-			c -= 'A' - 10
-		}
-		r = r<<4 | rune(c)
+		d, _ := netaddr.HexValue(c)
+		r = r<<4 | rune(d)
 	}
 	return r
 }

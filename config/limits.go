@@ -70,11 +70,11 @@ func (v *validator) checkCostFits(path string, cost Cost, fromHeader bool, limit
 
 func (v *validator) limits(path string, value *jsonValue) []Limit {
 	var limits []Limit
-	v.eachItem(path, value, maxLimitsPerRule, "limits",
+	for i, item := range v.listItems(path, value, maxLimitsPerRule, "limits",
 		"limits is a list of 1 to 8 limit objects such as ["+exampleLimit+"] or ["+exampleWindowLimit+"]",
-		"add a limit such as "+exampleLimit, func(_ int, itemPath string, item *jsonValue) {
-			limits = append(limits, v.limit(itemPath, item))
-		})
+		"add a limit such as "+exampleLimit) {
+		limits = append(limits, v.limit(indexPath(path, i), item))
+	}
 	return limits
 }
 

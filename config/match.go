@@ -60,16 +60,17 @@ func (v *validator) exempt(path string, value *jsonValue) Exemptions {
 // pathMatches reads exempt's paths: nil when absent.
 func (v *validator) pathMatches(path string, value *jsonValue) []PathMatch {
 	var matches []PathMatch
-	v.eachItem(path, value, maxExemptions, "paths",
+	for i, item := range v.listItems(path, value, maxExemptions, "paths",
 		`paths is a list of 1 to 64 path matches such as [{"exact": "/healthz"}, {"prefix": "/internal/"}]`,
-		`add a path match such as {"exact": "/healthz"}, or remove "paths"`, func(_ int, itemPath string, item *jsonValue) {
-			match, ok := v.pathMatch(itemPath, item)
-			if ok && match.Prefix == "/" {
-				v.add(itemPath, `{"prefix": "/"} exempts every request, which turns the limiter off: `+
-					`exempt the paths that need it, e.g. {"exact": "/healthz"}, or remove the rules instead`)
-			}
-			matches = append(matches, match)
-		})
+		`add a path match such as {"exact": "/healthz"}, or remove "paths"`) {
+		itemPath := indexPath(path, i)
+		match, ok := v.pathMatch(itemPath, item)
+		if ok && match.Prefix == "/" {
+			v.add(itemPath, `{"prefix": "/"} exempts every request, which turns the limiter off: `+
+				`exempt the paths that need it, e.g. {"exact": "/healthz"}, or remove the rules instead`)
+		}
+		matches = append(matches, match)
+	}
 	return matches
 }
 
@@ -143,25 +144,26 @@ func (v *validator) pathValue(path string, value *jsonValue) (string, bool) {
 func (v *validator) methods(path string, value *jsonValue) []string {
 	var methods []string
 	indexByMethod := make(map[string]int)
-	v.eachItem(path, value, maxMatchEntries, "methods", `methods is a list of 1 to 16 methods such as ["GET", "HEAD"]`,
-		`add a method such as "GET", or remove "methods" to match every method`, func(i int, itemPath string, item *jsonValue) {
-			method := v.boundedString(itemPath, item, maxMethodLength, methodRule)
-			if method == "" {
-				return
-			}
-			if r, ok := firstNonToken(method); !ok {
-				v.addContains(itemPath, method, r, ", which is not allowed: "+methodRule)
-				return
-			}
-			upper := upperASCII(method)
-			if first, listed := indexByMethod[upper]; listed {
-				v.add(itemPath, strconv.Quote(method)+" is already listed at "+indexPath(path, first)+
-					" (methods are compared upper-cased): list each method once")
-				return
-			}
-			indexByMethod[upper] = i
-			methods = append(methods, upper)
-		})
+	for i, item := range v.listItems(path, value, maxMatchEntries, "methods", `methods is a list of 1 to 16 methods such as ["GET", "HEAD"]`,
+		`add a method such as "GET", or remove "methods" to match every method`) {
+		itemPath := indexPath(path, i)
+		method := v.boundedString(itemPath, item, maxMethodLength, methodRule)
+		if method == "" {
+			continue
+		}
+		if r, ok := firstNonToken(method); !ok {
+			v.addContains(itemPath, method, r, ", which is not allowed: "+methodRule)
+			continue
+		}
+		upper := upperASCII(method)
+		if first, listed := indexByMethod[upper]; listed {
+			v.add(itemPath, strconv.Quote(method)+" is already listed at "+indexPath(path, first)+
+				" (methods are compared upper-cased): list each method once")
+			continue
+		}
+		indexByMethod[upper] = i
+		methods = append(methods, upper)
+	}
 	return methods
 }
 
@@ -169,20 +171,21 @@ func (v *validator) methods(path string, value *jsonValue) []string {
 func (v *validator) hosts(path string, value *jsonValue) []string {
 	var hosts []string
 	indexByHost := make(map[string]int)
-	v.eachItem(path, value, maxMatchEntries, "hosts", `hosts is a list of 1 to 16 host names such as ["api.example.com"]`,
-		`add a host such as "api.example.com", or remove "hosts" to match every host`, func(i int, itemPath string, item *jsonValue) {
-			host, ok := v.host(itemPath, item)
-			if !ok {
-				return
-			}
-			if first, listed := indexByHost[host]; listed {
-				v.add(itemPath, strconv.Quote(item.text)+" is already listed at "+indexPath(path, first)+
-					" (hosts are compared lower-cased): list each host once")
-				return
-			}
-			indexByHost[host] = i
-			hosts = append(hosts, host)
-		})
+	for i, item := range v.listItems(path, value, maxMatchEntries, "hosts", `hosts is a list of 1 to 16 host names such as ["api.example.com"]`,
+		`add a host such as "api.example.com", or remove "hosts" to match every host`) {
+		itemPath := indexPath(path, i)
+		host, ok := v.host(itemPath, item)
+		if !ok {
+			continue
+		}
+		if first, listed := indexByHost[host]; listed {
+			v.add(itemPath, strconv.Quote(item.text)+" is already listed at "+indexPath(path, first)+
+				" (hosts are compared lower-cased): list each host once")
+			continue
+		}
+		indexByHost[host] = i
+		hosts = append(hosts, host)
+	}
 	return hosts
 }
 
@@ -227,15 +230,15 @@ func isHostChar(r rune) bool {
 	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '-'
 }
 
-// clientCIDRs reads a list of CIDRs: nil when value is (an absent member).
+// clientCIDRs reads a list of CIDRs: nil when value is nil (an absent member).
 func (v *validator) clientCIDRs(path string, value *jsonValue) []netaddr.Prefix {
 	var prefixes []netaddr.Prefix
-	v.eachItem(path, value, maxExemptions, "CIDRs", `client_cidrs is a list of 1 to 64 CIDRs such as ["10.0.0.0/8", "2001:db8::/32"]`,
-		`add a CIDR such as "10.0.0.0/8", or remove "client_cidrs"`, func(_ int, itemPath string, item *jsonValue) {
-			if prefix, ok := v.clientCIDR(itemPath, item); ok {
-				prefixes = append(prefixes, prefix)
-			}
-		})
+	for i, item := range v.listItems(path, value, maxExemptions, "CIDRs", `client_cidrs is a list of 1 to 64 CIDRs such as ["10.0.0.0/8", "2001:db8::/32"]`,
+		`add a CIDR such as "10.0.0.0/8", or remove "client_cidrs"`) {
+		if prefix, ok := v.clientCIDR(indexPath(path, i), item); ok {
+			prefixes = append(prefixes, prefix)
+		}
+	}
 	return prefixes
 }
 
@@ -305,11 +308,11 @@ func ipVersion(address netaddr.Addr) string {
 func (v *validator) headerMatches(path string, object *jsonValue, maximum int, example string) []HeaderMatch {
 	var matches []HeaderMatch
 	path, value := memberAt(path, object, "headers")
-	v.eachItem(path, value, maximum, "header matches",
+	for i, item := range v.listItems(path, value, maximum, "header matches",
 		"headers is a list of 1 to "+strconv.Itoa(maximum)+` header matches such as [{"name": "x-tier", "exact": "free"}]`,
-		"add a header match such as "+example+`, or remove "headers"`, func(_ int, itemPath string, item *jsonValue) {
-			matches = append(matches, v.headerMatch(itemPath, item))
-		})
+		"add a header match such as "+example+`, or remove "headers"`) {
+		matches = append(matches, v.headerMatch(indexPath(path, i), item))
+	}
 	return matches
 }
 

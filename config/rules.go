@@ -7,10 +7,10 @@ import (
 func (v *validator) rules(path string, value *jsonValue) []Rule {
 	var rules []Rule
 	ruleIndexByName := make(map[string]int)
-	v.eachItem(path, value, maxRules, "rules", "rules is a list of rule objects such as ["+exampleRule+"]",
-		"add a rule such as "+exampleRule, func(i int, itemPath string, item *jsonValue) {
-			rules = append(rules, v.rule(itemPath, item, i, ruleIndexByName))
-		})
+	for i, item := range v.listItems(path, value, maxRules, "rules", "rules is a list of rule objects such as ["+exampleRule+"]",
+		"add a rule such as "+exampleRule) {
+		rules = append(rules, v.rule(indexPath(path, i), item, i, ruleIndexByName))
+	}
 	return rules
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -374,7 +375,7 @@ func clusterReport(at time.Time, victim string, timing failoverTiming, phases []
 // rules of countedRules, misread for deny only, whose admissions are exactly its OK answers (with
 // allow, a failed check admitted whose increment did reach Redis would show as misread).
 func (p *phaseFigures) accountingColumns(rule int) (lost, extra, misread string) {
-	if rule != pathDirect && rule != pathDeny {
+	if !slices.Contains(countedRules, rule) {
 		return "-", "-", "-"
 	}
 	a := p.accounting(rule)

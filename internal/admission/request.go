@@ -339,17 +339,14 @@ func unescape(s string) string {
 }
 
 func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+	_, ok := netaddr.HexValue(c)
+	return ok
 }
 
+// unhex is the value of a digit isHex accepted.
 func unhex(c byte) byte {
-	switch {
-	case c >= 'a':
-		return c - 'a' + 10
-	case c >= 'A':
-		return c - 'A' + 10
-	}
-	return c - '0'
+	d, _ := netaddr.HexValue(c)
+	return d
 }
 
 func (v *requestView) headerMatches(m config.HeaderMatch) bool {
