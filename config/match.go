@@ -52,7 +52,9 @@ func (v *validator) exempt(path string, value *jsonValue) Exemptions {
 	}
 	v.checkFieldNames(path, value, exemptFields)
 	exempt.Paths = v.pathMatches(memberAt(path, value, "paths"))
-	exempt.ClientCIDRs = v.clientCIDRs(memberAt(path, value, "client_cidrs"))
+	cidrsPath, cidrs := memberAt(path, value, "client_cidrs")
+	exempt.ClientCIDRs = v.clientCIDRs(cidrsPath, cidrs, `client_cidrs is a list of 1 to 64 CIDRs such as ["10.0.0.0/8", "2001:db8::/32"]`,
+		`add a CIDR such as "10.0.0.0/8", or remove "client_cidrs"`)
 	exempt.Headers = v.headerMatches(path, value, maxExemptions, `{"name": "x-internal", "exact": "1"}`)
 	return exempt
 }
@@ -230,11 +232,11 @@ func isHostChar(r rune) bool {
 	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '-'
 }
 
-// clientCIDRs reads a list of CIDRs: nil when value is nil (an absent member).
-func (v *validator) clientCIDRs(path string, value *jsonValue) []netaddr.Prefix {
+// clientCIDRs reads a list of CIDRs: nil when value is nil (an absent member). shape is the fix
+// of a value that is no list, addFix that of an empty one.
+func (v *validator) clientCIDRs(path string, value *jsonValue, shape, addFix string) []netaddr.Prefix {
 	var prefixes []netaddr.Prefix
-	for i, item := range v.listItems(path, value, maxExemptions, "CIDRs", `client_cidrs is a list of 1 to 64 CIDRs such as ["10.0.0.0/8", "2001:db8::/32"]`,
-		`add a CIDR such as "10.0.0.0/8", or remove "client_cidrs"`) {
+	for i, item := range v.listItems(path, value, maxExemptions, "CIDRs", shape, addFix) {
 		if prefix, ok := v.clientCIDR(indexPath(path, i), item); ok {
 			prefixes = append(prefixes, prefix)
 		}

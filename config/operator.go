@@ -58,11 +58,8 @@ func (v *validator) operator(path string, value *jsonValue) *Operator {
 		op.PathPrefix = v.pathPrefix(fieldPath(path, "path_prefix"), prefix)
 	}
 	if cidrs := v.required(value, path, "client_cidrs", `["10.0.0.0/8"]`); cidrs != nil {
-		cidrsPath := fieldPath(path, "client_cidrs")
-		if v.wantKind(cidrsPath, cidrs, kindArray, operatorCIDRsRule) {
-			v.checkCount(cidrsPath, len(cidrs.items), maxExemptions, "CIDRs", `add the range your operators connect from, such as "10.0.0.0/8"`)
-			op.ClientCIDRs = v.clientCIDRs(cidrsPath, cidrs)
-		}
+		op.ClientCIDRs = v.clientCIDRs(fieldPath(path, "client_cidrs"), cidrs, operatorCIDRsRule,
+			`add the range your operators connect from, such as "10.0.0.0/8"`)
 	}
 	if tokens := v.required(value, path, "token_sha256", `["<64 hex digits>"]`); tokens != nil {
 		op.TokenSHA256 = v.tokenDigests(fieldPath(path, "token_sha256"), tokens)

@@ -58,6 +58,18 @@ func TestOperatorBlockRefused(t *testing.T) {
 	}
 }
 
+// The operator's client_cidrs is one problem each, with the operator's own fix: not exempt's
+// advice to remove a field the endpoint requires.
+func TestOperatorCIDRsOneProblem(t *testing.T) {
+	for cidrs, want := range map[string]string{
+		`[]`:   `an empty list is not allowed: add the range your operators connect from, such as "10.0.0.0/8"`,
+		`"10"`: `got the string "10", want an array: client_cidrs lists the peers that may use the operator endpoint`,
+	} {
+		checkParse(t, withTop(`"operator": {"path_prefix": "/t/", "client_cidrs": `+cidrs+`, "token_sha256": ["`+digestA+`"]}`),
+			nil, []problem{{"operator.client_cidrs", want}})
+	}
+}
+
 // A client_cidrs entry of length 0 lets every peer reach the endpoint: valid, but flagged.
 func TestOperatorWarnings(t *testing.T) {
 	cfg, err := config.Parse([]byte(withTop(`"operator": {"path_prefix": "/t/", "client_cidrs": ["10.0.0.0/8", "0.0.0.0/0", "::/0"],
