@@ -44,7 +44,7 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows ./li
 	./config:FuzzDecodeMatchesEncodingJSON ./config:FuzzIsProtobufMessage ./internal/rls:FuzzDecodeResponse \
 	./internal/simulate:FuzzParseEnvoyJSON ./internal/simulate:FuzzParseCombined \
 	./internal/netaddr:FuzzParseAddr ./internal/netaddr:FuzzPrefix ./internal/duration:FuzzParse ./internal/duration:FuzzFormat \
-	./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap ./internal/wasmaddr:FuzzNarrow ./internal/usage:FuzzScanner ./internal/usage:FuzzWholeNumber ./internal/heavy:FuzzDecode
+	./internal/wasmbin:FuzzSections ./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap ./internal/wasmaddr:FuzzNarrow ./internal/usage:FuzzScanner ./internal/usage:FuzzWholeNumber ./internal/heavy:FuzzDecode
 # envoyproxy/ratelimit for the global-limit tests (e2e/ratelimit, which pins the same version):
 # built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
@@ -37,33 +38,28 @@ var modulePieces = []struct {
 // pieceSizes measures a module's pieces (modulePieces) in bytes, its functions named by names (the
 // module's name map); they add up to its size.
 func pieceSizes(wasm []byte, names wasmnames.Map) (map[string]int, error) {
-	sizes := map[string]int{}
-	if len(wasm) < 8 {
-		return nil, errors.New("not a module")
+	sections, err := wasmbin.Sections(wasm)
+	if err != nil {
+		return nil, err
 	}
-	sizes["other-bytes"] = 8
-	var code []byte
-	imported := 0
-	for rest := wasm[8:]; len(rest) > 0; {
-		id := rest[0]
-		n, k := uleb(rest[1:])
-		if k == 0 || 1+k+n > len(rest) {
-			return nil, errors.New("truncated section")
-		}
-		body, whole := rest[1+k:1+k+n], 1+k+n
-		rest = rest[whole:]
+	sizes := map[string]int{"other-bytes": len(wasmbin.Header)}
+	var code *wasmbin.Reader
+	imported := uint32(0)
+	for sections.More() {
+		start := sections.Offset()
+		id, content := sections.Section()
+		whole := sections.Offset() - start
 		switch id {
-		case 2: // imports: functions come first in the index space
-			imported = countFunctionImports(body)
+		case wasmbin.ImportSection: // functions come first in the index space
+			imported = countFunctionImports(content)
 			sizes["other-bytes"] += whole
-		case 10:
-			code = body
+		case wasmbin.CodeSection:
+			code = content
 			sizes["other-bytes"] += whole // less the bodies, below
-		case 11:
+		case wasmbin.DataSection:
 			sizes["data-bytes"] += whole
-		case 0:
-			nameLen, k := uleb(body)
-			if string(body[k:k+nameLen]) == "name" {
+		case wasmbin.CustomSection:
+			if content.Name() == "name" {
 				sizes["names-bytes"] += whole
 			} else {
 				sizes["other-bytes"] += whole
@@ -72,20 +68,21 @@ func pieceSizes(wasm []byte, names wasmnames.Map) (map[string]int, error) {
 			sizes["other-bytes"] += whole
 		}
 	}
-	count, k := uleb(code)
-	code = code[k:]
-	for i := 0; i < count; i++ {
-		n, k := uleb(code)
-		if k == 0 || k+n > len(code) {
-			return nil, errors.New("truncated function body")
-		}
-		name, _ := names.Lookup(uint32(imported + i))
-		unit := pieceOf(name)
-		sizes[unit] += k + n
-		sizes["other-bytes"] -= k + n
-		code = code[k+n:]
+	if err := sections.Err(); err != nil {
+		return nil, err
 	}
-	return sizes, nil
+	if code == nil {
+		return nil, errors.New("no code section")
+	}
+	for i, n := uint32(0), code.U32(); i < n && code.Err() == nil; i++ {
+		start := code.Offset()
+		code.Bytes(code.U32())
+		body := code.Offset() - start
+		name, _ := names.Lookup(imported + i)
+		sizes[pieceOf(name)] += body
+		sizes["other-bytes"] -= body
+	}
+	return sizes, code.Err()
 }
 
 // pieceOf is the piece a function belongs to, by its name as the Go linker or binaryen wrote it.
@@ -102,55 +99,35 @@ func pieceOf(name string) string {
 	return "code-other-bytes"
 }
 
-func uleb(b []byte) (int, int) {
-	v, shift := 0, 0
-	for i, c := range b {
-		v |= int(c&0x7f) << shift
-		if c < 0x80 {
-			return v, i + 1
-		}
-		shift += 7
-	}
-	return 0, 0
-}
-
 // countFunctionImports counts the function imports of an import section.
-func countFunctionImports(b []byte) int {
-	count, k := uleb(b)
-	b = b[k:]
-	functions := 0
-	for range count {
-		for range 2 { // module and field names
-			n, k := uleb(b)
-			b = b[k+n:]
-		}
-		kind := b[0]
-		b = b[1:]
-		switch kind {
+func countFunctionImports(r *wasmbin.Reader) uint32 {
+	functions := uint32(0)
+	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
+		r.Name() // module
+		r.Name() // field
+		switch kind := r.Byte(); kind {
 		case 0: // function: type index
-			_, k := uleb(b)
-			b = b[k:]
+			r.U32()
 			functions++
 		case 1: // table: element type, limits
-			b = skipLimits(b[1:])
+			r.Byte()
+			skipLimits(r)
 		case 2: // memory: limits
-			b = skipLimits(b)
+			skipLimits(r)
 		case 3: // global: type, mutability
-			b = b[2:]
+			r.Byte()
+			r.Byte()
 		}
 	}
 	return functions
 }
 
-func skipLimits(b []byte) []byte {
-	flags := b[0]
-	_, k := uleb(b[1:])
-	b = b[1+k:]
+func skipLimits(r *wasmbin.Reader) {
+	flags := r.Byte()
+	r.U32() // minimum
 	if flags&1 != 0 {
-		_, k = uleb(b)
-		b = b[k:]
+		r.U32() // maximum
 	}
-	return b
 }
 
 // The pieces add up to the module, and the code is found where it is: most of it in the runtime,

@@ -25,10 +25,10 @@
 package wasmaddr
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
+
+	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 )
 
 // Opcodes the rewrite reads and writes.
@@ -45,37 +45,33 @@ const (
 	opI64ExtendU = 0xad
 )
 
-const codeSection = 10
-
 // Narrow returns the module with its address computations and wrapped loads narrowed, and how
 // many it rewrote.
 // The contents of sections other than the code section are copied as they are (each section's
 // size is written again, in its shortest form, where Go's linker pads it to five bytes), and
 // function indices never change, so the name section and a name map made from it still hold.
 func Narrow(module []byte) ([]byte, int, error) {
-	if len(module) < 8 || string(module[:4]) != "\x00asm" {
-		return nil, 0, errors.New("not a Wasm module")
+	sections, err := wasmbin.Sections(module)
+	if err != nil {
+		return nil, 0, err
 	}
-	out := append([]byte(nil), module[:8]...)
+	out := []byte(wasmbin.Header)
 	narrowed := 0
-	for off := 8; off < len(module); {
-		id := module[off]
-		size, n := binary.Uvarint(module[off+1:])
-		start := off + 1 + n
-		if n <= 0 || size > uint64(len(module)-start) {
-			return nil, 0, fmt.Errorf("byte %d: section %d has a bad size", off, id)
+	for sections.More() {
+		start := sections.Offset()
+		id, s := sections.Section()
+		if err := sections.Err(); err != nil {
+			return nil, 0, fmt.Errorf("section %d at byte %d: %v", id, start, err)
 		}
-		content := module[start : start+int(size)]
-		if id == codeSection {
+		content := s.Rest()
+		if id == wasmbin.CodeSection {
 			rewritten, count, err := narrowCode(content)
 			if err != nil {
-				return nil, 0, fmt.Errorf("code section at byte %d: %v", off, err)
+				return nil, 0, fmt.Errorf("code section at byte %d: %v", start, err)
 			}
 			content, narrowed = rewritten, count
 		}
-		out = binary.AppendUvarint(append(out, id), uint64(len(content)))
-		out = append(out, content...)
-		off = start + int(size)
+		out = wasmbin.AppendSection(out, id, content)
 	}
 	return out, narrowed, nil
 }
@@ -100,63 +96,61 @@ func NarrowFile(path string) (int, error) {
 
 // narrowCode rewrites the function bodies of a code section's content.
 func narrowCode(section []byte) ([]byte, int, error) {
-	r := &reader{b: section}
-	count := r.u32()
-	out := binary.AppendUvarint(nil, uint64(count))
+	r := wasmbin.NewReader(section)
+	count := r.U32()
+	out := wasmbin.AppendU32(nil, count)
 	narrowed := 0
-	for i := uint32(0); i < count && r.err == nil; i++ {
-		body := r.bytes(r.u32())
-		if r.err != nil {
+	for i := uint32(0); i < count && r.Err() == nil; i++ {
+		body := r.Bytes(r.U32())
+		if r.Err() != nil {
 			break
 		}
 		rewritten, n, err := narrowBody(body)
 		if err != nil {
 			return nil, 0, fmt.Errorf("function body %d: %v", i, err)
 		}
-		out = binary.AppendUvarint(out, uint64(len(rewritten)))
+		out = wasmbin.AppendU32(out, uint32(len(rewritten)))
 		out = append(out, rewritten...)
 		narrowed += n
 	}
-	if r.err == nil && r.off != len(section) {
-		r.fail("bytes left over after the last function body")
-	}
-	return out, narrowed, r.err
+	r.End()
+	return out, narrowed, r.Err()
 }
 
 // narrowBody rewrites one function body: its locals, then its instructions.
 func narrowBody(body []byte) ([]byte, int, error) {
-	r := &reader{b: body}
-	for groups := r.u32(); groups > 0 && r.err == nil; groups-- {
-		r.u32()
-		r.byte()
+	r := reader{wasmbin.NewReader(body)}
+	for groups := r.U32(); groups > 0 && r.Err() == nil; groups-- {
+		r.U32()
+		r.Byte()
 	}
-	out := append([]byte(nil), body[:r.off]...)
+	out := append([]byte(nil), body[:r.Offset()]...)
 	narrowed := 0
-	for r.off < len(body) && r.err == nil {
-		start := r.off
-		op := r.byte()
+	for r.More() {
+		start := r.Offset()
+		op := r.Byte()
 		narrowLoad, isLoad := narrowLoads[op]
 		switch {
 		case op == opI64Const:
-			constant := r.s64()
-			if r.err == nil && r.followedBy(opI64Add, opI32Wrap) {
-				out = append(appendS32(append(out, opI32Wrap, opI32Const), int32(constant)), opI32Add)
+			constant := r.S64()
+			if r.FollowedBy(opI64Add, opI32Wrap) {
+				out = append(wasmbin.AppendS32(append(out, opI32Wrap, opI32Const), int32(constant)), opI32Add)
 				narrowed++
 				continue
 			}
 		case isLoad:
 			align := r.alignment()
-			offsetStart := r.off
-			r.u32()
-			if r.err == nil && r.followedBy(opI32Wrap) {
+			offsetStart := r.Offset()
+			r.U32()
+			if r.FollowedBy(opI32Wrap) {
 				// A 32-bit load reads the 4 bytes the wrap keeps, aligned at most to them.
-				out = binary.AppendUvarint(append(out, narrowLoad), uint64(min(align, 2)))
-				out = append(out, body[offsetStart:r.off-1]...)
+				out = wasmbin.AppendU32(append(out, narrowLoad), min(align, 2))
+				out = append(out, body[offsetStart:r.Offset()-1]...)
 				narrowed++
 				continue
 			}
 		case op == opI64ExtendU || op == opI64ExtendS:
-			if r.followedBy(opI64Eqz) {
+			if r.FollowedBy(opI64Eqz) {
 				// A 32-bit value extended to be compared with zero: compare it as it is.
 				out = append(out, opI32Eqz)
 				narrowed++
@@ -165,9 +159,9 @@ func narrowBody(body []byte) ([]byte, int, error) {
 		default:
 			r.skipImmediates(op)
 		}
-		out = append(out, body[start:r.off]...)
+		out = append(out, body[start:r.Offset()]...)
 	}
-	return out, narrowed, r.err
+	return out, narrowed, r.Err()
 }
 
 // narrowLoads are the 64-bit loads a wrap to 32 bits can follow, and the 32-bit loads of the

@@ -200,7 +200,7 @@ func TestNarrowRefusesWhatItCannotRead(t *testing.T) {
 		{"an unknown prefixed instruction", moduleOf([]byte{0, 0xfc, 0x20}), "0xfc 32"},
 		{"a body cut short", moduleOf([]byte{0, 0x44, 1, 2}), "8 bytes announced"},
 		{"a load of a second memory", moduleOf([]byte{0, 0x41, 0, 0x28, 0x42, 0, 0, 0x1a, 0x41, 0}), "another memory"},
-		{"a section longer than the module", []byte("\x00asm\x01\x00\x00\x00\x0a\x05\x01"), "bad size"},
+		{"a section longer than the module", []byte("\x00asm\x01\x00\x00\x00\x0a\x05\x01"), "section 10 at byte 8: byte 10: 5 bytes announced, 1 left"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,13 +2,14 @@ package wasmnames
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 )
 
 // Name is one function's name: Index is the function's index in the module's function index
@@ -108,23 +109,21 @@ func Split(module []byte) (reduced []byte, names Map, err error) {
 		return nil, nil, fmt.Errorf("the name section names none of the module's %d exported functions: Envoy would print no backtrace", len(p.exported))
 	}
 	var content []byte
-	content = appendName(content, "name")
+	content = wasmbin.AppendName(content, "name")
 	if p.moduleName != nil {
-		content = appendSubsection(content, 0, p.moduleName)
+		content = wasmbin.AppendSection(content, moduleNameSubsection, p.moduleName)
 	}
 	var namemap []byte
-	namemap = appendU32(namemap, uint32(len(kept)))
+	namemap = wasmbin.AppendU32(namemap, uint32(len(kept)))
 	for _, n := range kept {
-		namemap = appendU32(namemap, n.Index)
-		namemap = appendName(namemap, n.Name)
+		namemap = wasmbin.AppendU32(namemap, n.Index)
+		namemap = wasmbin.AppendName(namemap, n.Name)
 	}
-	content = appendSubsection(content, 1, namemap)
+	content = wasmbin.AppendSection(content, functionNameSubsection, namemap)
 
 	reduced = make([]byte, 0, len(module)-(p.nameEnd-p.nameStart)+len(content)+6)
 	reduced = append(reduced, module[:p.nameStart]...)
-	reduced = append(reduced, 0) // a custom section
-	reduced = appendU32(reduced, uint32(len(content)))
-	reduced = append(reduced, content...)
+	reduced = wasmbin.AppendSection(reduced, wasmbin.CustomSection, content)
 	reduced = append(reduced, module[p.nameEnd:]...)
 	return reduced, p.functions, nil
 }
@@ -137,36 +136,31 @@ type parsed struct {
 	exported           map[uint32]bool
 }
 
-const header = "\x00asm\x01\x00\x00\x00"
-
-// Section ids (the core specification's binary format, section 5.5).
-const (
-	customSection = 0
-	exportSection = 7
-	exportFunc    = 0 // an export's kind: a function
-)
-
 // Subsections of the name section (the specification's appendix, "Name Section").
 const (
 	moduleNameSubsection   = 0
 	functionNameSubsection = 1
 )
 
+// exportFunc is an export's kind when it exports a function (the specification's section
+// 5.5.10).
+const exportFunc = 0
+
 func parse(module []byte) (*parsed, error) {
-	if len(module) < len(header) || string(module[:len(header)]) != header {
-		return nil, errors.New("not a Wasm module (version 1): it does not start with \\0asm 01 00 00 00")
+	sections, err := wasmbin.Sections(module)
+	if err != nil {
+		return nil, err
 	}
 	p := &parsed{nameStart: -1, exported: map[uint32]bool{}}
 	exports := false
-	r := &reader{b: module, off: len(header)}
-	for r.off < len(module) {
-		start := r.off
-		id, s, err := r.section()
-		if err != nil {
+	for sections.More() {
+		start := sections.Offset()
+		id, s := sections.Section()
+		if err := sections.Err(); err != nil {
 			return nil, fmt.Errorf("section %d at byte %d: %w", id, start, err)
 		}
 		switch id {
-		case exportSection:
+		case wasmbin.ExportSection:
 			if exports {
 				return nil, fmt.Errorf("a second export section at byte %d", start)
 			}
@@ -174,9 +168,9 @@ func parse(module []byte) (*parsed, error) {
 			if err := p.readExports(s); err != nil {
 				return nil, fmt.Errorf("export section: %w", err)
 			}
-		case customSection:
-			name, err := s.name()
-			if err != nil {
+		case wasmbin.CustomSection:
+			name := s.Name()
+			if err := s.Err(); err != nil {
 				return nil, fmt.Errorf("custom section at byte %d: %w", start, err)
 			}
 			if name != "name" {
@@ -185,7 +179,7 @@ func parse(module []byte) (*parsed, error) {
 			if p.nameStart >= 0 {
 				return nil, fmt.Errorf("a second name section at byte %d", start)
 			}
-			p.nameStart, p.nameEnd = start, r.off
+			p.nameStart, p.nameEnd = start, sections.Offset()
 			if err := p.readNames(s); err != nil {
 				return nil, fmt.Errorf("name section: %w", err)
 			}
@@ -200,38 +194,40 @@ func parse(module []byte) (*parsed, error) {
 	return p, nil
 }
 
-func (p *parsed) readExports(r *reader) error {
-	return r.vector(func() error {
-		kind, index, err := r.export()
-		if err == nil && kind == exportFunc {
+// readExports reads the export section (the specification's section 5.5.10): each export's
+// name, which is not kept, its kind and its index.
+func (p *parsed) readExports(r *wasmbin.Reader) error {
+	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
+		r.Name()
+		kind, index := r.Byte(), r.U32()
+		if r.Err() == nil && kind == exportFunc {
 			p.exported[index] = true
 		}
-		return err
-	})
+	}
+	r.End()
+	return r.Err()
 }
 
-func (p *parsed) readNames(r *reader) error {
+func (p *parsed) readNames(r *wasmbin.Reader) error {
 	seen := map[byte]bool{}
-	for r.off < len(r.b) {
-		start := r.off
-		id, sub, err := r.section()
-		if err != nil {
+	for r.More() {
+		start := r.Offset()
+		id, sub := r.Section()
+		if err := r.Err(); err != nil {
 			return err
 		}
 		if seen[id] {
 			return fmt.Errorf("a second subsection %d at byte %d", id, start)
 		}
 		seen[id] = true
-		content := sub.b[sub.off:]
 		switch id {
 		case moduleNameSubsection:
-			if _, err := sub.name(); err != nil {
+			p.moduleName = sub.Left()
+			sub.Name()
+			sub.End()
+			if err := sub.Err(); err != nil {
 				return fmt.Errorf("module name: %w", err)
 			}
-			if err := sub.end(); err != nil {
-				return fmt.Errorf("module name: %w", err)
-			}
-			p.moduleName = content
 		case functionNameSubsection:
 			if err := p.readFunctionNames(sub); err != nil {
 				return fmt.Errorf("function names: %w", err)
@@ -241,20 +237,22 @@ func (p *parsed) readNames(r *reader) error {
 	return nil
 }
 
-func (p *parsed) readFunctionNames(r *reader) error {
+// readFunctionNames reads the function names' subsection, a name map (the specification's
+// appendix, "Name Maps"): each entry an index and its name.
+func (p *parsed) readFunctionNames(r *wasmbin.Reader) error {
 	p.functions = Map{}
-	err := r.vector(func() error {
-		index, name, err := r.nameAssoc()
-		if err != nil {
-			return err
+	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
+		index, name := r.U32(), r.Name()
+		if r.Err() != nil {
+			break
 		}
 		if strings.ContainsAny(name, "\n\r") {
 			return fmt.Errorf("function %d's name %q has a line break, which the map's lines cannot hold", index, truncate(name))
 		}
 		p.functions = append(p.functions, Name{index, name})
-		return nil
-	})
-	if err != nil {
+	}
+	r.End()
+	if err := r.Err(); err != nil {
 		return err
 	}
 	sort.SliceStable(p.functions, func(i, j int) bool { return p.functions[i].Index < p.functions[j].Index })
@@ -264,130 +262,4 @@ func (p *parsed) readFunctionNames(r *reader) error {
 		}
 	}
 	return nil
-}
-
-// reader reads the module's bytes up to len(b), from off; errors name the byte offset.
-type reader struct {
-	b   []byte
-	off int
-}
-
-func (r *reader) byte() (byte, error) {
-	if r.off >= len(r.b) {
-		return 0, fmt.Errorf("byte %d: ends early", r.off)
-	}
-	r.off++
-	return r.b[r.off-1], nil
-}
-
-// u32 reads an unsigned LEB128 number of at most 32 bits, in at most 5 bytes.
-func (r *reader) u32() (uint32, error) {
-	start := r.off
-	var v uint64
-	for shift := 0; shift < 35; shift += 7 {
-		c, err := r.byte()
-		if err != nil {
-			return 0, err
-		}
-		v |= uint64(c&0x7f) << shift
-		if c < 0x80 {
-			if v > 1<<32-1 {
-				return 0, fmt.Errorf("byte %d: a number beyond 32 bits", start)
-			}
-			return uint32(v), nil
-		}
-	}
-	return 0, fmt.Errorf("byte %d: a number longer than 5 bytes", start)
-}
-
-func (r *reader) bytes(n uint32) ([]byte, error) {
-	if uint64(n) > uint64(len(r.b)-r.off) {
-		return nil, fmt.Errorf("byte %d: %d bytes announced, %d left", r.off, n, len(r.b)-r.off)
-	}
-	r.off += int(n)
-	return r.b[r.off-int(n) : r.off], nil
-}
-
-func (r *reader) name() (string, error) {
-	n, err := r.u32()
-	if err != nil {
-		return "", err
-	}
-	b, err := r.bytes(n)
-	return string(b), err
-}
-
-// export reads an export (the core specification's binary format, section 5.5.10): its name,
-// which is not kept, its kind and its index.
-func (r *reader) export() (kind byte, index uint32, err error) {
-	if _, err = r.name(); err != nil {
-		return 0, 0, err
-	}
-	if kind, err = r.byte(); err != nil {
-		return 0, 0, err
-	}
-	index, err = r.u32()
-	return kind, index, err
-}
-
-// nameAssoc reads an entry of a name map (the specification's appendix, "Name Maps"): an index
-// and its name.
-func (r *reader) nameAssoc() (index uint32, name string, err error) {
-	if index, err = r.u32(); err != nil {
-		return 0, "", err
-	}
-	name, err = r.name()
-	return index, name, err
-}
-
-// section reads a section, or a subsection of the name section, which are laid out alike: an id,
-// then the content's size and the content, which comes back as a reader of its own. Callers read
-// a section only where a byte is left, so the id's read cannot fail.
-func (r *reader) section() (id byte, content *reader, err error) {
-	if id, err = r.byte(); err != nil {
-		return 0, nil, err
-	}
-	size, err := r.u32()
-	if err != nil {
-		return id, nil, err
-	}
-	start := r.off
-	if _, err := r.bytes(size); err != nil {
-		return id, nil, err
-	}
-	return id, &reader{b: r.b[:r.off], off: start}, nil
-}
-
-// vector reads a vector of the wasm format that fills the reader: its length, then as many items,
-// each read by item, and nothing after them.
-func (r *reader) vector(item func() error) error {
-	count, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for range count {
-		if err := item(); err != nil {
-			return err
-		}
-	}
-	return r.end()
-}
-
-// end checks that the reader read all its bytes: a section or subsection has no trailing bytes.
-func (r *reader) end() error {
-	if r.off != len(r.b) {
-		return fmt.Errorf("byte %d: %d bytes left over", r.off, len(r.b)-r.off)
-	}
-	return nil
-}
-
-// appendU32 appends v as the unsigned LEB128 the wasm format writes numbers in.
-func appendU32(b []byte, v uint32) []byte { return binary.AppendUvarint(b, uint64(v)) }
-
-func appendName(b []byte, name string) []byte {
-	return append(appendU32(b, uint32(len(name))), name...)
-}
-
-func appendSubsection(b []byte, id byte, content []byte) []byte {
-	return append(appendU32(append(b, id), uint32(len(content))), content...)
 }

@@ -1,0 +1,191 @@
+package wasmbin
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Header is the first 8 bytes of a module of the format's version 1: the magic number and the
+// version.
+const Header = "\x00asm\x01\x00\x00\x00"
+
+// Section ids (the specification's section 5.5.2).
+const (
+	CustomSection = 0
+	ImportSection = 2
+	ExportSection = 7
+	CodeSection   = 10
+	DataSection   = 11
+)
+
+// Reader reads b from off; an error sticks (Err), and every read after it returns zero.
+type Reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+// NewReader reads b from its start; errors name offsets in b.
+func NewReader(b []byte) *Reader { return &Reader{b: b} }
+
+// Sections checks a module's header and returns a reader of its sections (Section); errors name
+// offsets in the module.
+func Sections(module []byte) (*Reader, error) {
+	if len(module) < len(Header) || string(module[:len(Header)]) != Header {
+		return nil, errors.New("not a Wasm module (version 1): it does not start with \\0asm 01 00 00 00")
+	}
+	return &Reader{b: module, off: len(Header)}, nil
+}
+
+// Err is the first error of a read, or nil.
+func (r *Reader) Err() error { return r.err }
+
+// Offset is where the next read starts.
+func (r *Reader) Offset() int { return r.off }
+
+// More reports whether there are bytes left to read and no read has failed.
+func (r *Reader) More() bool { return r.err == nil && r.off < len(r.b) }
+
+// Fail makes what, at the current offset, the reader's error (unless it has one already), and
+// leaves nothing to read.
+func (r *Reader) Fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("byte %d: %s", r.off, what)
+	}
+	r.off = len(r.b)
+}
+
+// Byte reads one byte.
+func (r *Reader) Byte() byte {
+	if r.off >= len(r.b) {
+		r.Fail("ends early")
+		return 0
+	}
+	r.off++
+	return r.b[r.off-1]
+}
+
+// Unread steps back over the byte just read, so that an error names it.
+func (r *Reader) Unread() {
+	if r.err == nil && r.off > 0 {
+		r.off--
+	}
+}
+
+// LEB reads a LEB128 number of at most bits bits, returning its bits as read and the shift past
+// its last byte (for sign extension); the format caps its length at ceil(bits/7) bytes.
+func (r *Reader) LEB(bits int) (v uint64, shift int, last byte) {
+	start := r.off
+	for shift < bits {
+		c := r.Byte()
+		if r.err != nil {
+			return 0, 0, 0
+		}
+		v |= uint64(c&0x7f) << shift
+		shift += 7
+		if c < 0x80 {
+			return v, shift, c
+		}
+	}
+	r.off = start
+	r.Fail(fmt.Sprintf("a number longer than %d bytes", (bits+6)/7))
+	return 0, 0, 0
+}
+
+// U32 reads an unsigned LEB128 number of at most 32 bits.
+func (r *Reader) U32() uint32 {
+	start := r.off
+	v, _, _ := r.LEB(32)
+	if v > 1<<32-1 {
+		r.off = start
+		r.Fail("a number beyond 32 bits")
+		return 0
+	}
+	return uint32(v)
+}
+
+// S64 reads a signed LEB128 number of at most 64 bits (an i64.const's immediate).
+func (r *Reader) S64() int64 {
+	v, shift, last := r.LEB(64)
+	if shift < 64 && last&0x40 != 0 {
+		v |= ^uint64(0) << shift
+	}
+	return int64(v)
+}
+
+// Bytes reads n bytes, a slice of the reader's own.
+func (r *Reader) Bytes(n uint32) []byte {
+	if uint64(n) > uint64(len(r.b)-r.off) {
+		r.Fail(fmt.Sprintf("%d bytes announced, %d left", n, len(r.b)-r.off))
+		return nil
+	}
+	r.off += int(n)
+	return r.b[r.off-int(n) : r.off]
+}
+
+// Left returns the bytes not read yet, without reading them.
+func (r *Reader) Left() []byte { return r.b[r.off:] }
+
+// Rest reads every byte left.
+func (r *Reader) Rest() []byte { return r.Bytes(uint32(len(r.b) - r.off)) }
+
+// Name reads a name: its length, then its bytes.
+func (r *Reader) Name() string { return string(r.Bytes(r.U32())) }
+
+// FollowedBy reports whether the next bytes are want, and if so reads past them.
+func (r *Reader) FollowedBy(want ...byte) bool {
+	if r.err != nil || len(r.b)-r.off < len(want) || string(r.b[r.off:r.off+len(want)]) != string(want) {
+		return false
+	}
+	r.off += len(want)
+	return true
+}
+
+// Section reads a section, or a subsection of the name section, which are laid out alike: an id,
+// then the content's size and the content, which comes back as a reader of its own whose errors
+// name offsets in the whole. On an error, content reads nothing.
+func (r *Reader) Section() (id byte, content *Reader) {
+	id = r.Byte()
+	size := r.U32()
+	start := r.off
+	r.Bytes(size)
+	if r.err != nil {
+		return id, &Reader{err: r.err}
+	}
+	return id, &Reader{b: r.b[:r.off], off: start}
+}
+
+// End checks that every byte was read: a section, a subsection or a function body has no
+// trailing bytes.
+func (r *Reader) End() {
+	if r.err == nil && r.off != len(r.b) {
+		r.Fail(fmt.Sprintf("%d bytes left over", len(r.b)-r.off))
+	}
+}
+
+// AppendU32 appends v as an unsigned LEB128 number, in its shortest form.
+func AppendU32(b []byte, v uint32) []byte { return binary.AppendUvarint(b, uint64(v)) }
+
+// AppendS32 appends v as a signed LEB128 number (an i32.const's immediate), in its shortest form.
+func AppendS32(b []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v == 0 && c&0x40 == 0 || v == -1 && c&0x40 != 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+// AppendName appends a name: its length, then its bytes.
+func AppendName(b []byte, name string) []byte {
+	return append(AppendU32(b, uint32(len(name))), name...)
+}
+
+// AppendSection appends a section, or a subsection of the name section: its id, the content's
+// size in its shortest form, and the content.
+func AppendSection(b []byte, id byte, content []byte) []byte {
+	return append(AppendU32(append(b, id), uint32(len(content))), content...)
+}

@@ -1,0 +1,136 @@
+package wasmbin_test
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
+)
+
+// Each malformed input is an error naming the byte it was found at, and every read after it
+// returns zero.
+func TestReaderErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		input []byte
+		read  func(r *wasmbin.Reader)
+		want  string
+	}{
+		{"a byte past the end", nil, func(r *wasmbin.Reader) { r.Byte() }, "byte 0: ends early"},
+		{"a number cut short", []byte{0x80, 0x80}, func(r *wasmbin.Reader) { r.U32() }, "byte 2: ends early"},
+		{"a number of six bytes", []byte{1, 0x80, 0x80, 0x80, 0x80, 0x80, 0}, func(r *wasmbin.Reader) { r.Byte(); r.U32() }, "byte 1: a number longer than 5 bytes"},
+		{"a number beyond 32 bits", []byte{0x80, 0x80, 0x80, 0x80, 0x10}, func(r *wasmbin.Reader) { r.U32() }, "byte 0: a number beyond 32 bits"},
+		{"an i64 of eleven bytes", bytes.Repeat([]byte{0xff}, 11), func(r *wasmbin.Reader) { r.S64() }, "byte 0: a number longer than 10 bytes"},
+		{"bytes beyond the end", []byte{5, 'a'}, func(r *wasmbin.Reader) { r.Name() }, "byte 1: 5 bytes announced, 1 left"},
+		{"a section beyond the end", []byte{1, 10, 0}, func(r *wasmbin.Reader) { r.Section() }, "byte 2: 10 bytes announced, 1 left"},
+		{"bytes left over", []byte{0, 7, 7}, func(r *wasmbin.Reader) { r.Byte(); r.End() }, "byte 1: 2 bytes left over"},
+		{"a byte stepped back over", []byte{0x40}, func(r *wasmbin.Reader) { r.Byte(); r.Unread(); r.Fail("refused") }, "byte 0: refused"},
+		{"the first error sticks", []byte{0x80}, func(r *wasmbin.Reader) { r.U32(); r.Fail("later") }, "byte 1: ends early"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := wasmbin.NewReader(tt.input)
+			tt.read(r)
+			if err := r.Err(); err == nil || err.Error() != tt.want {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+			if r.More() || r.Byte() != 0 || r.U32() != 0 || r.S64() != 0 || r.Name() != "" || len(r.Left()) != 0 {
+				t.Fatalf("a read after the error returned something")
+			}
+		})
+	}
+}
+
+// What the Append functions write, a Reader reads back, in the fewest bytes the format allows.
+func TestNumbersRoundTrip(t *testing.T) {
+	for _, v := range []uint32{0, 1, 63, 64, 127, 128, 16383, 16384, 1<<28 - 1, 1 << 28, math.MaxUint32} {
+		b := wasmbin.AppendU32(nil, v)
+		r := wasmbin.NewReader(b)
+		if got := r.U32(); got != v || r.Err() != nil || r.More() {
+			t.Errorf("U32 of %x (from %d) = %d, %v", b, v, got, r.Err())
+		}
+		if want := max(1, (bitLen(uint64(v))+6)/7); len(b) != want {
+			t.Errorf("AppendU32(%d) took %d bytes, want %d", v, len(b), want)
+		}
+	}
+	for _, v := range []int32{0, 1, -1, 63, 64, -64, -65, 8191, 8192, -8192, -8193, math.MaxInt32, math.MinInt32} {
+		b := wasmbin.AppendS32(nil, v)
+		r := wasmbin.NewReader(b)
+		if got := r.S64(); got != int64(v) || r.Err() != nil || r.More() {
+			t.Errorf("S64 of %x (from %d) = %d, %v", b, v, got, r.Err())
+		}
+		// The shortest form: the value's bits and its sign bit, seven a byte.
+		magnitude := uint64(v)
+		if v < 0 {
+			magnitude = uint64(^v)
+		}
+		if want := (bitLen(magnitude) + 1 + 6) / 7; len(b) != want {
+			t.Errorf("AppendS32(%d) took %d bytes, want %d", v, len(b), want)
+		}
+	}
+}
+
+func bitLen(v uint64) int {
+	n := 0
+	for ; v != 0; v >>= 1 {
+		n++
+	}
+	return n
+}
+
+// A module's sections read back as they were appended, and a module whose header is not
+// version 1's is refused.
+func TestSections(t *testing.T) {
+	module := []byte(wasmbin.Header)
+	module = wasmbin.AppendSection(module, wasmbin.CustomSection, wasmbin.AppendName(nil, "name"))
+	module = wasmbin.AppendSection(module, wasmbin.CodeSection, bytes.Repeat([]byte{0x0b}, 200))
+	r, err := wasmbin.Sections(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, content := r.Section()
+	if id != wasmbin.CustomSection || content.Name() != "name" || content.More() {
+		t.Fatalf("first section: %d", id)
+	}
+	id, content = r.Section()
+	if id != wasmbin.CodeSection || !bytes.Equal(content.Rest(), bytes.Repeat([]byte{0x0b}, 200)) || r.More() || r.Err() != nil {
+		t.Fatalf("second section: %d, %v", id, r.Err())
+	}
+	for _, header := range []string{"", "\x00asm", "\x00asm\x02\x00\x00\x00", "\x7fELF\x01\x00\x00\x00"} {
+		if _, err := wasmbin.Sections([]byte(header)); err == nil || !strings.Contains(err.Error(), "not a Wasm module") {
+			t.Errorf("Sections(%q): %v", header, err)
+		}
+	}
+}
+
+// FuzzSections reads any bytes as a module's sections: no read panics, an error stops the walk,
+// and every section read without one is appended again as the same bytes when the input wrote
+// its size in the shortest form.
+func FuzzSections(f *testing.F) {
+	f.Add([]byte{0, 5, 4, 'n', 'a', 'm', 'e'})
+	f.Add([]byte{10, 0x82, 0, 0, 0})
+	f.Add([]byte{1, 10, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := wasmbin.Sections(append([]byte(wasmbin.Header), data...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r.More() {
+			start := r.Offset()
+			id, content := r.Section()
+			if r.Err() != nil {
+				if content.More() || content.Err() == nil {
+					t.Fatalf("a section that could not be read has content")
+				}
+				return
+			}
+			whole := data[start-len(wasmbin.Header) : r.Offset()-len(wasmbin.Header)]
+			again := wasmbin.AppendSection(nil, id, content.Rest())
+			if len(again) > len(whole) || len(again) == len(whole) && !bytes.Equal(again, whole) {
+				t.Fatalf("section %x appended again as %x", whole, again)
+			}
+		}
+	})
+}
