@@ -198,3 +198,19 @@ func TestKnownKeysHaveSlotsOfTheirOwn(t *testing.T) {
 			knownKeys, reads, after.Sets-before.Sets)
 	}
 }
+
+// The new keys of new-key-reused-slot each find their first candidate slot written (with an idle
+// bucket of a filler key), so each bucket is placed by a claim and its commit, two writes, never
+// written at once into a slot never written, one: the request type measures what it is named for.
+func TestReusedSlotsAreAllWritten(t *testing.T) {
+	const n = 64
+	r := newRig(t, tollgateModule(t), rigOptions{config: reusedSlotConfig})
+	key := freshOnReusedSlots(t, r, n)
+	before := r.shared.Stats()
+	for i := range n {
+		r.expect(t, key(i), 200)
+	}
+	if writes := r.shared.Stats().Sets - before.Sets; writes != 2*n {
+		t.Fatalf("%d new keys wrote %d times, want a claim and a commit each (%d)", n, writes, 2*n)
+	}
+}

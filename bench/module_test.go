@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,15 +51,16 @@ const (
 	// stands still.
 	rejectConfig = `{"key_table": {"max_keys": 10000000}, "rules": [{"name": "per-api-key", "key": [{"header": "x-api-key"}],
 	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "24h"}]}]}`
-	// reusedSlotConfig is admitConfig over a table of reusedSlots slots, which the benchmark
-	// fills with idle buckets (freshOnReusedSlots).
-	reusedSlotConfig = `{"key_table": {"max_keys": 1024}, "rules": [{"name": "per-api-key", "key": [{"header": "x-api-key"}],
-	  "limits": [{"capacity": 1000000000, "refill_tokens": 1000000000, "refill_interval": "1s"}]}]}`
+	// reusedSlots is the size of reusedSlotConfig's key table.
 	reusedSlots = 1024
 	// seedConfig is the design's core rule: 3 per key, then 1 per second.
 	seedConfig = `{"key_table": {"max_keys": 10000000}, "rules": [{"name": "per-api-key", "key": [{"header": "x-api-key"}],
 	  "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}]}]}`
 )
+
+// reusedSlotConfig is admitConfig over a table of reusedSlots slots, which the benchmark fills
+// with idle buckets (freshOnReusedSlots).
+var reusedSlotConfig = strings.Replace(admitConfig, `"max_keys": 10000000`, `"max_keys": `+strconv.Itoa(reusedSlots), 1)
 
 // benchSecret is the key table's hash secret in every benchmark, stored before the first VM
 // starts: which slots a key set's buckets take is then the same on every run, and

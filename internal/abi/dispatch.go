@@ -100,7 +100,7 @@ func describePanic(r any) string {
 // this way. Envoy answers BadArgument for a context that is gone.
 func SetEffectiveContext(contextID uint32) error {
 	forgetRequestHeaders()
-	return statusErr(proxySetEffectiveContext(contextID))
+	return StatusError(proxySetEffectiveContext(contextID))
 }
 
 // pendingCall is a gRPC call waiting for its answer.
@@ -112,10 +112,10 @@ type pendingCall struct {
 // CancelGrpcCall cancels a pending call; its callback will not run.
 func CancelGrpcCall(token uint32) error {
 	if _, ok := calls[token]; !ok {
-		return statusErr(wire.StatusNotFound)
+		return StatusError(wire.StatusNotFound)
 	}
 	delete(calls, token)
-	return statusErr(proxyGrpcCancel(token))
+	return StatusError(proxyGrpcCancel(token))
 }
 
 // PendingGrpcCalls is the number of calls waiting for their answer.

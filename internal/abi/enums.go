@@ -7,7 +7,7 @@ import (
 )
 
 // statusErrors are the SDK's error values of the statuses a host function returns, by status;
-// nil for OK. statusErr answers an internal failure for any other.
+// nil for OK. StatusError answers an internal failure for any other.
 var statusErrors = [...]error{
 	wire.StatusOK:            nil,
 	wire.StatusNotFound:      types.ErrorStatusNotFound,
@@ -17,15 +17,11 @@ var statusErrors = [...]error{
 	wire.StatusUnimplemented: types.ErrorUnimplemented,
 }
 
-// StatusError is the SDK's error for a host call's status (nil for StatusOK), for callers of
-// the calls that answer with a status.
-func StatusError(s wire.Status) error { return statusErr(s) }
-
-// statusErr maps a host function's status to the SDK's error values, so callers can compare
-// with errors.Is.
-//
-// Both builds use it: the wasip1 hostcalls, and the native twin's (native.go).
-func statusErr(s wire.Status) error {
+// StatusError is the SDK's error for a host call's status (nil for StatusOK), so that callers
+// can compare with errors.Is: the error of every call here that answers with a status, in both
+// builds (the wasip1 host calls and the native twin, native.go), and of the plugin's own calls
+// that take the status as it is.
+func StatusError(s wire.Status) error {
 	if s == wire.StatusOK {
 		return nil
 	}

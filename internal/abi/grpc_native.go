@@ -19,14 +19,14 @@ func DispatchGrpcCall(stream uint32, cluster, service, method string, metadata [
 	timeoutMilliseconds uint32, callback GrpcCallback) (uint32, error) {
 	token, st := nativeHost().GrpcCall(cluster, service, method, metadata, message, timeoutMilliseconds)
 	if st != wire.StatusOK {
-		return 0, statusErr(st)
+		return 0, StatusError(st)
 	}
 	calls[token] = pendingCall{stream: stream, callback: callback}
 	return token, nil
 }
 
 // ResumeHttpRequest lets a paused request go on upstream.
-func ResumeHttpRequest() error { return statusErr(nativeHost().ContinueRequest()) }
+func ResumeHttpRequest() error { return StatusError(nativeHost().ContinueRequest()) }
 
 // GrpcReceive is proxy_on_grpc_receive: the response of a successful call.
 func (v *NativeVM) GrpcReceive(rootID, token uint32, response []byte) {

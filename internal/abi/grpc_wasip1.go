@@ -71,7 +71,7 @@ func DispatchGrpcCall(stream uint32, cluster, service, method string, metadata [
 		stringData(method), uint32(len(method)), bytesData(encoded), uint32(len(encoded)),
 		bytesData(message), uint32(len(message)), timeoutMilliseconds, unsafe.Pointer(&token))
 	if st != wire.StatusOK {
-		return 0, statusErr(st)
+		return 0, StatusError(st)
 	}
 	calls[token] = pendingCall{stream: stream, callback: callback}
 	return token, nil
@@ -79,7 +79,7 @@ func DispatchGrpcCall(stream uint32, cluster, service, method string, metadata [
 
 // ResumeHttpRequest lets a paused request go on upstream; Envoy does it once the current
 // callback returns.
-func ResumeHttpRequest() error { return statusErr(proxyContinueStream(0)) }
+func ResumeHttpRequest() error { return StatusError(proxyContinueStream(0)) }
 
 // Spec "gRPC calls": proxy_on_grpc_receive, the response of a successful call.
 //
@@ -127,7 +127,7 @@ func answerGrpcCall(callback string, token, status, responseSize uint32) {
 			response, st = hostResult()
 		}
 		if st != wire.StatusOK {
-			status, message, response = GrpcStatusInternal, "cannot read the response: "+statusErr(st).Error(), nil
+			status, message, response = GrpcStatusInternal, "cannot read the response: "+StatusError(st).Error(), nil
 		}
 	}
 	call.callback(status, message, response)

@@ -156,11 +156,11 @@ func GetPluginConfiguration() ([]byte, error) {
 	beginResult()
 	st := proxyGetBufferBytes(BufferPluginConfiguration, 0, math.MaxInt32, ptrAddr, ptrSize)
 	if st != wire.StatusOK {
-		return nil, statusErr(st)
+		return nil, StatusError(st)
 	}
 	data, st := hostResult()
 	if st != wire.StatusOK {
-		return nil, statusErr(st)
+		return nil, StatusError(st)
 	}
 	return append([]byte(nil), data...), nil
 }
@@ -176,10 +176,10 @@ func GetProperty(path ...string) ([]byte, error) {
 	beginResult()
 	st := proxyGetProperty(bytesData(propertyPath), uint32(len(propertyPath)), ptrAddr, ptrSize)
 	if st != wire.StatusOK {
-		return nil, statusErr(st)
+		return nil, StatusError(st)
 	}
 	data, st := hostResult()
-	return data, statusErr(st)
+	return data, StatusError(st)
 }
 
 // requestHeaders are the request headers as one proxy_get_header_map_pairs call returned them, in
@@ -236,7 +236,7 @@ func readRequestHeaders() {
 	if st == wire.StatusOK {
 		requestHeaders.pairs, st = hostResult()
 	}
-	requestHeaders.read, requestHeaders.err = true, statusErr(st)
+	requestHeaders.read, requestHeaders.err = true, StatusError(st)
 }
 
 // GetHttpResponseStatus returns the response's :status as a number; only during the
@@ -246,11 +246,11 @@ func GetHttpResponseStatus() (int, error) {
 	beginResult()
 	st := proxyGetHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), ptrAddr, ptrSize)
 	if st != wire.StatusOK {
-		return 0, statusErr(st)
+		return 0, StatusError(st)
 	}
 	b, st := hostResult()
 	if st != wire.StatusOK {
-		return 0, statusErr(st)
+		return 0, StatusError(st)
 	}
 	return parseStatus(b)
 }
@@ -262,15 +262,15 @@ func GetHttpResponseStatus() (int, error) {
 // until the current callback returns (see proxyOnMemoryAllocate); copy them to keep them longer.
 func GetHttpResponseBody(start, size int) ([]byte, error) {
 	if start < 0 || size < 0 || start > math.MaxInt32 || size > math.MaxInt32 {
-		return nil, statusErr(wire.StatusBadArgument)
+		return nil, StatusError(wire.StatusBadArgument)
 	}
 	beginResult()
 	st := proxyGetBufferBytes(BufferHttpResponseBody, uint32(start), uint32(size), ptrAddr, ptrSize)
 	if st != wire.StatusOK {
-		return nil, statusErr(st)
+		return nil, StatusError(st)
 	}
 	data, st := hostResult()
-	return data, statusErr(st)
+	return data, StatusError(st)
 }
 
 // ReadHttpResponseBody reads the first size bytes of the response body buffer in windows the
@@ -311,11 +311,11 @@ func responseMapValue(m MapType, name string) (string, error) {
 	beginResult()
 	st := proxyGetHeaderMapValue(m, stringData(name), uint32(len(name)), ptrAddr, ptrSize)
 	if st != wire.StatusOK {
-		return "", statusErr(st)
+		return "", StatusError(st)
 	}
 	b, st := hostResult()
 	if st != wire.StatusOK {
-		return "", statusErr(st)
+		return "", StatusError(st)
 	}
 	return unsafe.String(unsafe.SliceData(b), len(b)), nil
 }
@@ -324,20 +324,20 @@ func responseMapValue(m MapType, name string) (string, error) {
 // "wasm.<path>" (envoy context.cc setProperty), which an access log prints with
 // %FILTER_STATE(wasm.<path>:PLAIN)%. ErrorStatusNotFound without a stream context.
 func SetProperty(path string, value []byte) error {
-	return statusErr(proxySetProperty(stringData(path), uint32(len(path)), bytesData(value), uint32(len(value))))
+	return StatusError(proxySetProperty(stringData(path), uint32(len(path)), bytesData(value), uint32(len(value))))
 }
 
 // AddHttpRequestHeader appends a request header; only during the request-headers callback.
 func AddHttpRequestHeader(name, value string) error {
 	forgetRequestHeaders()
-	return statusErr(proxyAddHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))))
+	return StatusError(proxyAddHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))))
 }
 
 // GetLogLevel returns the host's current log level for the plugin: logging below it is dropped
 // by the host anyway, so the module can skip building those messages.
 func GetLogLevel() (LogLevel, error) {
 	if st := proxyGetLogLevel(ptrU32); st != wire.StatusOK {
-		return LogLevelInfo, statusErr(st)
+		return LogLevelInfo, StatusError(st)
 	}
 	return LogLevel(resultU32), nil
 }
@@ -346,17 +346,17 @@ func GetLogLevel() (LogLevel, error) {
 // request-headers callback. Removing an absent header is not an error.
 func RemoveHttpRequestHeader(name string) error {
 	forgetRequestHeaders()
-	return statusErr(proxyRemoveHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name))))
+	return StatusError(proxyRemoveHeaderMapValue(MapRequestHeaders, stringData(name), uint32(len(name))))
 }
 
 // ReplaceHttpResponseHeader sets a response header, replacing any values it had.
 func ReplaceHttpResponseHeader(name, value string) error {
-	return statusErr(proxyReplaceHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))))
+	return StatusError(proxyReplaceHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))))
 }
 
 // AddHttpResponseHeader appends a response header.
 func AddHttpResponseHeader(name, value string) error {
-	return statusErr(proxyAddHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))))
+	return StatusError(proxyAddHeaderMapValue(MapResponseHeaders, stringData(name), uint32(len(name)), stringData(value), uint32(len(value))))
 }
 
 // encodedPairs is SendHttpResponse's reused buffer for the serialized headers; Envoy copies them
@@ -380,7 +380,7 @@ func SendLocalReply(status uint32, details string, headers [][2]string, body []b
 // SendEncodedLocalReply is SendLocalReply with the headers already serialized (wire.AppendPairs,
 // wire.PairsTemplate).
 func SendEncodedLocalReply(status uint32, details string, pairs, body []byte, grpcStatus int32) error {
-	return statusErr(proxySendLocalResponse(status, stringData(details), uint32(len(details)), bytesData(body), uint32(len(body)),
+	return StatusError(proxySendLocalResponse(status, stringData(details), uint32(len(details)), bytesData(body), uint32(len(body)),
 		bytesData(pairs), uint32(len(pairs)), grpcStatus))
 }
 
@@ -411,7 +411,7 @@ func SetSharedData(key string, value []byte, cas uint32) wire.Status {
 func DefineMetric(kind MetricType, name string) (uint32, error) {
 	st := proxyDefineMetric(kind, stringData(name), uint32(len(name)), ptrU32)
 	if st != wire.StatusOK {
-		return 0, statusErr(st)
+		return 0, StatusError(st)
 	}
 	return resultU32, nil
 }
@@ -424,13 +424,13 @@ func DefineCounter(name string) (Counter, error) {
 
 // Increment adds delta (> 0) to the counter.
 func (c Counter) Increment(delta uint64) error {
-	return statusErr(proxyIncrementMetric(uint32(c), int64(delta)))
+	return StatusError(proxyIncrementMetric(uint32(c), int64(delta)))
 }
 
 // SetTickPeriod asks the host to call the plugin context's OnTick every period milliseconds
 // (0 stops it). The timer belongs to the root context that sets it.
 func SetTickPeriod(milliseconds uint32) error {
-	return statusErr(proxySetTickPeriodMilliseconds(milliseconds))
+	return StatusError(proxySetTickPeriodMilliseconds(milliseconds))
 }
 
 // MonotonicNanos reads the host's monotonic clock. Unlike Go's time package, whose monotonic
@@ -453,7 +453,7 @@ func WallNanos() (int64, error) {
 }
 
 // errClock is MonotonicNanos's error, made once so that the function stays small enough to inline.
-var errClock = statusErr(wire.StatusInternalFailure)
+var errClock = StatusError(wire.StatusInternalFailure)
 
 // Spec "Metrics": proxy_record_metric (sets a gauge).
 //
@@ -476,12 +476,12 @@ func DefineGauge(name string) (Gauge, error) {
 }
 
 // Set sets the gauge.
-func (g Gauge) Set(value uint64) error { return statusErr(proxyRecordMetric(uint32(g), value)) }
+func (g Gauge) Set(value uint64) error { return StatusError(proxyRecordMetric(uint32(g), value)) }
 
 // Value reads the gauge, as any VM last set it.
 func (g Gauge) Value() (uint64, error) {
 	if st := proxyGetMetric(uint32(g), ptrU64); st != wire.StatusOK {
-		return 0, statusErr(st)
+		return 0, StatusError(st)
 	}
 	return resultU64, nil
 }

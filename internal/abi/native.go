@@ -14,13 +14,13 @@ func Log(level LogLevel, msg string) { nativeHost().Log(level, msg) }
 // GetPluginConfiguration returns the plugin configuration; only during proxy_on_configure.
 func GetPluginConfiguration() ([]byte, error) {
 	data, st := nativeHost().PluginConfiguration()
-	return data, statusErr(st)
+	return data, StatusError(st)
 }
 
 // GetProperty reads an Envoy attribute such as ("source", "address").
 func GetProperty(path ...string) ([]byte, error) {
 	data, st := nativeHost().Property(path)
-	return data, statusErr(st)
+	return data, StatusError(st)
 }
 
 // forgetRequestHeaders is a no-op natively: each read asks the host for the headers (the wasip1
@@ -36,7 +36,7 @@ func GetHttpRequestHeader(name string) (string, error) {
 	}
 	v, found := wire.PairsValue(pairs, name)
 	if !found {
-		return "", statusErr(wire.StatusNotFound)
+		return "", StatusError(wire.StatusNotFound)
 	}
 	return string(v), nil
 }
@@ -44,14 +44,14 @@ func GetHttpRequestHeader(name string) (string, error) {
 // GetHttpRequestHeaders returns every request header in the map format (wire.EncodePairs).
 func GetHttpRequestHeaders() ([]byte, error) {
 	pairs, st := nativeHost().HeaderPairs(MapRequestHeaders)
-	return pairs, statusErr(st)
+	return pairs, StatusError(st)
 }
 
 // GetHttpResponseStatus returns the response's :status as a number.
 func GetHttpResponseStatus() (int, error) {
 	v, st := nativeHost().HeaderValue(MapResponseHeaders, ":status")
 	if st != wire.StatusOK {
-		return 0, statusErr(st)
+		return 0, StatusError(st)
 	}
 	return parseStatus([]byte(v))
 }
@@ -60,10 +60,10 @@ func GetHttpResponseStatus() (int, error) {
 // proxy_on_response_body.
 func GetHttpResponseBody(start, size int) ([]byte, error) {
 	if start < 0 || size < 0 {
-		return nil, statusErr(wire.StatusBadArgument)
+		return nil, StatusError(wire.StatusBadArgument)
 	}
 	data, st := nativeHost().ResponseBody(start, size)
-	return data, statusErr(st)
+	return data, StatusError(st)
 }
 
 // ReadHttpResponseBody hands the first size bytes of the response body buffer to f, in
@@ -82,23 +82,23 @@ func ReadHttpResponseBody(size int, f func(window []byte)) error {
 // GetHttpResponseHeader returns a response header's value.
 func GetHttpResponseHeader(name string) (string, error) {
 	v, st := nativeHost().HeaderValue(MapResponseHeaders, name)
-	return v, statusErr(st)
+	return v, StatusError(st)
 }
 
 // GetHttpResponseTrailer returns a response trailer's value.
 func GetHttpResponseTrailer(name string) (string, error) {
 	v, st := nativeHost().HeaderValue(MapResponseTrailers, name)
-	return v, statusErr(st)
+	return v, StatusError(st)
 }
 
 // SetProperty sets a property of the stream (Envoy's filter state "wasm.<path>").
 func SetProperty(path string, value []byte) error {
-	return statusErr(nativeHost().SetProperty(path, value))
+	return StatusError(nativeHost().SetProperty(path, value))
 }
 
 // AddHttpRequestHeader appends a request header.
 func AddHttpRequestHeader(name, value string) error {
-	return statusErr(nativeHost().AddHeader(MapRequestHeaders, name, value))
+	return StatusError(nativeHost().AddHeader(MapRequestHeaders, name, value))
 }
 
 // GetLogLevel returns the host's log level for the plugin.
@@ -106,17 +106,17 @@ func GetLogLevel() (LogLevel, error) { return nativeHost().LogLevel(), nil }
 
 // RemoveHttpRequestHeader removes every value of a request header.
 func RemoveHttpRequestHeader(name string) error {
-	return statusErr(nativeHost().RemoveHeader(MapRequestHeaders, name))
+	return StatusError(nativeHost().RemoveHeader(MapRequestHeaders, name))
 }
 
 // ReplaceHttpResponseHeader sets a response header, replacing any values it had.
 func ReplaceHttpResponseHeader(name, value string) error {
-	return statusErr(nativeHost().ReplaceHeader(MapResponseHeaders, name, value))
+	return StatusError(nativeHost().ReplaceHeader(MapResponseHeaders, name, value))
 }
 
 // AddHttpResponseHeader appends a response header.
 func AddHttpResponseHeader(name, value string) error {
-	return statusErr(nativeHost().AddHeader(MapResponseHeaders, name, value))
+	return StatusError(nativeHost().AddHeader(MapResponseHeaders, name, value))
 }
 
 // SendHttpResponse asks for a local reply.
@@ -126,7 +126,7 @@ func SendHttpResponse(status uint32, headers [][2]string, body []byte, grpcStatu
 
 // SendLocalReply is SendHttpResponse with response code details.
 func SendLocalReply(status uint32, details string, headers [][2]string, body []byte, grpcStatus int32) error {
-	return statusErr(nativeHost().SendLocalReply(status, details, headers, body, grpcStatus))
+	return StatusError(nativeHost().SendLocalReply(status, details, headers, body, grpcStatus))
 }
 
 // SendEncodedLocalReply is SendLocalReply with the headers already serialized. Malformed pairs
@@ -153,7 +153,7 @@ func SetSharedData(key string, value []byte, cas uint32) wire.Status {
 // DefineMetric defines (or looks up) a metric and returns its id.
 func DefineMetric(kind MetricType, name string) (uint32, error) {
 	id, st := nativeHost().DefineMetric(kind, name)
-	return id, statusErr(st)
+	return id, StatusError(st)
 }
 
 // DefineCounter defines (or looks up) a counter metric.
@@ -164,13 +164,13 @@ func DefineCounter(name string) (Counter, error) {
 
 // Increment adds delta (> 0) to the counter.
 func (c Counter) Increment(delta uint64) error {
-	return statusErr(nativeHost().IncrementMetric(uint32(c), int64(delta)))
+	return StatusError(nativeHost().IncrementMetric(uint32(c), int64(delta)))
 }
 
 // SetTickPeriod asks the host to call the plugin context's OnTick every period milliseconds
 // (0 stops it).
 func SetTickPeriod(milliseconds uint32) error {
-	return statusErr(nativeHost().SetTickPeriod(milliseconds))
+	return StatusError(nativeHost().SetTickPeriod(milliseconds))
 }
 
 // MonotonicNanos reads the host's monotonic clock.
@@ -189,10 +189,10 @@ func DefineGauge(name string) (Gauge, error) {
 }
 
 // Set sets the gauge.
-func (g Gauge) Set(value uint64) error { return statusErr(nativeHost().RecordMetric(uint32(g), value)) }
+func (g Gauge) Set(value uint64) error { return StatusError(nativeHost().RecordMetric(uint32(g), value)) }
 
 // Value reads the gauge.
 func (g Gauge) Value() (uint64, error) {
 	v, st := nativeHost().Metric(uint32(g))
-	return v, statusErr(st)
+	return v, StatusError(st)
 }
