@@ -189,7 +189,9 @@ func DefineGauge(name string) (Gauge, error) {
 }
 
 // Set sets the gauge.
-func (g Gauge) Set(value uint64) error { return StatusError(nativeHost().RecordMetric(uint32(g), value)) }
+func (g Gauge) Set(value uint64) error {
+	return StatusError(nativeHost().RecordMetric(uint32(g), value))
+}
 
 // Value reads the gauge.
 func (g Gauge) Value() (uint64, error) {

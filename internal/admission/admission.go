@@ -69,7 +69,8 @@ type Gate struct {
 	wallAt    int64
 	wallRead  bool
 
-	// settleBuf and settledRules are Settle's scratch (settle.go), oweBuf SettleUsage's (usage.go).
+	// Scratch: settleBuf of Settle (settle.go) and SettleUsage (usage.go), settledRules of Settle,
+	// oweBuf of SettleUsage.
 	settleBuf, oweBuf []applied
 	settledRules      []int
 

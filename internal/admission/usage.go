@@ -63,19 +63,14 @@ func (r *rule) owe() {
 
 // SettleUsage settles what p holds for the rules with usage to the amounts their responses
 // reported, by rule index (amounts[i] for rule i, at least 0), at now (monotonic nanoseconds),
-// and leaves p empty. It returns the indexes of the rules it settled, in a buffer of the Gate's
-// valid until the next call.
-func (g *Gate) SettleUsage(store Store, p *Pending, amounts []int64, now int64) []int {
+// and leaves p empty.
+func (g *Gate) SettleUsage(store Store, p *Pending, amounts []int64, now int64) {
 	g.wallRead = false
-	settled := g.settledRules[:0]
 	give, take := g.settleBuf[:0], g.oweBuf[:0]
 	for i := range p.entries {
 		e := &p.entries[i]
 		if !e.rule.settle.usage || e.rule.index >= len(amounts) {
 			continue
-		}
-		if n := len(settled); n == 0 || settled[n-1] != e.rule.index {
-			settled = append(settled, e.rule.index)
 		}
 		amount := max(amounts[e.rule.index], 0)
 		switch a := e.undo(); {
@@ -98,9 +93,8 @@ func (g *Gate) SettleUsage(store Store, p *Pending, amounts []int64, now int64) 
 	}
 	clear(give)
 	clear(take)
-	g.settleBuf, g.oweBuf, g.settledRules = give[:0], take[:0], settled
+	g.settleBuf, g.oweBuf = give[:0], take[:0]
 	p.Clear()
-	return settled
 }
 
 // AppendUsageRules appends to dst the indexes of the rules with usage whose charge p holds, each

@@ -58,9 +58,7 @@ func runUsageSteps(t *testing.T, doc string, steps []usageStep) {
 			continue
 		}
 		amounts[0] = s.used
-		if settled := g.SettleUsage(store, held[s.id], amounts, now); len(settled) != 1 {
-			t.Fatalf("step %d: settled rules %v, want [0]", i, settled)
-		}
+		g.SettleUsage(store, held[s.id], amounts, now)
 		if !held[s.id].Empty() {
 			t.Fatalf("step %d: the charge is still held after it was settled", i)
 		}

@@ -35,8 +35,7 @@ func appendData(dst []byte, pairs [][2]string) []byte {
 // in: a local reply whose headers differ only in that value (a rejection's Retry-After) is
 // encoded with a few copies instead of pair by pair.
 type PairsTemplate struct {
-	count int
-	sizes []byte // every pair's sizes, the first value's as 0
+	sizes []byte // every pair's sizes (8 bytes a pair), the first value's as 0
 	first []byte // the first name and its NUL
 	rest  []byte // the first value's NUL, then the other pairs' names and values
 }
@@ -45,14 +44,14 @@ type PairsTemplate struct {
 func NewPairsTemplate(pairs [][2]string) PairsTemplate {
 	pairs = append([][2]string{{pairs[0][0], ""}}, pairs[1:]...)
 	data := appendData(nil, pairs)
-	return PairsTemplate{count: len(pairs), sizes: appendSizes(nil, pairs),
+	return PairsTemplate{sizes: appendSizes(nil, pairs),
 		first: data[:len(pairs[0][0])+1], rest: data[len(pairs[0][0])+1:]}
 }
 
 // Append appends to dst what AppendPairs would for the template's pairs with value as the first
 // value, followed by more.
 func (t *PairsTemplate) Append(dst []byte, value string, more [][2]string) []byte {
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(t.count+len(more)))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(t.sizes)/8+len(more)))
 	at := len(dst)
 	dst = append(dst, t.sizes...)
 	binary.LittleEndian.PutUint32(dst[at+4:], uint32(len(value)))
