@@ -295,7 +295,7 @@ func (g *Gate) gatherFast(req Request) int {
 	value, found := req.Header(name)
 	if !found || value == "" {
 		if mk := &r.missingKey; mk.Action == config.MissingKeyReject {
-			g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, mk.Status, g.describe(&r.key[0])
+			g.refuseMissing(r, g.describe(&r.key[0]))
 			return fastDecided
 		}
 	}
@@ -427,8 +427,14 @@ func (g *Gate) ruleKey(view *requestView, r *rule, shadow bool) ([]byte, Verdict
 		}
 		missing = fallbackMissing
 	}
-	g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, mk.Status, g.describe(missing)
+	g.refuseMissing(r, g.describe(missing))
 	return nil, MissingKey
+}
+
+// refuseMissing decides the request by rule r, whose missing_key policy refuses a request
+// without its key; missing describes what it lacks.
+func (g *Gate) refuseMissing(r *rule, missing string) {
+	g.out.Verdict, g.out.Rule, g.out.Status, g.out.MissingPart = MissingKey, r.index, r.missingKey.Status, missing
 }
 
 // ruleCost is the number of units the request takes from each of the rule's limits.
