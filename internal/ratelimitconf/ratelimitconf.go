@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/rls"
 )
 
 // File is envoyproxy/ratelimit's configuration file (src/config/config_impl.go, yamlRoot,
@@ -47,7 +48,14 @@ type Limit struct {
 }
 
 // Units are the units the service knows, in its spelling (any case).
-var Units = []string{"SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "YEAR"}
+var Units = upper(rls.UnitNames())
+
+func upper(names []string) []string {
+	for i, n := range names {
+		names[i] = strings.ToUpper(n)
+	}
+	return names
+}
 
 // Read reads a descriptor configuration, refusing unknown fields and what the service refuses
 // when it loads one: an empty domain or key, an unknown unit, a limit of 0 requests that is not
@@ -95,12 +103,8 @@ func Read(name string, data []byte) (*File, error) {
 }
 
 func (l *Limit) knownUnit() bool {
-	for _, u := range Units {
-		if strings.EqualFold(l.Unit, u) {
-			return true
-		}
-	}
-	return false
+	_, known := rls.UnitNamed(l.Unit)
+	return known
 }
 
 // LimitFor finds the limit the service applies to a descriptor, as envoyproxy/ratelimit's

@@ -26,6 +26,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"strings"
 
 	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
@@ -113,6 +114,30 @@ const (
 // 30 days, a year 365).
 var unitSeconds = [...]int64{UnitSecond: 1, UnitMinute: 60, UnitHour: 3600, UnitDay: 86400,
 	UnitWeek: 7 * 86400, UnitMonth: 30 * 86400, UnitYear: 365 * 86400}
+
+// unitNames are the units' names as envoyproxy/ratelimit's descriptor configuration spells them
+// (its config.go; any case), by unit.
+var unitNames = [...]string{UnitSecond: "second", UnitMinute: "minute", UnitHour: "hour", UnitDay: "day",
+	UnitWeek: "week", UnitMonth: "month", UnitYear: "year"}
+
+// UnitNamed is the unit a name spells, in any case, as the service's configuration names it.
+func UnitNamed(name string) (Unit, bool) {
+	for u, n := range unitNames {
+		if n != "" && strings.EqualFold(name, n) {
+			return Unit(u), true
+		}
+	}
+	return UnitUnknown, false
+}
+
+// UnitNames are the names of the units, shortest first, lower-case.
+func UnitNames() []string {
+	var names []string
+	for _, u := range []Unit{UnitSecond, UnitMinute, UnitHour, UnitDay, UnitWeek, UnitMonth, UnitYear} {
+		names = append(names, unitNames[u])
+	}
+	return names
+}
 
 // Seconds is the length of the unit in seconds as envoyproxy/ratelimit counts it (a month is 30
 // days, a year 365), or 0 for an unknown unit.

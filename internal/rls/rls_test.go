@@ -237,3 +237,26 @@ func FuzzDecodeResponse(f *testing.F) {
 		}
 	})
 }
+
+// Every unit has its name, read back in any case, and a length; nothing else is a unit.
+func TestUnitNames(t *testing.T) {
+	names := UnitNames()
+	if len(names) != 7 {
+		t.Fatalf("%d unit names, want 7: %v", len(names), names)
+	}
+	var last int64
+	for _, name := range names {
+		for _, spelling := range []string{name, strings.ToUpper(name), strings.ToUpper(name[:1]) + name[1:]} {
+			if u, ok := UnitNamed(spelling); !ok || u.Seconds() <= last {
+				t.Errorf("UnitNamed(%q) = %d, %t; want a unit longer than the one before (%d s)", spelling, u, ok, last)
+			}
+		}
+		u, _ := UnitNamed(name)
+		last = u.Seconds()
+	}
+	for _, name := range []string{"", "seconds", "fortnight", "sec", "unknown"} {
+		if u, ok := UnitNamed(name); ok {
+			t.Errorf("UnitNamed(%q) = %d, want no unit", name, u)
+		}
+	}
+}

@@ -51,22 +51,16 @@ func (l GlobalLimit) String() string {
 	return strconv.FormatInt(l.RequestsPerUnit, 10) + "/" + l.UnitName
 }
 
-// serviceUnits are envoyproxy/ratelimit's units by name, as the protocol numbers them
-// (RateLimitResponse.RateLimit.Unit); rls.Unit.Seconds gives their length (utils.UnitToDivider).
-var serviceUnits = map[string]rls.Unit{
-	"second": rls.UnitSecond, "minute": rls.UnitMinute, "hour": rls.UnitHour, "day": rls.UnitDay,
-	"week": rls.UnitWeek, "month": rls.UnitMonth, "year": rls.UnitYear,
-}
-
-const unitNames = "second, minute, hour, day, week, month or year"
-
 // NewGlobalLimit is a limit of n requests per multiplier units (unit in any case), as the
 // service's configuration gives it.
 func NewGlobalLimit(n int64, unit string, multiplier int64) (GlobalLimit, error) {
-	u, known := serviceUnits[strings.ToLower(unit)]
+	// rls.Unit.Seconds gives a unit's length as the service counts it (utils.UnitToDivider).
+	u, known := rls.UnitNamed(unit)
 	switch {
 	case !known:
-		return GlobalLimit{}, fmt.Errorf("unknown unit %q: use %s (the service's units)", unit, unitNames)
+		names := rls.UnitNames()
+		return GlobalLimit{}, fmt.Errorf("unknown unit %q: use %s or %s (the service's units)", unit,
+			strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 	case n < 1 || n > 1<<32-1:
 		return GlobalLimit{}, fmt.Errorf("%d requests per unit: use 1 to 4294967295 (the service's requests_per_unit)", n)
 	case multiplier < 1 || multiplier > 1<<32-1:
