@@ -74,10 +74,9 @@ func BenchmarkHTTP(b *testing.B) {
 }
 
 func benchmarkHTTPLoad(b *testing.B, l httpLoad, upstream *url.URL, plain string) {
-	h, err := host.New(context.Background(), tollgateModule(b), host.Options{
-		PluginName: "tollgate", RootID: "tollgate", VMID: "tollgate", PluginConfig: []byte(l.config),
-		LogLevel: 2, CompilationCache: cache,
-	})
+	opts := hostOptions(l.config)
+	opts.CompilationCache = cache
+	h, err := host.New(context.Background(), tollgateModule(b), opts)
 	if err != nil {
 		b.Fatal(err)
 	}

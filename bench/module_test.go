@@ -58,6 +58,12 @@ const (
 	  "limits": [{"capacity": 3, "refill_tokens": 1, "refill_interval": "1s"}]}]}`
 )
 
+// hostOptions are the options of every benchmark's host: one plugin, "tollgate", with config as
+// its configuration, logging at info as Envoy does by default.
+func hostOptions(config string) host.Options {
+	return host.Options{PluginName: "tollgate", RootID: "tollgate", VMID: "tollgate", PluginConfig: []byte(config), LogLevel: 2}
+}
+
 // reusedSlotConfig is admitConfig over a table of reusedSlots slots, which the benchmark fills
 // with idle buckets (freshOnReusedSlots).
 var reusedSlotConfig = strings.Replace(admitConfig, `"max_keys": 10000000`, `"max_keys": `+strconv.Itoa(reusedSlots), 1)
@@ -118,17 +124,9 @@ func newRig(tb testing.TB, wasm []byte, o rigOptions) *rig {
 		ctx = experimental.WithFunctionListenerFactory(ctx, o.calls)
 		compilationCache = nil
 	}
-	h, err := host.New(ctx, wasm, host.Options{
-		PluginName:       "tollgate",
-		RootID:           "tollgate",
-		VMID:             "tollgate",
-		PluginConfig:     []byte(o.config),
-		Clock:            r.clock,
-		SharedData:       o.shared,
-		LogLevel:         2, // info, as Envoy runs by default
-		CompilationCache: compilationCache,
-		Trace:            o.trace,
-	})
+	opts := hostOptions(o.config)
+	opts.Clock, opts.SharedData, opts.CompilationCache, opts.Trace = r.clock, o.shared, compilationCache, o.trace
+	h, err := host.New(ctx, wasm, opts)
 	if err != nil {
 		tb.Fatalf("load module: %v", err)
 	}

@@ -77,16 +77,13 @@ type startupPhases struct{ compile, instantiate, configure time.Duration }
 // untimed; otherwise the host compiles the module afresh, timed.
 func startWorker(b *testing.B, wasm []byte, pluginConfig string, compiled bool) startupPhases {
 	var rootCreated time.Time
-	opts := host.Options{
-		PluginName: "tollgate", RootID: "tollgate", VMID: "tollgate", PluginConfig: []byte(pluginConfig),
-		LogLevel: 2,
-		// The root context's creation is handed over as it returns: proxy_on_vm_start comes
-		// next. (The host calls _initialize makes are handed over one by one before it.)
-		Trace: func(e host.TraceEvent) {
-			if rootCreated.IsZero() && e.Callback && e.Depth == 0 && e.Name == "proxy_on_context_create" {
-				rootCreated = time.Now()
-			}
-		},
+	opts := hostOptions(pluginConfig)
+	// The root context's creation is handed over as it returns: proxy_on_vm_start comes next.
+	// (The host calls _initialize makes are handed over one by one before it.)
+	opts.Trace = func(e host.TraceEvent) {
+		if rootCreated.IsZero() && e.Callback && e.Depth == 0 && e.Name == "proxy_on_context_create" {
+			rootCreated = time.Now()
+		}
 	}
 	ctx := context.Background()
 	if compiled {

@@ -23,10 +23,9 @@ func BenchmarkWorkers(b *testing.B) {
 				clock := host.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), monotonicStart)
 				shared := host.NewSharedData()
 				seedSecret(shared)
-				h, err := host.New(context.Background(), tollgateModule(b), host.Options{
-					PluginName: "tollgate", RootID: "tollgate", VMID: "tollgate", PluginConfig: []byte(admitConfig),
-					Clock: clock, LogLevel: 2, CompilationCache: cache, SharedData: shared,
-				})
+				opts := hostOptions(admitConfig)
+				opts.Clock, opts.CompilationCache, opts.SharedData = clock, cache, shared
+				h, err := host.New(context.Background(), tollgateModule(b), opts)
 				if err != nil {
 					b.Fatal(err)
 				}
