@@ -1,8 +1,8 @@
 # Tollgate: a per-key rate limiter for Envoy, as a proxy-wasm module written in Go.
 #
 #   make build   the module (build/tollgate.wasm, size-optimized by binaryen's wasm-opt when
-#                installed; its function names in build/tollgate.wasm.names) and the CLI
-#                (build/tollgate)
+#                installed, its data packed into one segment; its function names in
+#                build/tollgate.wasm.names) and the CLI (build/tollgate)
 #   make run     the module in the embedded host, in front of a demo upstream
 #   make test    the whole suite (it builds the module itself), with every skip named
 #   make test-race  the packages that run natively, under the race detector (CI runs both)
@@ -44,7 +44,7 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows ./li
 	./config:FuzzDecodeMatchesEncodingJSON ./config:FuzzIsProtobufMessage ./internal/rls:FuzzDecodeResponse \
 	./internal/simulate:FuzzParseEnvoyJSON ./internal/simulate:FuzzParseCombined \
 	./internal/netaddr:FuzzParseAddr ./internal/netaddr:FuzzPrefix ./internal/duration:FuzzParse ./internal/duration:FuzzFormat \
-	./internal/wasmbin:FuzzSections ./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap ./internal/wasmaddr:FuzzNarrow ./internal/usage:FuzzScanner ./internal/usage:FuzzWholeNumber ./internal/heavy:FuzzDecode
+	./internal/wasmbin:FuzzSections ./internal/wasmdata:FuzzPack ./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap ./internal/wasmaddr:FuzzNarrow ./internal/usage:FuzzScanner ./internal/usage:FuzzWholeNumber ./internal/heavy:FuzzDecode
 # envoyproxy/ratelimit for the global-limit tests (e2e/ratelimit, which pins the same version):
 # built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
@@ -66,8 +66,9 @@ WASM_OPT_FLAGS ?= -Oz -g --low-memory-unused --enable-bulk-memory --enable-nontr
 # when the plugin is configured, are compiled without inlining, a seventh of the module less
 # (BENCHMARKS.md); nothing on the request path changes. The tests' builds read WASM_GCFLAGS too.
 WASM_GCFLAGS ?= github.com/tollgate-proxy/tollgate/config=-l
-# make wasm builds one module: PKG (the filter) with build TAGS into WASM, optimizes it, then
-# moves its function names to WASM.names (internal/wasmnames/splitnames): the module keeps its
+# make wasm builds one module: PKG (the filter) with build TAGS into WASM, optimizes it, packs its
+# data segments into one, compressed, which a start function unpacks at instantiation
+# (internal/wasmdata/packdata; BENCHMARKS.md, section 5), then moves its function names to WASM.names (internal/wasmnames/splitnames): the module keeps its
 # entry points' names, so that Envoy still prints a trap's backtrace, and `tollgate backtrace`
 # names the other frames from the map (docs/troubleshooting.md).
 PKG  ?= ./filter
@@ -96,6 +97,7 @@ wasm:
 	else \
 		echo "$(WASM_OPT) not found (Debian: apt-get install binaryen): $(WASM) is not size-optimized"; \
 	fi
+	$(GO) run ./internal/wasmdata/packdata $(WASM)
 	$(GO) run ./internal/wasmnames/splitnames $(WASM)
 
 run: build

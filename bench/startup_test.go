@@ -8,8 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 )
 
 // exampleConfigPath is the configuration `make run` serves (the Makefile's CONFIG).
@@ -235,4 +240,61 @@ func TestStartupConfigurationsAreValid(t *testing.T) {
 			t.Errorf("%s: %d rules, want %d", c.name, len(cfg.Rules), startupRules)
 		}
 	}
+}
+
+// BenchmarkUnpack instantiates the module as `make build` builds it, whose start function unpacks
+// its data (internal/wasmdata), and the same build before its data was packed, whose data
+// segments the engine writes itself, in turns of the same size: ns/op is the packed module's
+// instantiation, segments-ns/op the unpacked one's, packed/segments their ratio. Instantiation
+// alone, as wazero's InstantiateModule does it (the imports are stubs, and _initialize does not
+// run: BenchmarkStartup times it).
+func BenchmarkUnpack(b *testing.B) {
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	wasi_snapshot_preview1.MustInstantiate(ctx, r)
+	packed, err := r.CompileModule(ctx, tollgateModule(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	segments, err := r.CompileModule(ctx, testbuild.Unpacked(b, "./filter"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := r.NewHostModuleBuilder("env")
+	for _, f := range packed.ImportedFunctions() {
+		if module, name, _ := f.Import(); module == "env" {
+			env.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(context.Context, api.Module, []uint64) {}),
+				f.ParamTypes(), f.ResultTypes()).Export(name)
+		}
+	}
+	if _, err := env.Instantiate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	config := wazero.NewModuleConfig().WithName("").WithStartFunctions() // the start section still runs
+	instantiate := func(m wazero.CompiledModule) {
+		instance, err := r.InstantiateModule(ctx, m, config)
+		if err != nil {
+			b.Fatal(err)
+		}
+		instance.Close(ctx)
+	}
+	var segmentsTime time.Duration
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		n := min(8, b.N-done)
+		for range n {
+			instantiate(packed)
+		}
+		b.StopTimer()
+		start := time.Now()
+		for range n {
+			instantiate(segments)
+		}
+		segmentsTime += time.Since(start)
+		b.StartTimer()
+		done += n
+	}
+	b.ReportMetric(float64(segmentsTime.Nanoseconds())/float64(b.N), "segments-ns/op")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(segmentsTime.Nanoseconds()), "packed/segments")
 }

@@ -1,8 +1,9 @@
 // Package testbuild builds this repository's code for tests: Wasm modules exactly as `make build`
 // builds the product (GOOS=wasip1 GOARCH=wasm, -buildmode=c-shared, -trimpath, then for the filter
 // and the floor probe the narrowing of their address arithmetic (internal/wasmaddr) and binaryen's
-// wasm-opt with the Makefile's WASM_OPT_FLAGS when it is installed, then the split of the
-// function names out of the module, internal/wasmnames), and
+// wasm-opt with the Makefile's WASM_OPT_FLAGS when it is installed, the packing of their data
+// segments (internal/wasmdata), then the split of the function names out of the module,
+// internal/wasmnames), and
 // native commands; Names is the name map `make build` writes beside the module. Every test that
 // runs a module builds it from the tree it tests, so no test can pass against a stale or missing
 // build; a build that fails fails the test, it never skips.

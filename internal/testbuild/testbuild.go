@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-proxy/tollgate/internal/wasmaddr"
+	"github.com/tollgate-proxy/tollgate/internal/wasmdata"
 	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
@@ -59,6 +60,18 @@ func Unsplit(tb testing.TB, pkg string, tags ...string) []byte {
 	return b.unsplit
 }
 
+// Unpacked is the module as it was built before its data segments were packed (the go build and,
+// for the filter and the floor probe, narrowaddr and wasm-opt; names not split): the module
+// internal/wasmdata's start function stands in for, which the start-up benchmarks compare.
+func Unpacked(tb testing.TB, pkg string, tags ...string) []byte {
+	tb.Helper()
+	b := moduleBuild(pkg, tags)
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.unpacked
+}
+
 // ModuleBytes is Module for callers without a testing.TB, such as a TestMain or a sync.Once.
 // The result of each distinct build, error included, is kept for the life of the process: the
 // returned bytes are shared and must not be modified.
@@ -76,16 +89,17 @@ func moduleBuild(pkg string, tags []string) *build {
 		modules.builds[key] = b
 	}
 	modules.Unlock()
-	b.once.Do(func() { b.unsplit, b.wasm, b.names, b.err = buildModule(pkg, tags) })
+	b.once.Do(func() { b.unpacked, b.unsplit, b.wasm, b.names, b.err = buildModule(pkg, tags) })
 	return b
 }
 
 type build struct {
-	once    sync.Once
-	unsplit []byte
-	wasm    []byte
-	names   wasmnames.Map
-	err     error
+	once     sync.Once
+	unpacked []byte
+	unsplit  []byte
+	wasm     []byte
+	names    wasmnames.Map
+	err      error
 }
 
 var modules = struct {
@@ -93,25 +107,28 @@ var modules = struct {
 	builds map[string]*build
 }{builds: map[string]*build{}}
 
-// buildModule builds a module, returning it before and after the split of its names, and the
-// names.
-func buildModule(pkg string, tags []string) (unsplit, wasm []byte, names wasmnames.Map, err error) {
-	unsplit, err = compileModule(pkg, tags)
+// buildModule builds a module, returning it before the packing of its data segments, before and
+// after the split of its names, and the names.
+func buildModule(pkg string, tags []string) (unpacked, unsplit, wasm []byte, names wasmnames.Map, err error) {
+	unpacked, err = compileModule(pkg, tags)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if !optimized[pkg] {
-		names, err := wasmnames.FunctionNames(unsplit)
+		names, err := wasmnames.FunctionNames(unpacked)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%s: %v", pkg, err)
+			return nil, nil, nil, nil, fmt.Errorf("%s: %v", pkg, err)
 		}
-		return unsplit, unsplit, names, nil
+		return unpacked, unpacked, unpacked, names, nil
+	}
+	if unsplit, _, err = wasmdata.Pack(unpacked); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("%s: packing its data: %v", pkg, err)
 	}
 	wasm, names, err = wasmnames.Split(unsplit)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: splitting its names out: %v", pkg, err)
+		return nil, nil, nil, nil, fmt.Errorf("%s: splitting its names out: %v", pkg, err)
 	}
-	return unsplit, wasm, names, nil
+	return unpacked, unsplit, wasm, names, nil
 }
 
 // compileModule runs go build and, for the product's packages, the optimizer.
@@ -150,7 +167,8 @@ var optimized = map[string]bool{"./filter": true, "./bench/testdata/floor": true
 // optimize runs the optimizer step of `make build` on a module, in place: the narrowing of its
 // address arithmetic (internal/wasmaddr), then wasm-opt with the Makefile's WASM_OPT_FLAGS, when
 // wasm-opt is installed (as make build, which falls back to the unoptimized module without it).
-// The tests then run the module Envoy loads.
+// buildModule then packs its data segments (internal/wasmdata), so that the tests run the module
+// Envoy loads.
 func optimize(module string) error {
 	wasmOpt, err := exec.LookPath("wasm-opt")
 	if err != nil {

@@ -1,0 +1,407 @@
+package wasmdata
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
+)
+
+// Section ids this package reads or writes besides wasmbin's (the specification's section
+// 5.5.2), and their order in a module (5.5.16): each section comes after those before it here.
+const (
+	typeSection      = 1
+	functionSection  = 3
+	memorySection    = 5
+	startSection     = 8
+	dataCountSection = 12
+)
+
+var sectionOrder = map[byte]int{typeSection: 1, wasmbin.ImportSection: 2, functionSection: 3, 4: 4, memorySection: 5, 6: 6,
+	wasmbin.ExportSection: 7, startSection: 8, 9: 9, dataCountSection: 10, wasmbin.CodeSection: 11, wasmbin.DataSection: 12}
+
+// UnpackName is the name the unpacking function gets in the module's name section, which
+// `tollgate backtrace` prints for its frames.
+const UnpackName = "wasmdata.unpack"
+
+// Stats are what Pack did: the data segments it found, the size of the data section before and
+// after, and of the memory the segments fill.
+type Stats struct {
+	Segments             int
+	Before, After, Image int
+}
+
+// Pack returns the module with its data segments packed into one passive segment, compressed,
+// and a start function that unpacks it into memory when the module is instantiated; nothing else
+// changes, and every function keeps its index. A module without data segments comes back as it
+// is, and so does one whose segments write nothing. Pack refuses what it was not made for: a
+// segment that is not active in memory 0 at a constant offset, a start function already there,
+// data past the memory's initial size, or a memory the module imports.
+func Pack(module []byte) ([]byte, Stats, error) {
+	m, err := parse(module)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	if m.data == nil {
+		return module, Stats{}, nil
+	}
+	if _, ok := m.sections[startSection]; ok {
+		return nil, Stats{}, errors.New("the module has a start function already")
+	}
+	image, base, segments, err := readSegments(m.data)
+	if err != nil {
+		return nil, Stats{}, fmt.Errorf("data section: %v", err)
+	}
+	if len(image) == 0 {
+		return module, Stats{}, nil
+	}
+	stream := compress(image)
+	if back, err := expand(stream, len(image)); err != nil || string(back) != string(image) {
+		return nil, Stats{}, errors.New("the packed data does not unpack to the segments' bytes")
+	}
+	memory, err := m.scratchMemory(base+uint32(len(image)), uint32(len(stream)))
+	if err != nil {
+		return nil, Stats{}, err
+	}
+
+	function := m.importedFunctions + m.definedFunctions
+	replaced := map[byte][]byte{
+		typeSection:         m.types,
+		functionSection:     wasmbin.AppendU32(m.functionEntries(), m.unpackType),
+		memorySection:       memory,
+		startSection:        wasmbin.AppendU32(nil, function),
+		dataCountSection:    wasmbin.AppendU32(nil, 1),
+		wasmbin.CodeSection: m.codeWith(unpackBody(base, uint32(len(stream)))),
+		wasmbin.DataSection: passiveSegment(stream),
+	}
+	// The sections the module lacks go before the first one that comes after them.
+	var missing []byte
+	for _, id := range []byte{typeSection, functionSection, startSection, dataCountSection, wasmbin.CodeSection} {
+		if _, ok := m.sections[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	out := []byte(wasmbin.Header)
+	for _, s := range m.order {
+		if s.id == wasmbin.CustomSection {
+			content := s.content
+			if s.name == "name" {
+				content = withFunctionName(content, function, UnpackName)
+			}
+			out = wasmbin.AppendSection(out, s.id, content)
+			continue
+		}
+		for len(missing) > 0 && sectionOrder[missing[0]] < sectionOrder[s.id] {
+			out = wasmbin.AppendSection(out, missing[0], replaced[missing[0]])
+			missing = missing[1:]
+		}
+		content, ok := replaced[s.id]
+		if !ok {
+			content = s.content
+		}
+		out = wasmbin.AppendSection(out, s.id, content)
+	}
+	return out, Stats{Segments: segments, Before: m.dataSize, After: len(replaced[wasmbin.DataSection]) + 1 + uvarintLen(len(replaced[wasmbin.DataSection])),
+		Image: len(image)}, nil
+}
+
+// PackFile packs the module in the file at path, replacing the file whole.
+func PackFile(path string) (Stats, error) {
+	module, err := os.ReadFile(path)
+	if err != nil {
+		return Stats{}, err
+	}
+	packed, stats, err := Pack(module)
+	if err != nil {
+		return Stats{}, fmt.Errorf("%s: %v", path, err)
+	}
+	if err := os.WriteFile(path+".packed", packed, 0o644); err != nil {
+		return Stats{}, err
+	}
+	return stats, os.Rename(path+".packed", path)
+}
+
+// module is what Pack reads of a module.
+type module struct {
+	order    []section
+	sections map[byte][]byte // the content of each section but the custom ones, by id
+
+	types             []byte // the type section's content, with the unpacker's type added if it was missing
+	unpackType        uint32
+	importedFunctions uint32
+	definedFunctions  uint32
+	data              []byte // the data section's content, nil without one
+	dataSize          int    // the data section's size, its id and size included
+}
+
+type section struct {
+	id      byte
+	name    string // a custom section's
+	content []byte
+}
+
+func parse(b []byte) (*module, error) {
+	sections, err := wasmbin.Sections(b)
+	if err != nil {
+		return nil, err
+	}
+	m := &module{sections: map[byte][]byte{}}
+	for sections.More() {
+		start := sections.Offset()
+		id, r := sections.Section()
+		if err := sections.Err(); err != nil {
+			return nil, fmt.Errorf("section %d at byte %d: %v", id, start, err)
+		}
+		s := section{id: id, content: r.Left()}
+		if id == wasmbin.CustomSection {
+			s.name = r.Name()
+		} else {
+			if _, known := sectionOrder[id]; !known {
+				return nil, fmt.Errorf("section %d at byte %d: a section this packer does not know", id, start)
+			}
+			if m.sections[id] != nil {
+				return nil, fmt.Errorf("a second section %d at byte %d", id, start)
+			}
+			m.sections[id] = s.content
+		}
+		if id == wasmbin.DataSection {
+			m.data, m.dataSize = s.content, sections.Offset()-start
+		}
+		m.order = append(m.order, s)
+	}
+	if m.data == nil {
+		return m, nil
+	}
+	if err := m.readTypes(); err != nil {
+		return nil, fmt.Errorf("type section: %v", err)
+	}
+	if err := m.readImports(); err != nil {
+		return nil, fmt.Errorf("import section: %v", err)
+	}
+	if content, ok := m.sections[functionSection]; ok {
+		r := wasmbin.NewReader(content)
+		m.definedFunctions = r.U32()
+		if err := r.Err(); err != nil {
+			return nil, fmt.Errorf("function section: %v", err)
+		}
+	}
+	if _, ok := m.sections[memorySection]; !ok {
+		return nil, errors.New("the module has data segments and no memory of its own")
+	}
+	return m, nil
+}
+
+// readTypes finds the type of a function without parameters or results, the unpacker's, and
+// adds it where the module has none.
+func (m *module) readTypes() error {
+	content, ok := m.sections[typeSection]
+	if !ok {
+		m.types, m.unpackType = []byte{1, 0x60, 0, 0}, 0
+		return nil
+	}
+	r := wasmbin.NewReader(content)
+	count := r.U32()
+	entries := r.Offset()
+	for i := uint32(0); i < count && r.Err() == nil; i++ {
+		if r.FollowedBy(0x60, 0, 0) {
+			m.types, m.unpackType = content, i
+			return nil
+		}
+		if r.Byte() != 0x60 {
+			r.Unread()
+			r.Fail("not a function type")
+		}
+		for range 2 { // parameters, results: a value type a byte
+			r.Bytes(r.U32())
+		}
+	}
+	r.End()
+	if err := r.Err(); err != nil {
+		return err
+	}
+	m.types = append(wasmbin.AppendU32(nil, count+1), content[entries:]...)
+	m.types = append(m.types, 0x60, 0, 0)
+	m.unpackType = count
+	return nil
+}
+
+// readImports counts the functions the module imports, which come first in the function index
+// space, and refuses an imported memory, whose size the packer cannot know.
+func (m *module) readImports() error {
+	r := wasmbin.NewReader(m.sections[wasmbin.ImportSection])
+	if len(m.sections[wasmbin.ImportSection]) == 0 {
+		return nil
+	}
+	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
+		r.Name()
+		r.Name()
+		switch kind := r.Byte(); kind {
+		case 0: // a function: its type
+			r.U32()
+			m.importedFunctions++
+		case 1: // a table: its element type and limits
+			r.Byte()
+			readLimits(r)
+		case 2:
+			return errors.New("the module imports its memory")
+		case 3: // a global: its type and mutability
+			r.Byte()
+			r.Byte()
+		default:
+			r.Unread()
+			r.Fail("an import of an unknown kind")
+		}
+	}
+	r.End()
+	return r.Err()
+}
+
+func readLimits(r *wasmbin.Reader) (flags byte, minimum, maximum uint32) {
+	flags = r.Byte()
+	minimum = r.U32()
+	if flags&1 != 0 {
+		maximum = r.U32()
+	}
+	return flags, minimum, maximum
+}
+
+// scratchMemory is the memory section's content with an initial size that leaves room for the
+// packed stream between the end of the data and the end of the memory: the unpacker copies the
+// stream there (memory.init), unpacks it below, and zeroes the room again, which Go's runtime
+// takes for its heap.
+func (m *module) scratchMemory(dataEnd, streamLen uint32) ([]byte, error) {
+	r := wasmbin.NewReader(m.sections[memorySection])
+	if n := r.U32(); n != 1 {
+		return nil, fmt.Errorf("%d memories, where the packer writes into one", n)
+	}
+	flags, minimum, maximum := readLimits(r)
+	r.End()
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("memory section: %v", err)
+	}
+	if flags > 1 {
+		return nil, fmt.Errorf("memory section: limits of kind %d, where the packer knows 0 and 1", flags)
+	}
+	if uint64(dataEnd) > uint64(minimum)*pageSize {
+		return nil, fmt.Errorf("the data segments end at byte %d, past the memory's initial size (%d pages of 64 KiB): instantiation would fail", dataEnd, minimum)
+	}
+	need := (uint64(dataEnd) + uint64(streamLen) + pageSize - 1) / pageSize
+	if uint64(minimum) < need {
+		minimum = uint32(need)
+	}
+	if flags == 1 && maximum < minimum {
+		return nil, fmt.Errorf("memory section: at most %d pages, and the unpacker needs %d", maximum, minimum)
+	}
+	out := append(wasmbin.AppendU32(nil, 1), flags)
+	out = wasmbin.AppendU32(out, minimum)
+	if flags == 1 {
+		out = wasmbin.AppendU32(out, maximum)
+	}
+	return out, nil
+}
+
+const pageSize = 65536
+
+// functionEntries is the function section's content with one more entry to come: the count
+// plus one, then the entries. A module without the section has none.
+func (m *module) functionEntries() []byte { return withOneMore(m.sections[functionSection]) }
+
+// codeWith is the code section's content with body added as its last function's.
+func (m *module) codeWith(body []byte) []byte {
+	out := withOneMore(m.sections[wasmbin.CodeSection])
+	return append(wasmbin.AppendU32(out, uint32(len(body))), body...)
+}
+
+// withOneMore is a vector's content (its count, then its items) with the count one more.
+func withOneMore(content []byte) []byte {
+	if len(content) == 0 {
+		return []byte{1}
+	}
+	r := wasmbin.NewReader(content)
+	count := r.U32()
+	return append(wasmbin.AppendU32(nil, count+1), r.Left()...)
+}
+
+// readSegments reads the data section's segments into the memory they fill, from base, the
+// lowest address any of them writes, to the end of the highest: later segments overwrite earlier
+// ones, as instantiation writes them in order.
+func readSegments(content []byte) (image []byte, base uint32, segments int, err error) {
+	type segment struct {
+		at    uint32
+		bytes []byte
+	}
+	var all []segment
+	r := wasmbin.NewReader(content)
+	base, end := ^uint32(0), uint32(0)
+	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
+		if flags := r.Byte(); flags != 0 {
+			r.Unread()
+			r.Fail(fmt.Sprintf("segment %d is not an active segment of memory 0 (flags %d)", len(all), flags))
+			break
+		}
+		if !r.FollowedBy(0x41) { // i32.const
+			r.Fail(fmt.Sprintf("segment %d's offset is not a constant", len(all)))
+			break
+		}
+		at := uint32(r.S64())
+		if !r.FollowedBy(0x0b) { // end
+			r.Fail(fmt.Sprintf("segment %d's offset is not a constant", len(all)))
+			break
+		}
+		b := r.Bytes(r.U32())
+		if r.Err() == nil && uint64(at)+uint64(len(b)) > 1<<32 {
+			r.Fail(fmt.Sprintf("segment %d ends past 4 GiB", len(all)))
+		}
+		if r.Err() != nil || len(b) == 0 {
+			continue
+		}
+		all = append(all, segment{at, b})
+		base, end = min(base, at), max(end, at+uint32(len(b)))
+	}
+	r.End()
+	if err := r.Err(); err != nil {
+		return nil, 0, 0, err
+	}
+	if len(all) == 0 {
+		return nil, 0, 0, nil
+	}
+	if end-base > 1<<30 {
+		return nil, 0, 0, fmt.Errorf("the segments span %d bytes, more than the packer unpacks", end-base)
+	}
+	image = make([]byte, end-base)
+	for _, s := range all {
+		copy(image[s.at-base:], s.bytes)
+	}
+	return image, base, len(all), nil
+}
+
+func passiveSegment(stream []byte) []byte {
+	out := append(wasmbin.AppendU32(nil, 1), 1) // one segment, passive
+	out = wasmbin.AppendU32(out, uint32(len(stream)))
+	return append(out, stream...)
+}
+
+// withFunctionName returns a name section's content with name given to function index, the
+// highest, at the end of the function names' subsection, which is sorted by index.
+func withFunctionName(content []byte, index uint32, name string) []byte {
+	r := wasmbin.NewReader(content)
+	r.Name()
+	out := append([]byte(nil), content[:r.Offset()]...)
+	for r.More() {
+		start := r.Offset()
+		id, sub := r.Section()
+		if r.Err() != nil {
+			return content // not a name section this packer can read: left as it is
+		}
+		if id != 1 {
+			out = append(out, content[start:r.Offset()]...)
+			continue
+		}
+		count := sub.U32()
+		names := append(wasmbin.AppendU32(nil, count+1), sub.Left()...)
+		names = wasmbin.AppendName(wasmbin.AppendU32(names, index), name)
+		out = wasmbin.AppendSection(out, id, names)
+	}
+	return out
+}
