@@ -105,6 +105,21 @@ func (r *Reader) U32() uint32 {
 	return uint32(v)
 }
 
+// S32 reads a signed LEB128 number of at most 32 bits (an i32.const's immediate).
+func (r *Reader) S32() int32 {
+	start := r.off
+	v, shift, last := r.LEB(32)
+	if shift < 64 && last&0x40 != 0 {
+		v |= ^uint64(0) << shift
+	}
+	if int64(v) != int64(int32(v)) {
+		r.off = start
+		r.Fail("a number beyond 32 bits")
+		return 0
+	}
+	return int32(v)
+}
+
 // S64 reads a signed LEB128 number of at most 64 bits (an i64.const's immediate).
 func (r *Reader) S64() int64 {
 	v, shift, last := r.LEB(64)

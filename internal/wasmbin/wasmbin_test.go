@@ -23,6 +23,8 @@ func TestReaderErrors(t *testing.T) {
 		{"a number of six bytes", []byte{1, 0x80, 0x80, 0x80, 0x80, 0x80, 0}, func(r *wasmbin.Reader) { r.Byte(); r.U32() }, "byte 1: a number longer than 5 bytes"},
 		{"a number beyond 32 bits", []byte{0x80, 0x80, 0x80, 0x80, 0x10}, func(r *wasmbin.Reader) { r.U32() }, "byte 0: a number beyond 32 bits"},
 		{"an i64 of eleven bytes", bytes.Repeat([]byte{0xff}, 11), func(r *wasmbin.Reader) { r.S64() }, "byte 0: a number longer than 10 bytes"},
+		{"an i32 of six bytes", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0}, func(r *wasmbin.Reader) { r.S32() }, "byte 0: a number longer than 5 bytes"},
+		{"an i32 beyond 32 bits", []byte{0x80, 0x80, 0x80, 0x80, 0x40}, func(r *wasmbin.Reader) { r.S32() }, "byte 0: a number beyond 32 bits"},
 		{"bytes beyond the end", []byte{5, 'a'}, func(r *wasmbin.Reader) { r.Name() }, "byte 1: 5 bytes announced, 1 left"},
 		{"a section beyond the end", []byte{1, 10, 0}, func(r *wasmbin.Reader) { r.Section() }, "byte 2: 10 bytes announced, 1 left"},
 		{"bytes left over", []byte{0, 7, 7}, func(r *wasmbin.Reader) { r.Byte(); r.End() }, "byte 1: 2 bytes left over"},
@@ -60,6 +62,10 @@ func TestNumbersRoundTrip(t *testing.T) {
 		r := wasmbin.NewReader(b)
 		if got := r.S64(); got != int64(v) || r.Err() != nil || r.More() {
 			t.Errorf("S64 of %x (from %d) = %d, %v", b, v, got, r.Err())
+		}
+		r = wasmbin.NewReader(b)
+		if got := r.S32(); got != v || r.Err() != nil || r.More() {
+			t.Errorf("S32 of %x (from %d) = %d, %v", b, v, got, r.Err())
 		}
 		// The shortest form: the value's bits and its sign bit, seven a byte.
 		magnitude := uint64(v)

@@ -37,7 +37,9 @@ type Stats struct {
 // changes, and every function keeps its index. A module without data segments comes back as it
 // is, and so does one whose segments write nothing. Pack refuses what it was not made for: a
 // segment that is not active in memory 0 at a constant offset, a start function already there,
-// data past the memory's initial size, or a memory the module imports.
+// data past the memory's initial size, a memory of 4 GiB, or a memory the module imports. It does
+// not read the code: a module whose code uses its data segments (memory.init, data.drop; Go's
+// does not) would be invalid once packed, which its instantiation then says.
 func Pack(module []byte) ([]byte, Stats, error) {
 	m, err := parse(module)
 	if err != nil {
@@ -49,18 +51,25 @@ func Pack(module []byte) ([]byte, Stats, error) {
 	if _, ok := m.sections[startSection]; ok {
 		return nil, Stats{}, errors.New("the module has a start function already")
 	}
-	image, base, segments, err := readSegments(m.data)
+	written, limit, segments, err := readSegments(m.data)
 	if err != nil {
 		return nil, Stats{}, fmt.Errorf("data section: %v", err)
 	}
-	if len(image) == 0 {
+	if err := m.checkLimit(limit); err != nil {
+		return nil, Stats{}, err
+	}
+	if len(written) == 0 {
 		return module, Stats{}, nil
+	}
+	image, base, err := memoryImage(written)
+	if err != nil {
+		return nil, Stats{}, fmt.Errorf("data section: %v", err)
 	}
 	stream := compress(image)
 	if back, err := expand(stream, len(image)); err != nil || string(back) != string(image) {
 		return nil, Stats{}, errors.New("the packed data does not unpack to the segments' bytes")
 	}
-	memory, err := m.scratchMemory(base+uint32(len(image)), uint32(len(stream)))
+	memory, err := m.scratchMemory(base+uint64(len(image)), uint64(len(stream)))
 	if err != nil {
 		return nil, Stats{}, err
 	}
@@ -72,7 +81,7 @@ func Pack(module []byte) ([]byte, Stats, error) {
 		memorySection:       memory,
 		startSection:        wasmbin.AppendU32(nil, function),
 		dataCountSection:    wasmbin.AppendU32(nil, 1),
-		wasmbin.CodeSection: m.codeWith(unpackBody(base, uint32(len(stream)))),
+		wasmbin.CodeSection: m.codeWith(unpackBody(uint32(base), uint32(len(stream)))),
 		wasmbin.DataSection: passiveSegment(stream),
 	}
 	// The sections the module lacks go before the first one that comes after them.
@@ -106,8 +115,13 @@ func Pack(module []byte) ([]byte, Stats, error) {
 		Image: len(image)}, nil
 }
 
-// PackFile packs the module in the file at path, replacing the file whole.
+// PackFile packs the module in the file at path, replacing the file whole (readers see the old
+// module or the new one, never a part), with its mode.
 func PackFile(path string) (Stats, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return Stats{}, err
+	}
 	module, err := os.ReadFile(path)
 	if err != nil {
 		return Stats{}, err
@@ -116,7 +130,7 @@ func PackFile(path string) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("%s: %v", path, err)
 	}
-	if err := os.WriteFile(path+".packed", packed, 0o644); err != nil {
+	if err := os.WriteFile(path+".packed", packed, info.Mode().Perm()); err != nil {
 		return Stats{}, err
 	}
 	return stats, os.Rename(path+".packed", path)
@@ -147,6 +161,7 @@ func parse(b []byte) (*module, error) {
 		return nil, err
 	}
 	m := &module{sections: map[byte][]byte{}}
+	var unknown error // refused only in a module with data to pack
 	for sections.More() {
 		start := sections.Offset()
 		id, r := sections.Section()
@@ -157,8 +172,8 @@ func parse(b []byte) (*module, error) {
 		if id == wasmbin.CustomSection {
 			s.name = r.Name()
 		} else {
-			if _, known := sectionOrder[id]; !known {
-				return nil, fmt.Errorf("section %d at byte %d: a section this packer does not know", id, start)
+			if _, known := sectionOrder[id]; !known && unknown == nil {
+				unknown = fmt.Errorf("section %d at byte %d: a section this packer does not know", id, start)
 			}
 			if m.sections[id] != nil {
 				return nil, fmt.Errorf("a second section %d at byte %d", id, start)
@@ -173,19 +188,29 @@ func parse(b []byte) (*module, error) {
 	if m.data == nil {
 		return m, nil
 	}
+	if unknown != nil {
+		return nil, unknown
+	}
 	if err := m.readTypes(); err != nil {
 		return nil, fmt.Errorf("type section: %v", err)
 	}
 	if err := m.readImports(); err != nil {
 		return nil, fmt.Errorf("import section: %v", err)
 	}
-	if content, ok := m.sections[functionSection]; ok {
-		r := wasmbin.NewReader(content)
-		m.definedFunctions = r.U32()
-		if err := r.Err(); err != nil {
-			return nil, fmt.Errorf("function section: %v", err)
-		}
+	functions, err := vectorLength(m.sections[functionSection])
+	if err != nil {
+		return nil, fmt.Errorf("function section: %v", err)
 	}
+	bodies, err := vectorLength(m.sections[wasmbin.CodeSection])
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("code section: %v", err)
+	case bodies != functions:
+		return nil, fmt.Errorf("%d functions and %d function bodies", functions, bodies)
+	case uint64(m.importedFunctions)+uint64(functions) >= 1<<32-1:
+		return nil, errors.New("no function index is left for the unpacker")
+	}
+	m.definedFunctions = functions
 	if _, ok := m.sections[memorySection]; !ok {
 		return nil, errors.New("the module has data segments and no memory of its own")
 	}
@@ -266,42 +291,62 @@ func readLimits(r *wasmbin.Reader) (flags byte, minimum, maximum uint32) {
 	return flags, minimum, maximum
 }
 
+// memoryLimits reads the memory section: the module's one memory, its limits' kind (1: with a
+// maximum) and its initial and maximum sizes in pages.
+func (m *module) memoryLimits() (flags byte, minimum, maximum uint32, err error) {
+	r := wasmbin.NewReader(m.sections[memorySection])
+	if n := r.U32(); n != 1 && r.Err() == nil {
+		return 0, 0, 0, fmt.Errorf("memory section: %d memories, where the packer writes into one", n)
+	}
+	flags, minimum, maximum = readLimits(r)
+	r.End()
+	if err := r.Err(); err != nil {
+		return 0, 0, 0, fmt.Errorf("memory section: %v", err)
+	}
+	if flags > 1 {
+		return 0, 0, 0, fmt.Errorf("memory section: limits of kind %d, where the packer knows 0 and 1", flags)
+	}
+	return flags, minimum, maximum, nil
+}
+
+// checkLimit refuses segments that end past the memory's initial size, which instantiation
+// refuses (the packed module's start function would trap instead).
+func (m *module) checkLimit(limit uint64) error {
+	_, minimum, _, err := m.memoryLimits()
+	if err == nil && limit > uint64(minimum)*pageSize {
+		err = fmt.Errorf("the data segments end at byte %d, past the memory's initial size (%d pages of 64 KiB): instantiation would fail", limit, minimum)
+	}
+	return err
+}
+
 // scratchMemory is the memory section's content with an initial size that leaves room for the
 // packed stream between the end of the data and the end of the memory: the unpacker copies the
 // stream there (memory.init), unpacks it below, and zeroes the room again, which Go's runtime
-// takes for its heap.
-func (m *module) scratchMemory(dataEnd, streamLen uint32) ([]byte, error) {
-	r := wasmbin.NewReader(m.sections[memorySection])
-	if n := r.U32(); n != 1 {
-		return nil, fmt.Errorf("%d memories, where the packer writes into one", n)
+// takes for its heap. The unpacker computes in 32 bits, so the memory stays under 4 GiB.
+func (m *module) scratchMemory(dataEnd, streamLen uint64) ([]byte, error) {
+	flags, minimum, maximum, err := m.memoryLimits()
+	if err != nil {
+		return nil, err
 	}
-	flags, minimum, maximum := readLimits(r)
-	r.End()
-	if err := r.Err(); err != nil {
-		return nil, fmt.Errorf("memory section: %v", err)
-	}
-	if flags > 1 {
-		return nil, fmt.Errorf("memory section: limits of kind %d, where the packer knows 0 and 1", flags)
-	}
-	if uint64(dataEnd) > uint64(minimum)*pageSize {
-		return nil, fmt.Errorf("the data segments end at byte %d, past the memory's initial size (%d pages of 64 KiB): instantiation would fail", dataEnd, minimum)
-	}
-	need := (uint64(dataEnd) + uint64(streamLen) + pageSize - 1) / pageSize
-	if uint64(minimum) < need {
-		minimum = uint32(need)
-	}
-	if flags == 1 && maximum < minimum {
-		return nil, fmt.Errorf("memory section: at most %d pages, and the unpacker needs %d", maximum, minimum)
+	need := max(uint64(minimum), (dataEnd+streamLen+pageSize-1)/pageSize)
+	switch {
+	case need >= maxPages:
+		return nil, fmt.Errorf("memory section: the unpacker needs %d pages, and works below 4 GiB (%d pages)", need, maxPages)
+	case flags == 1 && uint64(maximum) < need:
+		return nil, fmt.Errorf("memory section: at most %d pages, and the unpacker needs %d", maximum, need)
 	}
 	out := append(wasmbin.AppendU32(nil, 1), flags)
-	out = wasmbin.AppendU32(out, minimum)
+	out = wasmbin.AppendU32(out, uint32(need))
 	if flags == 1 {
 		out = wasmbin.AppendU32(out, maximum)
 	}
 	return out, nil
 }
 
-const pageSize = 65536
+const (
+	pageSize = 65536
+	maxPages = 65536 // 4 GiB, all a 32-bit memory has
+)
 
 // functionEntries is the function section's content with one more entry to come: the count
 // plus one, then the entries. A module without the section has none.
@@ -313,7 +358,18 @@ func (m *module) codeWith(body []byte) []byte {
 	return append(wasmbin.AppendU32(out, uint32(len(body))), body...)
 }
 
-// withOneMore is a vector's content (its count, then its items) with the count one more.
+// vectorLength is the count a vector's content starts with: 0 for a section the module lacks.
+func vectorLength(content []byte) (uint32, error) {
+	if content == nil {
+		return 0, nil
+	}
+	r := wasmbin.NewReader(content)
+	n := r.U32()
+	return n, r.Err()
+}
+
+// withOneMore is a vector's content (its count, then its items) with the count one more; parse
+// checked that the count reads and leaves room for one more.
 func withOneMore(content []byte) []byte {
 	if len(content) == 0 {
 		return []byte{1}
@@ -323,57 +379,62 @@ func withOneMore(content []byte) []byte {
 	return append(wasmbin.AppendU32(nil, count+1), r.Left()...)
 }
 
-// readSegments reads the data section's segments into the memory they fill, from base, the
-// lowest address any of them writes, to the end of the highest: later segments overwrite earlier
-// ones, as instantiation writes them in order.
-func readSegments(content []byte) (image []byte, base uint32, segments int, err error) {
-	type segment struct {
-		at    uint32
-		bytes []byte
-	}
-	var all []segment
+// activeSegment is a data segment that instantiation writes: bytes at an address.
+type activeSegment struct {
+	at    uint64
+	bytes []byte
+}
+
+// readSegments reads the data section's segments, those that write bytes, and limit, the highest
+// end of any segment, an empty one's included: the memory instantiation needs.
+func readSegments(content []byte) (all []activeSegment, limit uint64, segments int, err error) {
 	r := wasmbin.NewReader(content)
-	base, end := ^uint32(0), uint32(0)
 	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
 		if flags := r.Byte(); flags != 0 {
 			r.Unread()
-			r.Fail(fmt.Sprintf("segment %d is not an active segment of memory 0 (flags %d)", len(all), flags))
+			r.Fail(fmt.Sprintf("segment %d is not an active segment of memory 0 (flags %d)", segments, flags))
 			break
 		}
 		if !r.FollowedBy(0x41) { // i32.const
-			r.Fail(fmt.Sprintf("segment %d's offset is not a constant", len(all)))
+			r.Fail(fmt.Sprintf("segment %d's offset is not a constant", segments))
 			break
 		}
-		at := uint32(r.S64())
+		// In 64 bits: a segment may end at 4 GiB, which 32 bits would wrap to 0.
+		at := uint64(uint32(r.S32()))
 		if !r.FollowedBy(0x0b) { // end
-			r.Fail(fmt.Sprintf("segment %d's offset is not a constant", len(all)))
+			r.Fail(fmt.Sprintf("segment %d's offset is not a constant", segments))
 			break
 		}
 		b := r.Bytes(r.U32())
-		if r.Err() == nil && uint64(at)+uint64(len(b)) > 1<<32 {
-			r.Fail(fmt.Sprintf("segment %d ends past 4 GiB", len(all)))
+		if r.Err() != nil {
+			break
 		}
-		if r.Err() != nil || len(b) == 0 {
-			continue
+		segments++
+		limit = max(limit, at+uint64(len(b)))
+		if len(b) > 0 {
+			all = append(all, activeSegment{at, b})
 		}
-		all = append(all, segment{at, b})
-		base, end = min(base, at), max(end, at+uint32(len(b)))
 	}
 	r.End()
-	if err := r.Err(); err != nil {
-		return nil, 0, 0, err
-	}
-	if len(all) == 0 {
-		return nil, 0, 0, nil
+	return all, limit, segments, r.Err()
+}
+
+// memoryImage is the memory the segments fill, from base, the lowest address any of them writes,
+// to the end of the highest: later segments overwrite earlier ones, as instantiation writes them
+// in order.
+func memoryImage(all []activeSegment) (image []byte, base uint64, err error) {
+	base, end := uint64(1)<<32, uint64(0)
+	for _, s := range all {
+		base, end = min(base, s.at), max(end, s.at+uint64(len(s.bytes)))
 	}
 	if end-base > 1<<30 {
-		return nil, 0, 0, fmt.Errorf("the segments span %d bytes, more than the packer unpacks", end-base)
+		return nil, 0, fmt.Errorf("the segments span %d bytes, more than the packer unpacks", end-base)
 	}
 	image = make([]byte, end-base)
 	for _, s := range all {
 		copy(image[s.at-base:], s.bytes)
 	}
-	return image, base, len(all), nil
+	return image, base, nil
 }
 
 func passiveSegment(stream []byte) []byte {

@@ -19,8 +19,9 @@ import (
 // The compressor's parameters. A copy is at least minLength bytes: each token costs the unpacker
 // a few nanoseconds, and shorter copies would pack Tollgate's module 24 KB smaller but with half as
 // many tokens again, unpacking slower than the engine writes the segments Pack replaced
-// (BENCHMARKS.md, section 5). maxChain is how many earlier places of the same 4-byte hash
-// (hashBits) the compressor tries per position: more pack a little better, more slowly.
+// (BENCHMARKS.md, section 5). The compressor finds earlier places of the next 4 bytes in chains
+// by their hash (hashBits wide) and tries maxChain of them per position: more pack a little
+// better, more slowly.
 const (
 	minZeros  = 4 // a run of zeros skipped, not written
 	minLength = 8

@@ -183,6 +183,10 @@ func TestPackRefuses(t *testing.T) {
 		{"a passive segment", passive, "segment 0 is not an active segment of memory 0"},
 		{"a section cut short", plain[:len(plain)-1], "bytes announced"},
 		{"data past the memory", moduleWith(1, []segment{{65535, []byte("xy")}}, false), "past the memory's initial size (1 pages of 64 KiB)"},
+		{"data ending at 4 GiB, in a small memory", moduleWith(1, []segment{{0, []byte("a")}, {1<<32 - 16, make([]byte, 16)}}, false), "end at byte 4294967296, past"},
+		{"an empty segment past the memory", moduleWith(1, []segment{{100, []byte("x")}, {70000, nil}}, false), "end at byte 70000, past"},
+		{"data a 4 GiB memory ends with", moduleWith(65536, []segment{{1<<32 - 16, bytes.Repeat([]byte{1}, 16)}}, false), "works below 4 GiB"},
+		{"fewer bodies than functions", bytes.Replace(moduleWith(1, []segment{{0, []byte("x")}}, true), []byte{wasmbin.CodeSection, 4, 1}, []byte{wasmbin.CodeSection, 4, 0}, 1), "1 functions and 0 function bodies"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,6 +207,8 @@ func TestPackRefuses(t *testing.T) {
 func FuzzPack(f *testing.F) {
 	f.Add(moduleWith(1, []segment{{4096, []byte("hello")}, {5000, []byte{0, 0, 1}}}, true))
 	f.Add(moduleWith(2, []segment{{0, bytes.Repeat([]byte("ab"), 100)}}, false))
+	f.Add(moduleWith(1, []segment{{0, []byte("a")}, {1<<32 - 16, make([]byte, 16)}}, false))
+	f.Add(moduleWith(65536, []segment{{1<<32 - 16, bytes.Repeat([]byte{1}, 16)}, {1<<32 - 32, []byte{2}}}, false))
 	f.Fuzz(func(t *testing.T, module []byte) {
 		packed, _, err := Pack(module)
 		if err != nil || bytes.Equal(packed, module) {
