@@ -3,9 +3,9 @@
 //
 // Go's linker writes the module's read-only data (its function tables, type descriptors,
 // strings) as one data segment per run of bytes between runs of at least 8 zeros: about 37,000
-// segments, of which a fifth of the section is the segments' headers (offset and size), and
-// most of the rest a few kinds of records repeated thousands of times (the function tables' entries,
-// the lookup table from code positions to functions, names sharing long prefixes). Pack writes
+// segments, whose headers (offset and size) are nearly a quarter of the section, and most of the
+// rest a few kinds of records repeated thousands of times (the function tables' entries, the
+// lookup table from code positions to functions, names sharing long prefixes). Pack writes
 // the same bytes as one stream of literal runs, copies of earlier bytes and skipped zeros (see
 // stream.go): for Tollgate's module, a little under half the section's size.
 //
@@ -17,6 +17,6 @@
 // needs nothing its host did not support already.
 //
 // The parser reads bytes it cannot trust: every length is checked, and what it was not made for
-// (a segment that is not active in memory 0 at a constant offset, an existing start function, an
-// imported memory) is an error, never a guess.
+// (a segment that is not active in memory 0 at a constant offset, an existing start function,
+// data past the memory, a 4 GiB or an imported memory) is an error, never a guess or a panic.
 package wasmdata
