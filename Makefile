@@ -68,9 +68,10 @@ WASM_OPT_FLAGS ?= -Oz -g --low-memory-unused --enable-bulk-memory --enable-nontr
 WASM_GCFLAGS ?= github.com/tollgate-proxy/tollgate/config=-l
 # make wasm builds one module: PKG (the filter) with build TAGS into WASM, optimizes it, packs its
 # data segments into one, compressed, which a start function unpacks at instantiation
-# (internal/wasmdata/packdata; BENCHMARKS.md, section 5), then moves its function names to WASM.names (internal/wasmnames/splitnames): the module keeps its
-# entry points' names, so that Envoy still prints a trap's backtrace, and `tollgate backtrace`
-# names the other frames from the map (docs/troubleshooting.md).
+# (internal/wasmdata/packdata; BENCHMARKS.md, section 5), then moves its function names to
+# WASM.names (internal/wasmnames/splitnames): the module keeps its entry points' names, so that
+# Envoy still prints a trap's backtrace, and `tollgate backtrace` names the other frames from the
+# map (docs/troubleshooting.md).
 PKG  ?= ./filter
 TAGS ?=
 # Packages linked into the module: they must also vet for wasip1.

@@ -35,7 +35,8 @@
 //     for 64 varied rules; with the module compiled already, and with its compilation (wazero's
 //     optimizing compiler, as internal/host). compile-ns/op, instantiate-ns/op (instantiation,
 //     _initialize) and configure-ns/op (proxy_on_vm_start, proxy_on_configure and the first
-//     request) split it.
+//     request) split it. BenchmarkUnpack: instantiation alone, the module (whose start function
+//     unpacks its data, internal/wasmdata) against its build before the packing, in turns.
 //
 // The modules are built by the benchmarks themselves, with the flags of `make build`, into a
 // temporary directory. BENCHMARKS.md holds the figures and how to reproduce them.

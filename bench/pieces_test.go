@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -53,6 +54,9 @@ func pieceSizes(wasm []byte, names wasmnames.Map) (map[string]int, error) {
 		switch id {
 		case wasmbin.ImportSection: // functions come first in the index space
 			imported = countFunctionImports(content)
+			if err := content.Err(); err != nil {
+				return nil, fmt.Errorf("import section: %v", err)
+			}
 			sizes["other-bytes"] += whole
 		case wasmbin.CodeSection:
 			code = content
@@ -60,7 +64,11 @@ func pieceSizes(wasm []byte, names wasmnames.Map) (map[string]int, error) {
 		case wasmbin.DataSection:
 			sizes["data-bytes"] += whole
 		case wasmbin.CustomSection:
-			if content.Name() == "name" {
+			name := content.Name()
+			if err := content.Err(); err != nil {
+				return nil, fmt.Errorf("custom section: %v", err)
+			}
+			if name == "name" {
 				sizes["names-bytes"] += whole
 			} else {
 				sizes["other-bytes"] += whole
@@ -83,6 +91,7 @@ func pieceSizes(wasm []byte, names wasmnames.Map) (map[string]int, error) {
 		sizes[pieceOf(name)] += body
 		sizes["other-bytes"] -= body
 	}
+	code.End()
 	return sizes, code.Err()
 }
 

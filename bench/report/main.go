@@ -427,7 +427,7 @@ func renderStartup(w writef, r results) {
 				r.get(name, "configure-ns/op").milliseconds(), r.get(name, "ns/op").milliseconds())
 		}
 	}
-	w("\nInstantiation alone (`BenchmarkUnpack`: no `_initialize`, the imports stubs): the module, whose\n"+
+	w("\nInstantiation alone (`BenchmarkUnpack`: no `_initialize`, the imports stubbed): the module, whose\n"+
 		"start function unpacks its data, %s ms; the same build before its data was packed, whose\n"+
 		"segments the engine writes, %s ms: **%s** of the time, run by run.\n",
 		r.get("Unpack", "ns/op").milliseconds(), r.get("Unpack", "segments-ns/op").milliseconds(),

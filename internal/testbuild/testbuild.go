@@ -49,8 +49,9 @@ func Names(tb testing.TB, pkg string, tags ...string) wasmnames.Map {
 	return b.names
 }
 
-// Unsplit is the module as it was built before its names were split out of it (the go build and
-// the optimizer of `make build`, without the last step): what Names was read from.
+// Unsplit is the module as it was built before its names were split out of it (the go build, the
+// optimizer and the packing of its data of `make build`, without the last step): what Names was
+// read from.
 func Unsplit(tb testing.TB, pkg string, tags ...string) []byte {
 	tb.Helper()
 	b := moduleBuild(pkg, tags)

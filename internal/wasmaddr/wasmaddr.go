@@ -63,13 +63,15 @@ func Narrow(module []byte) ([]byte, int, error) {
 		if err := sections.Err(); err != nil {
 			return nil, 0, fmt.Errorf("section %d at byte %d: %v", id, start, err)
 		}
-		content := s.Rest()
+		var content []byte
 		if id == wasmbin.CodeSection {
-			rewritten, count, err := narrowCode(content)
+			rewritten, count, err := narrowCode(s)
 			if err != nil {
 				return nil, 0, fmt.Errorf("code section at byte %d: %v", start, err)
 			}
 			content, narrowed = rewritten, count
+		} else {
+			content = s.Rest()
 		}
 		out = wasmbin.AppendSection(out, id, content)
 	}
@@ -94,9 +96,9 @@ func NarrowFile(path string) (int, error) {
 	return count, os.Rename(path+".narrowed", path)
 }
 
-// narrowCode rewrites the function bodies of a code section's content.
-func narrowCode(section []byte) ([]byte, int, error) {
-	r := wasmbin.NewReader(section)
+// narrowCode rewrites the function bodies of a code section's content, which r reads (its errors
+// name offsets in the module).
+func narrowCode(r *wasmbin.Reader) ([]byte, int, error) {
 	count := r.U32()
 	out := wasmbin.AppendU32(nil, count)
 	narrowed := 0

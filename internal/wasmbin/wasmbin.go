@@ -122,9 +122,16 @@ func (r *Reader) S32() int32 {
 
 // S64 reads a signed LEB128 number of at most 64 bits (an i64.const's immediate).
 func (r *Reader) S64() int64 {
+	start := r.off
 	v, shift, last := r.LEB(64)
 	if shift < 64 && last&0x40 != 0 {
 		v |= ^uint64(0) << shift
+	}
+	// A tenth byte holds the 64th bit only: the rest of it must repeat the sign.
+	if shift == 70 && last != 0 && last != 0x7f {
+		r.off = start
+		r.Fail("a number beyond 64 bits")
+		return 0
 	}
 	return int64(v)
 }
@@ -136,11 +143,11 @@ func (r *Reader) Bytes(n uint32) []byte {
 		return nil
 	}
 	r.off += int(n)
-	return r.b[r.off-int(n) : r.off]
+	return r.b[r.off-int(n) : r.off : r.off] // appending to it cannot write over what follows
 }
 
 // Left returns the bytes not read yet, without reading them.
-func (r *Reader) Left() []byte { return r.b[r.off:] }
+func (r *Reader) Left() []byte { return r.b[r.off:len(r.b):len(r.b)] }
 
 // Rest reads every byte left.
 func (r *Reader) Rest() []byte { return r.Bytes(uint32(len(r.b) - r.off)) }

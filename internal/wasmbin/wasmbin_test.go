@@ -23,6 +23,7 @@ func TestReaderErrors(t *testing.T) {
 		{"a number of six bytes", []byte{1, 0x80, 0x80, 0x80, 0x80, 0x80, 0}, func(r *wasmbin.Reader) { r.Byte(); r.U32() }, "byte 1: a number longer than 5 bytes"},
 		{"a number beyond 32 bits", []byte{0x80, 0x80, 0x80, 0x80, 0x10}, func(r *wasmbin.Reader) { r.U32() }, "byte 0: a number beyond 32 bits"},
 		{"an i64 of eleven bytes", bytes.Repeat([]byte{0xff}, 11), func(r *wasmbin.Reader) { r.S64() }, "byte 0: a number longer than 10 bytes"},
+		{"an i64 beyond 64 bits", append(bytes.Repeat([]byte{0xff}, 9), 0x01), func(r *wasmbin.Reader) { r.S64() }, "byte 0: a number beyond 64 bits"},
 		{"an i32 of six bytes", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0}, func(r *wasmbin.Reader) { r.S32() }, "byte 0: a number longer than 5 bytes"},
 		{"an i32 beyond 32 bits", []byte{0x80, 0x80, 0x80, 0x80, 0x40}, func(r *wasmbin.Reader) { r.S32() }, "byte 0: a number beyond 32 bits"},
 		{"bytes beyond the end", []byte{5, 'a'}, func(r *wasmbin.Reader) { r.Name() }, "byte 1: 5 bytes announced, 1 left"},
