@@ -23,11 +23,7 @@ const modulePath = "github.com/tollgate-proxy/tollgate"
 // module with the given build tags and returns its bytes; a failed build fails tb.
 func Module(tb testing.TB, pkg string, tags ...string) []byte {
 	tb.Helper()
-	wasm, err := ModuleBytes(pkg, tags...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return wasm
+	return built(tb, pkg, tags).wasm
 }
 
 // Product is the module `make build` writes to build/tollgate.wasm.
@@ -42,11 +38,7 @@ func Product(tb testing.TB) []byte {
 // other modules, the names of their name section.
 func Names(tb testing.TB, pkg string, tags ...string) wasmnames.Map {
 	tb.Helper()
-	b := moduleBuild(pkg, tags)
-	if b.err != nil {
-		tb.Fatal(b.err)
-	}
-	return b.names
+	return built(tb, pkg, tags).names
 }
 
 // Unsplit is the module as it was built before its names were split out of it (the go build, the
@@ -54,11 +46,7 @@ func Names(tb testing.TB, pkg string, tags ...string) wasmnames.Map {
 // read from.
 func Unsplit(tb testing.TB, pkg string, tags ...string) []byte {
 	tb.Helper()
-	b := moduleBuild(pkg, tags)
-	if b.err != nil {
-		tb.Fatal(b.err)
-	}
-	return b.unsplit
+	return built(tb, pkg, tags).unsplit
 }
 
 // Unpacked is the module as it was built before its data segments were packed (the go build and,
@@ -66,11 +54,17 @@ func Unsplit(tb testing.TB, pkg string, tags ...string) []byte {
 // internal/wasmdata's start function stands in for, which the start-up benchmarks compare.
 func Unpacked(tb testing.TB, pkg string, tags ...string) []byte {
 	tb.Helper()
+	return built(tb, pkg, tags).unpacked
+}
+
+// built is the build of pkg with tags; a failed build fails tb.
+func built(tb testing.TB, pkg string, tags []string) *build {
+	tb.Helper()
 	b := moduleBuild(pkg, tags)
 	if b.err != nil {
 		tb.Fatal(b.err)
 	}
-	return b.unpacked
+	return b
 }
 
 // ModuleBytes is Module for callers without a testing.TB, such as a TestMain or a sync.Once.

@@ -26,7 +26,6 @@ package wasmaddr
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 )
@@ -78,22 +77,16 @@ func Narrow(module []byte) ([]byte, int, error) {
 	return out, narrowed, nil
 }
 
-// NarrowFile narrows the module in the file at path, replacing the file whole (readers see the
-// old module or the new one, never a part), and returns how many rewrites it made. A
-// module it cannot read is left as it is.
+// NarrowFile narrows the module in the file at path, in place (wasmbin.RewriteFile), and returns
+// how many rewrites it made. A module it cannot read is left as it is.
 func NarrowFile(path string) (int, error) {
-	module, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	narrowed, count, err := Narrow(module)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %v", path, err)
-	}
-	if err := os.WriteFile(path+".narrowed", narrowed, 0o644); err != nil {
-		return 0, err
-	}
-	return count, os.Rename(path+".narrowed", path)
+	count := 0
+	err := wasmbin.RewriteFile(path, func(module []byte) ([]byte, error) {
+		narrowed, n, err := Narrow(module)
+		count = n
+		return narrowed, err
+	})
+	return count, err
 }
 
 // narrowCode rewrites the function bodies of a code section's content, which r reads (its errors

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 )
 
 // Header is the first 8 bytes of a module of the format's version 1: the magic number and the
@@ -210,4 +211,31 @@ func AppendName(b []byte, name string) []byte {
 // size in its shortest form, and the content.
 func AppendSection(b []byte, id byte, content []byte) []byte {
 	return append(AppendU32(append(b, id), uint32(len(content))), content...)
+}
+
+// RewriteFile replaces the module in the file at path with what rewrite makes of it
+// (ReplaceFile). A module rewrite refuses is left as it is, and its error names the file.
+func RewriteFile(path string, rewrite func(module []byte) ([]byte, error)) error {
+	module, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	rewritten, err := rewrite(module)
+	if err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	return ReplaceFile(path, rewritten)
+}
+
+// ReplaceFile writes data to the file at path whole: readers see the old file or the new one,
+// never a part. A file already there keeps its mode; a new one is made readable by all.
+func ReplaceFile(path string, data []byte) error {
+	mode := os.FileMode(0o644)
+	if info, err := os.Stat(path); err == nil {
+		mode = info.Mode().Perm()
+	}
+	if err := os.WriteFile(path+".tmp", data, mode); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
 }

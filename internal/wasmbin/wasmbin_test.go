@@ -2,7 +2,10 @@ package wasmbin_test
 
 import (
 	"bytes"
+	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -140,4 +143,26 @@ func FuzzSections(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A rewritten file keeps its mode, and one whose rewrite fails is left as it was, its error
+// naming the file.
+func TestRewriteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "module.wasm")
+	if err := os.WriteFile(path, []byte("old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := wasmbin.RewriteFile(path, func(b []byte) ([]byte, error) { return append(b, " new"...), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "old new" {
+		t.Fatalf("rewritten: %q", data)
+	}
+	if info, _ := os.Stat(path); info.Mode().Perm() != 0o755 {
+		t.Fatalf("mode %v, want 0755", info.Mode().Perm())
+	}
+	err := wasmbin.RewriteFile(path, func([]byte) ([]byte, error) { return nil, errors.New("refused") })
+	if data, _ := os.ReadFile(path); err == nil || err.Error() != path+": refused" || string(data) != "old new" {
+		t.Fatalf("a refused rewrite: %v, the file %q", err, data)
+	}
 }

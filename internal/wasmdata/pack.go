@@ -3,7 +3,6 @@ package wasmdata
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 )
@@ -115,25 +114,16 @@ func Pack(module []byte) ([]byte, Stats, error) {
 		Image: len(image)}, nil
 }
 
-// PackFile packs the module in the file at path, replacing the file whole (readers see the old
-// module or the new one, never a part), with its mode.
+// PackFile packs the module in the file at path, in place (wasmbin.RewriteFile). A module it
+// cannot pack is left as it is.
 func PackFile(path string) (Stats, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return Stats{}, err
-	}
-	module, err := os.ReadFile(path)
-	if err != nil {
-		return Stats{}, err
-	}
-	packed, stats, err := Pack(module)
-	if err != nil {
-		return Stats{}, fmt.Errorf("%s: %v", path, err)
-	}
-	if err := os.WriteFile(path+".packed", packed, info.Mode().Perm()); err != nil {
-		return Stats{}, err
-	}
-	return stats, os.Rename(path+".packed", path)
+	var stats Stats
+	err := wasmbin.RewriteFile(path, func(module []byte) ([]byte, error) {
+		packed, s, err := Pack(module)
+		stats = s
+		return packed, err
+	})
+	return stats, err
 }
 
 // module is what Pack reads of a module.

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
@@ -46,22 +47,13 @@ func split(path string) error {
 	var text bytes.Buffer
 	names.WriteTo(&text)
 	// The map first: a module is never left reduced without the map of its names.
-	if err := writeFile(path+".names", text.Bytes()); err != nil {
+	if err := wasmbin.ReplaceFile(path+".names", text.Bytes()); err != nil {
 		return err
 	}
-	if err := writeFile(path, reduced); err != nil {
+	if err := wasmbin.ReplaceFile(path, reduced); err != nil {
 		return err
 	}
 	fmt.Printf("%s: %d function names moved to %s (%d bytes); the module keeps its %d entry points' (%d bytes less)\n",
 		path, len(names), path+".names", text.Len(), len(kept), len(module)-len(reduced))
 	return nil
-}
-
-// writeFile replaces a file whole: readers see the old file or the new one, never a part.
-func writeFile(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
