@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
+	"github.com/tollgate-proxy/tollgate/internal/wasmdata"
 	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
@@ -31,8 +32,8 @@ var modulePieces = []struct {
 	{"code-limiter-netaddr-bytes", []string{"github.com_tollgate_proxy_tollgate_limiter.", "github.com_tollgate_proxy_tollgate_internal_netaddr.",
 		"github.com_tollgate_proxy_tollgate_internal_duration."}},
 	{"code-strconv-bytes", []string{"strconv.", "internal_strconv."}},
-	{"code-other-bytes", nil},             // the rest of the standard library
-	{"data-bytes", []string{"wasmdata."}}, // the data section, and the function that unpacks it
+	{"code-other-bytes", nil},                     // the rest of the standard library
+	{"data-bytes", []string{wasmdata.UnpackName}}, // the data section, and the function that unpacks it
 	{"names-bytes", nil},
 	{"other-bytes", nil},
 }
@@ -113,31 +114,11 @@ func pieceOf(name string) string {
 func countFunctionImports(r *wasmbin.Reader) uint32 {
 	functions := uint32(0)
 	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
-		r.Name() // module
-		r.Name() // field
-		switch kind := r.Byte(); kind {
-		case 0: // function: type index
-			r.U32()
+		if r.Import() == 0 {
 			functions++
-		case 1: // table: element type, limits
-			r.Byte()
-			skipLimits(r)
-		case 2: // memory: limits
-			skipLimits(r)
-		case 3: // global: type, mutability
-			r.Byte()
-			r.Byte()
 		}
 	}
 	return functions
-}
-
-func skipLimits(r *wasmbin.Reader) {
-	flags := r.Byte()
-	r.U32() // minimum
-	if flags&1 != 0 {
-		r.U32() // maximum
-	}
 }
 
 // The pieces add up to the module, and the code is found where it is: most of it in the runtime,

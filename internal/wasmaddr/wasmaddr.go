@@ -70,7 +70,7 @@ func Narrow(module []byte) ([]byte, int, error) {
 			}
 			content, narrowed = rewritten, count
 		} else {
-			content = s.Rest()
+			content = s.Left()
 		}
 		out = wasmbin.AppendSection(out, id, content)
 	}

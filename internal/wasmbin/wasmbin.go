@@ -89,9 +89,7 @@ func (r *Reader) LEB(bits int) (v uint64, shift int, last byte) {
 			return v, shift, c
 		}
 	}
-	r.off = start
-	r.Fail(fmt.Sprintf("a number longer than %d bytes", (bits+6)/7))
-	return 0, 0, 0
+	return r.failAt(start, fmt.Sprintf("a number longer than %d bytes", (bits+6)/7)), 0, 0
 }
 
 // U32 reads an unsigned LEB128 number of at most 32 bits.
@@ -99,9 +97,7 @@ func (r *Reader) U32() uint32 {
 	start := r.off
 	v, _, _ := r.LEB(32)
 	if v > 1<<32-1 {
-		r.off = start
-		r.Fail("a number beyond 32 bits")
-		return 0
+		return uint32(r.failAt(start, "a number beyond 32 bits"))
 	}
 	return uint32(v)
 }
@@ -109,14 +105,9 @@ func (r *Reader) U32() uint32 {
 // S32 reads a signed LEB128 number of at most 32 bits (an i32.const's immediate).
 func (r *Reader) S32() int32 {
 	start := r.off
-	v, shift, last := r.LEB(32)
-	if shift < 64 && last&0x40 != 0 {
-		v |= ^uint64(0) << shift
-	}
+	v := signExtend(r.LEB(32))
 	if int64(v) != int64(int32(v)) {
-		r.off = start
-		r.Fail("a number beyond 32 bits")
-		return 0
+		return int32(r.failAt(start, "a number beyond 32 bits"))
 	}
 	return int32(v)
 }
@@ -125,16 +116,26 @@ func (r *Reader) S32() int32 {
 func (r *Reader) S64() int64 {
 	start := r.off
 	v, shift, last := r.LEB(64)
+	// A tenth byte holds the 64th bit only: the rest of it must repeat the sign.
+	if shift == 70 && last != 0 && last != 0x7f {
+		return int64(r.failAt(start, "a number beyond 64 bits"))
+	}
+	return int64(signExtend(v, shift, last))
+}
+
+// signExtend extends a signed LEB128 number's bits, as LEB read them, from its last byte's sign.
+func signExtend(v uint64, shift int, last byte) uint64 {
 	if shift < 64 && last&0x40 != 0 {
 		v |= ^uint64(0) << shift
 	}
-	// A tenth byte holds the 64th bit only: the rest of it must repeat the sign.
-	if shift == 70 && last != 0 && last != 0x7f {
-		r.off = start
-		r.Fail("a number beyond 64 bits")
-		return 0
-	}
-	return int64(v)
+	return v
+}
+
+// failAt fails the read of a number that starts at start, naming that byte, and returns 0.
+func (r *Reader) failAt(start int, what string) uint64 {
+	r.off = start
+	r.Fail(what)
+	return 0
 }
 
 // Bytes reads n bytes, a slice of the reader's own.
@@ -150,11 +151,42 @@ func (r *Reader) Bytes(n uint32) []byte {
 // Left returns the bytes not read yet, without reading them.
 func (r *Reader) Left() []byte { return r.b[r.off:len(r.b):len(r.b)] }
 
-// Rest reads every byte left.
-func (r *Reader) Rest() []byte { return r.Bytes(uint32(len(r.b) - r.off)) }
-
 // Name reads a name: its length, then its bytes.
 func (r *Reader) Name() string { return string(r.Bytes(r.U32())) }
+
+// Import reads an import (the specification's section 5.5.5): its module's and its own name,
+// which are not kept, then its description. It returns the import's kind: 0 a function, 1 a
+// table, 2 a memory, 3 a global.
+func (r *Reader) Import() (kind byte) {
+	r.Name()
+	r.Name()
+	switch kind = r.Byte(); kind {
+	case 0: // a function: its type
+		r.U32()
+	case 1: // a table: its element type and limits
+		r.Byte()
+		r.Limits()
+	case 2:
+		r.Limits()
+	case 3: // a global: its type and mutability
+		r.Byte()
+		r.Byte()
+	default:
+		r.Unread()
+		r.Fail("an import of an unknown kind")
+	}
+	return kind
+}
+
+// Limits reads a table's or memory's limits: flags (bit 0: a maximum follows), minimum, maximum.
+func (r *Reader) Limits() (flags byte, minimum, maximum uint32) {
+	flags = r.Byte()
+	minimum = r.U32()
+	if flags&1 != 0 {
+		maximum = r.U32()
+	}
+	return flags, minimum, maximum
+}
 
 // FollowedBy reports whether the next bytes are want, and if so reads past them.
 func (r *Reader) FollowedBy(want ...byte) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +58,7 @@ func TestNumbersRoundTrip(t *testing.T) {
 		if got := r.U32(); got != v || r.Err() != nil || r.More() {
 			t.Errorf("U32 of %x (from %d) = %d, %v", b, v, got, r.Err())
 		}
-		if want := max(1, (bitLen(uint64(v))+6)/7); len(b) != want {
+		if want := max(1, (bits.Len64(uint64(v))+6)/7); len(b) != want {
 			t.Errorf("AppendU32(%d) took %d bytes, want %d", v, len(b), want)
 		}
 	}
@@ -76,18 +77,10 @@ func TestNumbersRoundTrip(t *testing.T) {
 		if v < 0 {
 			magnitude = uint64(^v)
 		}
-		if want := (bitLen(magnitude) + 1 + 6) / 7; len(b) != want {
+		if want := (bits.Len64(magnitude) + 1 + 6) / 7; len(b) != want {
 			t.Errorf("AppendS32(%d) took %d bytes, want %d", v, len(b), want)
 		}
 	}
-}
-
-func bitLen(v uint64) int {
-	n := 0
-	for ; v != 0; v >>= 1 {
-		n++
-	}
-	return n
 }
 
 // A module's sections read back as they were appended, and a module whose header is not
@@ -105,7 +98,7 @@ func TestSections(t *testing.T) {
 		t.Fatalf("first section: %d", id)
 	}
 	id, content = r.Section()
-	if id != wasmbin.CodeSection || !bytes.Equal(content.Rest(), bytes.Repeat([]byte{0x0b}, 200)) || r.More() || r.Err() != nil {
+	if id != wasmbin.CodeSection || !bytes.Equal(content.Left(), bytes.Repeat([]byte{0x0b}, 200)) || r.More() || r.Err() != nil {
 		t.Fatalf("second section: %d, %v", id, r.Err())
 	}
 	for _, header := range []string{"", "\x00asm", "\x00asm\x02\x00\x00\x00", "\x7fELF\x01\x00\x00\x00"} {
@@ -137,7 +130,7 @@ func FuzzSections(f *testing.F) {
 				return
 			}
 			whole := data[start-len(wasmbin.Header) : r.Offset()-len(wasmbin.Header)]
-			again := wasmbin.AppendSection(nil, id, content.Rest())
+			again := wasmbin.AppendSection(nil, id, content.Left())
 			if len(again) > len(whole) || len(again) == len(whole) && !bytes.Equal(again, whole) {
 				t.Fatalf("section %x appended again as %x", whole, again)
 			}

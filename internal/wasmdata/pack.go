@@ -244,41 +244,21 @@ func (m *module) readTypes() error {
 // readImports counts the functions the module imports, which come first in the function index
 // space, and refuses an imported memory, whose size the packer cannot know.
 func (m *module) readImports() error {
-	r := wasmbin.NewReader(m.sections[wasmbin.ImportSection])
-	if len(m.sections[wasmbin.ImportSection]) == 0 {
+	content := m.sections[wasmbin.ImportSection]
+	if len(content) == 0 {
 		return nil
 	}
+	r := wasmbin.NewReader(content)
 	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
-		r.Name()
-		r.Name()
-		switch kind := r.Byte(); kind {
-		case 0: // a function: its type
-			r.U32()
+		switch r.Import() {
+		case 0:
 			m.importedFunctions++
-		case 1: // a table: its element type and limits
-			r.Byte()
-			readLimits(r)
 		case 2:
 			return errors.New("the module imports its memory")
-		case 3: // a global: its type and mutability
-			r.Byte()
-			r.Byte()
-		default:
-			r.Unread()
-			r.Fail("an import of an unknown kind")
 		}
 	}
 	r.End()
 	return r.Err()
-}
-
-func readLimits(r *wasmbin.Reader) (flags byte, minimum, maximum uint32) {
-	flags = r.Byte()
-	minimum = r.U32()
-	if flags&1 != 0 {
-		maximum = r.U32()
-	}
-	return flags, minimum, maximum
 }
 
 // memoryLimits reads the memory section: the module's one memory, its limits' kind (1: with a
@@ -288,7 +268,7 @@ func (m *module) memoryLimits() (flags byte, minimum, maximum uint32, err error)
 	if n := r.U32(); n != 1 && r.Err() == nil {
 		return 0, 0, 0, fmt.Errorf("memory section: %d memories, where the packer writes into one", n)
 	}
-	flags, minimum, maximum = readLimits(r)
+	flags, minimum, maximum = r.Limits()
 	r.End()
 	if err := r.Err(); err != nil {
 		return 0, 0, 0, fmt.Errorf("memory section: %v", err)
