@@ -44,18 +44,23 @@ func Pack(module []byte) ([]byte, Stats, error) {
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	if m.data == nil {
+	data, ok := m.sections[wasmbin.DataSection]
+	if !ok {
 		return module, Stats{}, nil
 	}
 	if _, ok := m.sections[startSection]; ok {
 		return nil, Stats{}, errors.New("the module has a start function already")
 	}
-	written, limit, segments, err := readSegments(m.data)
+	written, limit, segments, err := readSegments(data)
 	if err != nil {
 		return nil, Stats{}, fmt.Errorf("data section: %v", err)
 	}
-	if err := m.checkLimit(limit); err != nil {
+	memory, err := m.readMemory()
+	if err != nil {
 		return nil, Stats{}, err
+	}
+	if limit > uint64(memory.minimum)*pageSize {
+		return nil, Stats{}, fmt.Errorf("the data segments end at byte %d, past the memory's initial size (%d pages of 64 KiB): instantiation would fail", limit, memory.minimum)
 	}
 	if len(written) == 0 {
 		return module, Stats{}, nil
@@ -68,7 +73,7 @@ func Pack(module []byte) ([]byte, Stats, error) {
 	if back, err := expand(stream, len(image)); err != nil || string(back) != string(image) {
 		return nil, Stats{}, errors.New("the packed data does not unpack to the segments' bytes")
 	}
-	memory, err := m.scratchMemory(base+uint64(len(image)), uint64(len(stream)))
+	memorySectionContent, err := scratchMemory(memory, base+uint64(len(image)), uint64(len(stream)))
 	if err != nil {
 		return nil, Stats{}, err
 	}
@@ -76,8 +81,8 @@ func Pack(module []byte) ([]byte, Stats, error) {
 	function := m.importedFunctions + m.definedFunctions
 	replaced := map[byte][]byte{
 		typeSection:         m.types,
-		functionSection:     wasmbin.AppendU32(m.functionEntries(), m.unpackType),
-		memorySection:       memory,
+		functionSection:     wasmbin.AppendU32(withOneMore(m.sections[functionSection]), m.unpackType),
+		memorySection:       memorySectionContent,
 		startSection:        wasmbin.AppendU32(nil, function),
 		dataCountSection:    wasmbin.AppendU32(nil, 1),
 		wasmbin.CodeSection: m.codeWith(unpackBody(uint32(base), uint32(len(stream)))),
@@ -110,7 +115,7 @@ func Pack(module []byte) ([]byte, Stats, error) {
 		}
 		out = wasmbin.AppendSection(out, s.id, content)
 	}
-	return out, Stats{Segments: segments, Before: m.dataSize, After: len(replaced[wasmbin.DataSection]) + 1 + uvarintLen(len(replaced[wasmbin.DataSection])),
+	return out, Stats{Segments: segments, Before: m.dataSize, After: len(wasmbin.AppendSection(nil, wasmbin.DataSection, replaced[wasmbin.DataSection])),
 		Image: len(image)}, nil
 }
 
@@ -135,8 +140,7 @@ type module struct {
 	unpackType        uint32
 	importedFunctions uint32
 	definedFunctions  uint32
-	data              []byte // the data section's content, nil without one
-	dataSize          int    // the data section's size, its id and size included
+	dataSize          int // the data section's size, its id and size included
 }
 
 type section struct {
@@ -171,11 +175,11 @@ func parse(b []byte) (*module, error) {
 			m.sections[id] = s.content
 		}
 		if id == wasmbin.DataSection {
-			m.data, m.dataSize = s.content, sections.Offset()-start
+			m.dataSize = sections.Offset() - start
 		}
 		m.order = append(m.order, s)
 	}
-	if m.data == nil {
+	if _, ok := m.sections[wasmbin.DataSection]; !ok {
 		return m, nil
 	}
 	if unknown != nil {
@@ -261,43 +265,39 @@ func (m *module) readImports() error {
 	return r.Err()
 }
 
-// memoryLimits reads the memory section: the module's one memory, its limits' kind (1: with a
-// maximum) and its initial and maximum sizes in pages.
-func (m *module) memoryLimits() (flags byte, minimum, maximum uint32, err error) {
-	r := wasmbin.NewReader(m.sections[memorySection])
-	if n := r.U32(); n != 1 && r.Err() == nil {
-		return 0, 0, 0, fmt.Errorf("memory section: %d memories, where the packer writes into one", n)
-	}
-	flags, minimum, maximum = r.Limits()
-	r.End()
-	if err := r.Err(); err != nil {
-		return 0, 0, 0, fmt.Errorf("memory section: %v", err)
-	}
-	if flags > 1 {
-		return 0, 0, 0, fmt.Errorf("memory section: limits of kind %d, where the packer knows 0 and 1", flags)
-	}
-	return flags, minimum, maximum, nil
+// memoryLimits are the module's memory's limits: their kind (1: with a maximum), and its initial
+// and maximum sizes in pages.
+type memoryLimits struct {
+	flags            byte
+	minimum, maximum uint32
 }
 
-// checkLimit refuses segments that end past the memory's initial size, which instantiation
-// refuses (the packed module's start function would trap instead).
-func (m *module) checkLimit(limit uint64) error {
-	_, minimum, _, err := m.memoryLimits()
-	if err == nil && limit > uint64(minimum)*pageSize {
-		err = fmt.Errorf("the data segments end at byte %d, past the memory's initial size (%d pages of 64 KiB): instantiation would fail", limit, minimum)
+// readMemory reads the memory section: the module's one memory. Pack refuses segments that end
+// past its initial size, which instantiation refuses (the packed module's start function would
+// trap instead).
+func (m *module) readMemory() (memoryLimits, error) {
+	r := wasmbin.NewReader(m.sections[memorySection])
+	if n := r.U32(); n != 1 && r.Err() == nil {
+		return memoryLimits{}, fmt.Errorf("memory section: %d memories, where the packer writes into one", n)
 	}
-	return err
+	var l memoryLimits
+	l.flags, l.minimum, l.maximum = r.Limits()
+	r.End()
+	if err := r.Err(); err != nil {
+		return memoryLimits{}, fmt.Errorf("memory section: %v", err)
+	}
+	if l.flags > 1 {
+		return memoryLimits{}, fmt.Errorf("memory section: limits of kind %d, where the packer knows 0 and 1", l.flags)
+	}
+	return l, nil
 }
 
 // scratchMemory is the memory section's content with an initial size that leaves room for the
 // packed stream between the end of the data and the end of the memory: the unpacker copies the
 // stream there (memory.init), unpacks it below, and zeroes the room again, which Go's runtime
 // takes for its heap. The unpacker computes in 32 bits, so the memory stays under 4 GiB.
-func (m *module) scratchMemory(dataEnd, streamLen uint64) ([]byte, error) {
-	flags, minimum, maximum, err := m.memoryLimits()
-	if err != nil {
-		return nil, err
-	}
+func scratchMemory(l memoryLimits, dataEnd, streamLen uint64) ([]byte, error) {
+	flags, minimum, maximum := l.flags, l.minimum, l.maximum
 	need := max(uint64(minimum), (dataEnd+streamLen+pageSize-1)/pageSize)
 	switch {
 	case need >= maxPages:
@@ -317,10 +317,6 @@ const (
 	pageSize = 65536
 	maxPages = 65536 // 4 GiB, all a 32-bit memory has
 )
-
-// functionEntries is the function section's content with one more entry to come: the count
-// plus one, then the entries. A module without the section has none.
-func (m *module) functionEntries() []byte { return withOneMore(m.sections[functionSection]) }
 
 // codeWith is the code section's content with body added as its last function's.
 func (m *module) codeWith(body []byte) []byte {
