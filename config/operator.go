@@ -107,12 +107,8 @@ func isPrefixByte(c byte) bool {
 
 // tokenDigests reads the SHA-256 digests of the accepted tokens, in hex.
 func (v *validator) tokenDigests(path string, value *jsonValue) [][32]byte {
-	if !v.wantKind(path, value, kindArray, tokenSHA256Rule) {
-		return nil
-	}
-	v.checkCount(path, len(value.items), maxOperatorTokens, "digests", `add one such as the output of "sha256sum token.txt"`)
 	var digests [][32]byte
-	for i, item := range value.items {
+	for i, item := range v.listItems(path, value, maxOperatorTokens, "digests", tokenSHA256Rule, `add one such as the output of "sha256sum token.txt"`) {
 		itemPath := indexPath(path, i)
 		if !v.wantKind(itemPath, item, kindString, tokenSHA256Rule) {
 			continue

@@ -5,14 +5,25 @@ import (
 	"testing"
 )
 
+const hexDigits = "0123456789abcdefABCDEF"
+
+// hexValue is a hexadecimal digit's value, for the reference below (independent of netaddr's).
+func hexValue(c byte) int {
+	i := strings.IndexByte(hexDigits, c)
+	if i >= 16 { // upper case
+		i -= 6
+	}
+	return i
+}
+
 // refPlainReading is the RFC 3986 normalization as docs/configuration.md describes it, written
 // independently of appendReading: unreserved characters decoded, then the path split at '/',
 // empty and "." segments dropped, ".." removing the one before; a trailing slash is kept.
 func refPlainReading(p string) string {
 	var decoded strings.Builder
 	for i := 0; i < len(p); i++ {
-		if p[i] == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]) {
-			if c := unhex(p[i+1])<<4 | unhex(p[i+2]); isUnreserved(c) {
+		if p[i] == '%' && i+2 < len(p) && strings.ContainsRune(hexDigits, rune(p[i+1])) && strings.ContainsRune(hexDigits, rune(p[i+2])) {
+			if c := byte(hexValue(p[i+1])<<4 | hexValue(p[i+2])); isUnreserved(c) {
 				decoded.WriteByte(c)
 				i += 2
 				continue

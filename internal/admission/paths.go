@@ -111,8 +111,7 @@ func appendReading(dst, decoded []byte, p string, flags int) ([]byte, []byte) {
 	separators := flags&readSeparators != 0
 	for i := 0; i < len(p); i++ {
 		c := p[i]
-		if c == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]) {
-			d := unhex(p[i+1])<<4 | unhex(p[i+2])
+		if d, ok := escapedByte(p, i); ok {
 			switch {
 			case isUnreserved(d):
 				decoded = append(decoded, d)

@@ -328,8 +328,13 @@ func unescape(s string) string {
 		switch {
 		case s[i] == '+':
 			out = append(out, ' ')
-		case s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
-			out = append(out, unhex(s[i+1])<<4|unhex(s[i+2]))
+		case s[i] == '%':
+			c, ok := escapedByte(s, i)
+			if !ok {
+				out = append(out, '%')
+				continue
+			}
+			out = append(out, c)
 			i += 2
 		default:
 			out = append(out, s[i])
@@ -338,15 +343,14 @@ func unescape(s string) string {
 	return string(out)
 }
 
-func isHex(c byte) bool {
-	_, ok := netaddr.HexValue(c)
-	return ok
-}
-
-// unhex is the value of a digit isHex accepted.
-func unhex(c byte) byte {
-	d, _ := netaddr.HexValue(c)
-	return d
+// escapedByte is the byte a percent-escape at s[i] stands for: '%' and two hexadecimal digits.
+func escapedByte(s string, i int) (byte, bool) {
+	if s[i] != '%' || i+2 >= len(s) {
+		return 0, false
+	}
+	hi, ok := netaddr.HexValue(s[i+1])
+	lo, ok2 := netaddr.HexValue(s[i+2])
+	return hi<<4 | lo, ok && ok2
 }
 
 func (v *requestView) headerMatches(m config.HeaderMatch) bool {

@@ -82,11 +82,10 @@ func plainReply(status uint32, detail string, extra [][2]string) (body string, h
 // key, with a bad cost header, or with an escaped slash), kept with what it answered to be sent
 // again as it is: under a flood of requests without their key, every one gets the same reply.
 type refusal struct {
-	// What it answers: the outcome's verdict, rule, status and missing part. The zero value
-	// answers nothing (Allow is never refused).
+	// What it answers: the outcome's verdict, rule and missing part (a verdict and a rule decide
+	// the status). The zero value answers nothing (Allow is never refused).
 	verdict    admission.Verdict
 	rule       int
-	askedFor   int
 	part       string
 	status     uint32
 	details    string
@@ -99,13 +98,13 @@ type refusal struct {
 // same part is missing (Gate.describe), comparing bytes would cost two calls on every refusal,
 // and another string only means building the reply again.
 func (r *refusal) answers(out *admission.Outcome) bool {
-	return r.verdict == out.Verdict && r.rule == out.Rule && r.askedFor == out.Status && len(r.part) == len(out.MissingPart) &&
+	return r.verdict == out.Verdict && r.rule == out.Rule && len(r.part) == len(out.MissingPart) &&
 		(len(r.part) == 0 || unsafe.StringData(r.part) == unsafe.StringData(out.MissingPart))
 }
 
 // build makes r the reply to out.
 func (r *refusal) build(p *pluginContext, out *admission.Outcome) {
-	r.verdict, r.rule, r.askedFor, r.part = out.Verdict, out.Rule, out.Status, out.MissingPart
+	r.verdict, r.rule, r.part = out.Verdict, out.Rule, out.MissingPart
 	var detail string
 	var extra [][2]string
 	switch out.Verdict {
