@@ -64,8 +64,7 @@ func TestHotKeyCASRetryRate(t *testing.T) {
 			t.Errorf("%d workers: %s tokens left, want %s: a request was charged twice or not at all",
 				workers, last.Header("x-ratelimit-remaining"), want)
 		}
-		// One write per request: the key's first request creates its bucket in a first
-		// candidate never written, without a claim.
+		// One write per request: the key's first request creates its bucket with its row.
 		if sets != requests {
 			t.Errorf("%d workers: %d successful writes for %d requests of a new key", workers, sets, requests)
 		}
@@ -103,7 +102,7 @@ func TestCASRetriesRunOutFailureMode(t *testing.T) {
 			g := newRigWith(t, host.Envoy133, config, 1, rigOptions{})
 			store := g.host.SharedData()
 			store.SetFault(func(op, key string) wire.Status {
-				if op == "set" && strings.HasPrefix(key, slotPrefix) {
+				if op == "set" && strings.HasPrefix(key, rowPrefix) {
 					return wire.StatusCasMismatch
 				}
 				return wire.StatusOK

@@ -41,7 +41,7 @@ func TestSharedDataErrorsFollowFailureMode(t *testing.T) {
 				g := newRigWith(t, host.Envoy133, failureConfig(mode), 2, rigOptions{})
 				store := g.host.SharedData()
 				store.SetFault(func(o, key string) wire.Status {
-					if o == op && strings.HasPrefix(key, slotPrefix) {
+					if o == op && strings.HasPrefix(key, rowPrefix) {
 						return wire.StatusInternalFailure
 					}
 					return wire.StatusOK
@@ -83,7 +83,7 @@ func TestDistinctErrorsLoggedOnceEach(t *testing.T) {
 	t.Parallel()
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
 	g.host.SharedData().SetFault(func(op, key string) wire.Status {
-		if strings.HasPrefix(key, slotPrefix) {
+		if strings.HasPrefix(key, rowPrefix) {
 			return wire.StatusInternalFailure
 		}
 		return wire.StatusOK
@@ -96,59 +96,68 @@ func TestDistinctErrorsLoggedOnceEach(t *testing.T) {
 	}
 }
 
-// slotOf returns the key of the only slot in use.
-func (g *rig) onlySlot() string {
+// onlyRow returns the key of the only row in use, and its value.
+func (g *rig) onlyRow() (string, []byte) {
 	g.t.Helper()
-	slots := g.slots()
-	if len(slots) != 1 {
-		g.t.Fatalf("%d slots in use, want 1", len(slots))
+	var key string
+	var value []byte
+	for k, v := range g.host.SharedData().Entries("tollgate") {
+		if strings.HasPrefix(k, rowPrefix) {
+			if key != "" {
+				g.t.Fatalf("rows %s and %s in use, want 1", key, k)
+			}
+			key, value = k, v
+		}
 	}
-	for k := range slots {
-		return k
+	if key == "" {
+		g.t.Fatal("no row in use")
 	}
-	return ""
+	return key, value
 }
 
-// corruptValues are values another writer could leave under a slot key.
-func corruptValues(valid []byte) map[string][]byte {
+// corruptRows are values another writer could leave under a row's key, made from a valid row
+// whose only bucket is in its first slot: whole values that are not a row, and rows whose slot
+// is not a slot (or holds a level no bucket can have).
+func corruptRows(valid []byte) map[string][]byte {
+	rowSize := len(valid)
 	out := map[string][]byte{
-		"empty":       {},
-		"short":       []byte("TG\x04"),
-		"one short":   valid[:slotSize-1],
-		"one long":    append(append([]byte(nil), valid...), 0),
-		"foreign":     []byte("some other plugin's value, not a slot at all........"),
-		"json":        []byte(`{"tokens": 1000}`),
-		"all ones":    bytes.Repeat([]byte{0xff}, slotSize),
-		"all zeros":   make([]byte, slotSize),
-		"bad magic":   append([]byte("XG"), valid[2:]...),
-		"version 2":   append([]byte("TG\x02"), valid[3:]...),
-		"version 3":   append([]byte("TG\x03"), valid[3:]...), // the previous layout
-		"version 5":   append([]byte("TG\x05"), valid[3:]...),
-		"kind 0":      append([]byte("TG\x04\x00"), valid[4:]...),
-		"algorithm 9": append([]byte("TG\x04\x19"), valid[4:]...),
+		"empty":     {},
+		"short":     []byte("TG\x04"),
+		"a slot":    valid[:slotSize],
+		"one short": valid[:rowSize-1],
+		"one long":  append(append([]byte(nil), valid...), 0),
+		"foreign":   []byte("some other plugin's value, not a slot at all........"),
+		"json":      []byte(`{"tokens": 1000}`),
+		"all ones":  bytes.Repeat([]byte{0xff}, rowSize),
+		"all zeros": make([]byte, rowSize),
 	}
-	// This bucket's own slot with a level no bucket can have: negative, and above capacity.
-	for name, level := range map[string]int64{"negative tokens": -1, "tokens above capacity": math.MaxInt64} {
+	slot := func(name string, change func(slot []byte)) {
 		v := append([]byte(nil), valid...)
-		binary.LittleEndian.PutUint64(v[24:], uint64(level))
+		change(v[:slotSize])
 		out[name] = v
+	}
+	for name, head := range map[string]string{"bad magic": "XG", "version 2": "TG\x02", "version 3": "TG\x03",
+		"version 5": "TG\x05", "kind 0": "TG\x04\x00", "kind 2 (a claim)": "TG\x04\x21", "algorithm 9": "TG\x04\x19"} {
+		slot(name, func(s []byte) { copy(s, head) })
+	}
+	for name, level := range map[string]int64{"negative tokens": -1, "tokens above capacity": math.MaxInt64} {
+		slot(name, func(s []byte) { binary.LittleEndian.PutUint64(s[24:], uint64(level)) })
 	}
 	return out
 }
 
-// A corrupt or foreign value under the module's slot key is replaced with a valid slot, and the
+// A corrupt or foreign value under the module's row key is replaced with a valid row, and the
 // key then has at most a fresh bucket: the module never traps, never fails the request, and
-// never admits more than the capacity from the replaced slot.
+// never admits more than the capacity from the replaced row.
 func TestCorruptSlotValuesAreReplaced(t *testing.T) {
 	t.Parallel()
 	g := newRigWith(t, host.Envoy133, failureConfig("deny"), 1, rigOptions{})
 	g.send(g.vms[0], keyReq("alice"), nil)
-	slot := g.onlySlot()
-	valid := g.slots()[slot]
-	owner := slotOwner(valid)
-	for name, value := range corruptValues(valid) {
+	row, valid := g.onlyRow()
+	owner := slotOwner(valid[:slotSize])
+	for name, value := range corruptRows(valid) {
 		g.clock.Advance(time.Minute) // whatever was there is idle
-		g.host.SharedData().Set("tollgate", slot, value, 0)
+		g.host.SharedData().Set("tollgate", row, value, 0)
 		admitted := 0
 		for i := 0; i < 5; i++ {
 			resp := g.send(g.vms[0], keyReq("alice"), nil)
@@ -163,9 +172,9 @@ func TestCorruptSlotValuesAreReplaced(t *testing.T) {
 		if admitted != 3 {
 			t.Errorf("%s: %d admitted in one instant, want the capacity, 3", name, admitted)
 		}
-		now := g.slots()[slot]
-		if len(now) != slotSize || string(now[:3]) != "TG"+string(rune(slotLayoutVersion)) || slotOwner(now) != owner {
-			t.Errorf("%s: the slot now holds %x, want alice's valid slot", name, now)
+		now, _, _ := g.host.SharedData().Get("tollgate", row)
+		if len(now) != len(valid) || string(now[:3]) != "TG"+string(rune(slotLayoutVersion)) || slotOwner(now[:slotSize]) != owner {
+			t.Errorf("%s: the row now holds %x, want alice's valid slot first", name, now)
 		}
 	}
 	if err := g.vms[0].Err(); err != nil {
@@ -179,10 +188,11 @@ func TestCorruptSlotValuesAreReported(t *testing.T) {
 	t.Parallel()
 	g := newRigWith(t, host.Envoy133, failureConfig("allow"), 1, rigOptions{})
 	g.send(g.vms[0], keyReq("alice"), nil)
-	g.host.SharedData().Set("tollgate", g.onlySlot(), []byte("garbage"), 0)
+	row, _ := g.onlyRow()
+	g.host.SharedData().Set("tollgate", row, []byte("garbage"), 0)
 	g.send(g.vms[0], keyReq("alice"), nil)
 	if g.counter("tollgate.internal_errors") == 0 || g.countLogs("tollgate:") <= 1 {
-		t.Fatalf("a foreign value under a slot key went unreported:\n%s", g.logText())
+		t.Fatalf("a foreign value under a row key went unreported:\n%s", g.logText())
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,33 +77,28 @@ func keyNames(prefix string, n int) []string {
 	return keys
 }
 
-// entriesWithin checks that shared data holds at most the table's slots, the secret and the
+// entriesWithin checks that shared data holds at most the table's rows, the secret and the
 // rule's overflow bucket.
 func entriesWithin(t *testing.T, g *rig, maxKeys int) int {
 	t.Helper()
 	n := g.host.SharedData().Keys("tollgate")
-	if n > maxKeys+2 {
-		t.Errorf("%d shared-data entries, over %d slots, the secret and the overflow bucket", n, maxKeys)
+	if rows := (maxKeys + rowSlots - 1) / rowSlots; n > rows+2 {
+		t.Errorf("%d shared-data entries, over %d rows, the secret and the overflow bucket", n, rows)
 	}
 	return n
 }
 
-// slotKinds counts the key table's slots holding a bucket and those holding a released claim,
-// reading the slot layout (internal/admission/table.go): magic "TG", version 3, kind in the
-// high nibble of byte 3.
-func slotKinds(g *rig) (live, released int) {
-	for key, value := range g.host.SharedData().Entries("tollgate") {
-		if !strings.Contains(key, "/slot/") || len(value) != 56 || value[0] != 'T' || value[1] != 'G' || value[2] != slotLayoutVersion {
-			continue
-		}
-		switch value[3] >> 4 {
-		case 1:
+// liveSlots counts the key table's slots holding a bucket, reading the slot layout
+// (internal/admission/slot.go): magic "TG", the layout version, kind 1 in the high nibble of
+// byte 3.
+func liveSlots(g *rig) int {
+	live := 0
+	for _, value := range g.slots() {
+		if value[0] == 'T' && value[1] == 'G' && value[2] == slotLayoutVersion && value[3]>>4 == 1 {
 			live++
-		case 3:
-			released++
 		}
 	}
-	return live, released
+	return live
 }
 
 // At ordinary load every key keeps a bucket of its own: 2% of the table in use leaves at most
@@ -181,12 +175,11 @@ func TestFloodSparesEstablishedKeys(t *testing.T) {
 	entries := entriesWithin(t, g, maxKeys)
 	// Every flood key with a bucket of its own was admitted once; the overflow bucket admitted
 	// the rest. A flood key that found a free slot once the overflow bucket's drawers were all
-	// marked started from its state, was rejected and released its claim.
-	live, released := slotKinds(g)
-	inSlots := live - established
-	t.Logf("flood of %d new keys over a table of %d: %d flood requests admitted, %d with a bucket of their own and %d from the overflow bucket, "+
-		"%d claims released; key_table_full %d; %d of %d established keys got exactly their remaining 5, none more; %d shared-data entries; flood: %v",
-		len(flood), maxKeys, floodAdmitted, inSlots, floodAdmitted-inSlots, released, g.counter("tollgate.key_table_full"), exact, established, entries, cost)
+	// marked started from its state and was rejected, leaving no bucket.
+	inSlots := liveSlots(g) - established
+	t.Logf("flood of %d new keys over a table of %d: %d flood requests admitted, %d with a bucket of their own and %d from the overflow bucket; "+
+		"key_table_full %d; %d of %d established keys got exactly their remaining 5, none more; %d shared-data entries; flood: %v",
+		len(flood), maxKeys, floodAdmitted, inSlots, floodAdmitted-inSlots, g.counter("tollgate.key_table_full"), exact, established, entries, cost)
 	if floodAdmitted < inSlots || floodAdmitted-inSlots > capacity {
 		t.Errorf("%d flood requests admitted, %d flood keys have buckets of their own: the overflow bucket admitted more than its capacity %d, or a bucket admitted nothing",
 			floodAdmitted, inSlots, capacity)
@@ -196,13 +189,12 @@ func TestFloodSparesEstablishedKeys(t *testing.T) {
 	}
 }
 
-// A request of a known key whose bucket sits in its first candidate reads one slot and writes it,
-// as with one slot per key (TestCrossingTrace pins every crossing); so does a new key whose first
-// candidate was never written, which creates its bucket there. A new key whose first candidate is
-// taken reads its three candidates, claims one, reads them again, reads the overflow bucket
-// (where its new bucket would start if it had drawn from it) and commits; a key that finds every
-// candidate busy reads them and the overflow bucket, writes that, and reads its candidates again
-// (a bucket of its own created meanwhile would not have seen the draw).
+// A request of a known key reads its row and writes it (TestCrossingTrace pins every crossing);
+// so does a new key whose row was never written, which creates the row with it. A new key that
+// finds a free slot in its row also reads the overflow bucket first (where its new bucket would
+// start if it had drawn from it); a key whose row is full reads it and the overflow bucket,
+// writes that, and writes its row again, unchanged (a bucket of its own created meanwhile would
+// not have seen the draw, and then fails its write, or this one fails).
 func TestSharedDataCallsPerRequest(t *testing.T) {
 	g := keyTableRig(t, 16, 3, 1, 9)
 	vm := g.vms[0]
@@ -211,8 +203,8 @@ func TestSharedDataCallsPerRequest(t *testing.T) {
 		key        string
 		gets, sets float64
 	}{
-		{"new key, first candidate never written", "k0", 1, 1},
-		{"known key, first candidate", "k0", 1, 1},
+		{"new key, row never written", "k0", 1, 1},
+		{"known key", "k0", 1, 1},
 	} {
 		cost := measure(g, 1, func() { g.send(vm, apiKeyReq(c.key), nil) })
 		if cost.gets != c.gets || cost.sets != c.sets {
@@ -220,9 +212,9 @@ func TestSharedDataCallsPerRequest(t *testing.T) {
 		}
 		t.Logf("%s: %v", c.name, cost)
 	}
-	// New keys until one finds all its candidates busy: each costs one read and one write or,
-	// its first candidate taken, seven reads and two writes; both happen on the way.
-	fresh, claimed := 0, 0
+	// New keys until one finds its row full: each costs one read and one write or, its row
+	// written before, two reads and one write; both happen on the way.
+	fresh, placed := 0, 0
 	for i := 1; ; i++ {
 		full := g.counter("tollgate.key_table_full")
 		cost := measure(g, 1, func() { g.send(vm, apiKeyReq("k"+strconv.Itoa(i)), nil) })
@@ -230,30 +222,30 @@ func TestSharedDataCallsPerRequest(t *testing.T) {
 			switch {
 			case cost.gets == 1 && cost.sets == 1:
 				fresh++
-			case cost.gets == 7 && cost.sets == 2:
-				claimed++
+			case cost.gets == 2 && cost.sets == 1:
+				placed++
 			default:
-				t.Fatalf("new key k%d: %v, want 1 read and 1 write, or 7 reads and 2 writes", i, cost)
+				t.Fatalf("new key k%d: %v, want 1 read and 1 write, or 2 reads and 1 write", i, cost)
 			}
 			continue
 		}
-		if cost.gets != 7 || cost.sets != 1 {
-			t.Errorf("busy table: %v, want 7 reads and 1 write", cost)
+		if cost.gets != 2 || cost.sets != 2 {
+			t.Errorf("full row: %v, want 2 reads and 2 writes", cost)
 		}
-		t.Logf("busy table: %v, after %d new keys created in a first candidate never written and %d claimed", cost, fresh, claimed)
-		if fresh == 0 || claimed == 0 {
-			t.Errorf("%d new keys created at once and %d claimed: the table filled without both", fresh, claimed)
+		t.Logf("full row: %v, after %d new keys created with their row and %d placed in a row written before", cost, fresh, placed)
+		if fresh == 0 || placed == 0 {
+			t.Errorf("%d new keys created with their row and %d placed in one: the table filled without both", fresh, placed)
 		}
 		break
 	}
 }
 
-// The claims under real parallelism: 8 worker VMs in goroutines of their own race on 40 keys
-// over a table of 16 slots, so buckets are created, found idle and taken over, and claims raced
-// for, all the time. The clock moves between rounds, never during one. Whatever the
+// Placement under real parallelism: 8 worker VMs in goroutines of their own race on 40 keys
+// over a table of 16 slots (two rows), so buckets are created, found idle and taken over, and
+// rows raced for, all the time. The clock moves between rounds, never during one. Whatever the
 // interleaving: after every round no owner has two live buckets, and no key was admitted more
 // than its token bucket allows over any run of rounds (RFC 1363: capacity + rate × elapsed).
-func TestClaimsUnderParallelWorkers(t *testing.T) {
+func TestPlacementUnderParallelWorkers(t *testing.T) {
 	const (
 		workers  = 8
 		keys     = 40

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/binary"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,8 +86,8 @@ func (g *rig) addVM() *host.VM {
 
 // Shared-data keys of the plugin "tollgate" (internal/admission: "tollgate/v2/<plugin>/...").
 const (
-	secretKey  = "tollgate/v2/tollgate/secret"
-	slotPrefix = "tollgate/v2/tollgate/slot/"
+	secretKey = "tollgate/v2/tollgate/secret"
+	rowPrefix = "tollgate/v2/tollgate/row/"
 )
 
 // countLogs counts the log lines containing s.
@@ -102,19 +103,29 @@ func (g *rig) countLogs(s string) int {
 	return n
 }
 
-// slots returns the plugin's key-table slots: shared-data key → value.
+// slots returns the plugin's key-table slots that hold something: the row's shared-data key and
+// the slot's place in it ("<row key>#3") → the slot's value.
 func (g *rig) slots() map[string][]byte {
 	out := map[string][]byte{}
 	for k, v := range g.host.SharedData().Entries("tollgate") {
-		if strings.HasPrefix(k, slotPrefix) {
-			out[k] = v
+		if !strings.HasPrefix(k, rowPrefix) {
+			continue
+		}
+		for at := 0; at+slotSize <= len(v); at += slotSize {
+			if slot := v[at : at+slotSize]; string(slot) != string(make([]byte, slotSize)) {
+				out[k+"#"+strconv.Itoa(at/slotSize)] = slot
+			}
 		}
 	}
 	return out
 }
 
-// slotSize is the length of a slot value (internal/admission table.go: SlotSize).
-const slotSize = 56
+// slotSize is the length of a slot value (internal/admission slot.go: SlotSize); a row holds
+// rowSlots of them (slot.go: defaultRowSlots).
+const (
+	slotSize = 56
+	rowSlots = 8
+)
 
 // slotLayoutVersion is the layout version a slot value carries at offset 2 (internal/admission
 // table.go: slotVersion).

@@ -10,7 +10,9 @@ import (
 
 // Store is Envoy shared data: Get fails with ErrNotFound for an absent key, Set with
 // ErrCasMismatch when the key's CAS is no longer cas. The key is only valid during the call (the
-// Gate builds it in a reused buffer); a Store that keeps it must copy it.
+// Gate builds it in a reused buffer); a Store that keeps it must copy it. A value Get returns is
+// the caller's: it must stay valid until the decision returns, and the Gate may change it (it
+// stages its writes in the row it read).
 type Store interface {
 	Get(key string) (value []byte, cas uint32, err error)
 	Set(key string, value []byte, cas uint32) error
@@ -51,18 +53,20 @@ type Gate struct {
 	described   *config.KeyPart
 	description string
 	applied     []applied
-	buf         [SlotSize]byte
-	hashBuf     []byte
+	buf         [maxRowSlots * SlotSize]byte // a row or a slot being written
+	// rows are the rows the decision being made has read, with what it staged in them (table.go).
+	rows    []rowCopy
+	hashBuf []byte
 	// ownerBufs hold each limit's owner-hash prefix (by limit.seq), followed by the last key.
 	ownerBufs [][]byte
 	keyBuf    []byte
 	tierBuf   []byte // a tier's value (tierValue)
-	slotBuf   []byte
-	// slotBufIndex is one more than the slot whose key slotBuf holds (slotKey); 0 before the
+	rowBuf    []byte
+	// rowBufIndex is one more than the row whose key rowBuf holds (rowKey); 0 before the
 	// first key (indexes are below MaxKeys, so the sum never wraps).
-	slotBufIndex uint64
-	starts       []int     // where each shadow rule's limits start in applied
-	releasing    []applied // Release's scratch
+	rowBufIndex uint64
+	starts      []int     // where each shadow rule's limits start in applied
+	releasing   []applied // Release's scratch
 
 	// The wall clock, for calendar windows (calendar.go): read at most once per decision.
 	wallClock func() (int64, error)
@@ -112,11 +116,11 @@ type applied struct {
 	cost      int64
 
 	// Read in the decision's first phase (table.go):
-	place      uint8  // where the bucket is: placeLive, placeClaim, ...
-	slot       uint64 // index in the key table, or overflowSlot
-	choice     int    // which of the owner's candidates slot is
-	cas        uint32
-	held       bool   // slot holds a checked claim this attempt has not committed
+	place      uint8  // where the bucket is: placeLive, placeFree, ...
+	slot       uint64 // index in the key table (row × rowSlots + its place in the row), or overflowSlot
+	row        int    // the owner's row among Gate.rows
+	cas        uint32 // of the overflow bucket (placeOverflow)
+	written    bool   // the decision's write of slot went through
 	stamp      int64  // the latest stamp seen: a new bucket starts then
 	writeOwner uint64 // the owner the slot is written with (the overflow bucket's, there)
 	drawers    uint64 // the overflow bucket's drawers with this key's marks (placeOverflow)

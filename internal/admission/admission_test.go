@@ -206,28 +206,65 @@ func TestMissingKeyChargesNothing(t *testing.T) {
 	}
 }
 
-// storedSlot is the live bucket of a (limit, partition key), decoded, if one of its candidate
-// slots holds it.
+// storedSlot is the live bucket of a (limit, partition key), decoded, if a slot of its row holds
+// it.
 func storedSlot(g *Gate, store *memStore, l *limit, partKey string) (slot, bool) {
 	owner := g.owner(l, []byte(partKey))
-	slots := candidateSlots(owner, g.table.MaxKeys, g.choices)
-	for _, index := range slots[:g.choices] {
-		if s, ok := decodeSlot(store.value(g.slotKey(index))); ok && s.owner == owner && s.kind == kindLive {
+	first := g.rowOf(owner) * uint64(g.rowSlots)
+	for i := range uint64(g.rowSlots) {
+		if s := slotAt(g, store, first+i); s.kind == kindLive && s.owner == owner {
 			return s, true
 		}
 	}
 	return slot{}, false
 }
 
+// slotAt is slot index of the key table as stored, decoded; zero when it holds no bucket.
+func slotAt(g *Gate, store *memStore, index uint64) slot {
+	value := store.value(g.keyOf(nil, index))
+	if len(value) != g.rowSize() {
+		return slot{}
+	}
+	at := int(index%uint64(g.rowSlots)) * SlotSize
+	s, _ := decodeSlot(value[at : at+SlotSize])
+	return s
+}
+
+// putSlot stores a slot value into its row as another worker would have written it; the zero
+// slot empties it.
+func putSlot(g *Gate, store *memStore, index uint64, s slot) {
+	key := g.keyOf(nil, index)
+	row := make([]byte, g.rowSize())
+	copy(row, store.value(key))
+	at := int(index%uint64(g.rowSlots)) * SlotSize
+	clear(row[at : at+SlotSize])
+	if s != (slot{}) {
+		encodeSlot(row[at:at+SlotSize], &s)
+	}
+	if err := store.Set(key, row, 0); err != nil {
+		panic(err)
+	}
+}
+
 func TestCorruptValuesAreANewBucket(t *testing.T) {
 	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
 	l := &g.rules[0].limits[0]
-	key := g.slotKey(g.owner(l, []byte("1:x")) % uint64(g.table.MaxKeys))
-	var otherVersion [SlotSize]byte
-	encodeSlot(otherVersion[:], &slot{owner: g.owner(l, []byte("1:x")), cells: cells{5, sec, 7}})
-	otherVersion[2] = slotVersion + 1
+	owner := g.owner(l, []byte("1:x"))
+	key := g.rowKey(g.rowOf(owner))
+	// A row whose every slot holds the key's bucket in a layout version not this one.
+	otherVersion := make([]byte, g.rowSize())
+	for at := 0; at < len(otherVersion); at += SlotSize {
+		encodeSlot(otherVersion[at:at+SlotSize], &slot{kind: kindLive, owner: owner, idleAt: 100 * sec, cells: cells{5, sec, 7}})
+		otherVersion[at+2] = slotVersion + 1
+	}
+	wrongMagic := make([]byte, g.rowSize())
+	for at := 0; at < len(wrongMagic); at += SlotSize {
+		copy(wrongMagic[at:], otherVersion[at:at+SlotSize])
+		wrongMagic[at] = 'X'
+	}
 	for name, value := range map[string][]byte{
-		"short": []byte("garbage"), "wrong magic": make([]byte, SlotSize), "another layout version": otherVersion[:],
+		"short": []byte("garbage"), "a slot, not a row": otherVersion[:SlotSize], "wrong magic": wrongMagic,
+		"another layout version": otherVersion,
 	} {
 		store := newMemStore()
 		store.put(key, value)
@@ -325,9 +362,12 @@ func TestStoreErrorsAreWrapped(t *testing.T) {
 	}
 }
 
-// Two workers read an absent key at once; both must not take from two full buckets.
+// Two workers create one key's bucket at once: both read its row without it, and the second
+// write fails its CAS, so that worker decides again, on the first one's bucket: one bucket, never
+// two full ones.
 func TestConcurrentCreationIsACASMismatch(t *testing.T) {
-	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
+	doc := `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`
+	g, other := mustGate(t, doc), mustGate(t, doc)
 	store := newMemStore()
 	raced := false
 	store.onSet(func(key string) error {
@@ -335,15 +375,18 @@ func TestConcurrentCreationIsACASMismatch(t *testing.T) {
 			raced = true
 			// The other worker admits its request first, writing the key.
 			store.onSet(nil)
-			if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Allow {
+			if out := other.Admit(header("k", "x"), store, sec); out.Verdict != Allow {
 				t.Fatalf("the racing worker: %+v", out)
 			}
 			store.onSet(func(string) error { return nil })
 		}
 		return nil
 	})
-	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Limited {
-		t.Fatalf("the second request for a capacity-1 bucket was %+v, want Limited", out)
+	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Limited || !raced {
+		t.Fatalf("the second request for a capacity-1 bucket was %+v (raced: %v), want Limited", out, raced)
+	}
+	if n := countLive(g, store); n != 1 {
+		t.Fatalf("%d buckets, want 1", n)
 	}
 }
 
@@ -384,7 +427,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 
 func TestSlotRoundTrip(t *testing.T) {
 	var buf [SlotSize]byte
-	want := slot{kind: kindPending, algorithm: 2, stamp: 1 << 40, fingerprint: 0xdeadbeef, owner: 1<<63 + 5, idleAt: -9, cells: cells{123456789, -42, 7}}
+	want := slot{kind: kindLive, algorithm: 2, stamp: 1 << 40, fingerprint: 0xdeadbeef, owner: 1<<63 + 5, idleAt: -9, cells: cells{123456789, -42, 7}}
 	encodeSlot(buf[:], &want)
 	got, ok := decodeSlot(buf[:])
 	if !ok || got != want {
@@ -414,7 +457,7 @@ func TestLostRaceUndoesEarlierWrites(t *testing.T) {
 	  {"capacity": 7, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
 	store := newMemStore()
 	g.Admit(header("k", "x"), store, sec) // both buckets exist: 4 and 6 left
-	second := g.slotKey(g.owner(&g.rules[0].limits[1], []byte("1:x")) % uint64(g.table.MaxKeys))
+	second := g.rowKey(g.rowOf(g.owner(&g.rules[0].limits[1], []byte("1:x"))))
 	lost := false
 	store.onSet(func(key string) error {
 		if key == second && !lost {

@@ -158,8 +158,8 @@ func TestAppendDecimal(t *testing.T) {
 	}
 }
 
-// slotKey writes what the prefix and strconv.FormatUint(index, 16) make, whatever it wrote before.
-func TestSlotKeyMatchesStrconv(t *testing.T) {
+// rowKey writes what the prefix and strconv.FormatUint(index, 16) make, whatever it wrote before.
+func TestRowKeyMatchesStrconv(t *testing.T) {
 	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
 	r := rand.New(rand.NewPCG(5, 6))
 	for i := range 100_000 {
@@ -167,28 +167,31 @@ func TestSlotKeyMatchesStrconv(t *testing.T) {
 		if i < len(interesting) {
 			index = uint64(interesting[i])
 		}
-		want := g.slotPrefix + strconv.FormatUint(index, 16)
+		want := g.rowPrefix + strconv.FormatUint(index, 16)
 		for range 1 + r.IntN(2) { // once, or again right after (the key kept in the buffer)
-			if got := g.slotKey(index); got != want {
-				t.Fatalf("slotKey(%d) = %q, want %q", index, got, want)
+			if got := g.rowKey(index); got != want {
+				t.Fatalf("rowKey(%d) = %q, want %q", index, got, want)
 			}
 		}
 	}
 }
 
-// For a known key, Gate.read works out only the first candidate slot, the owner mod the table's
-// size, and the others only when the first does not hold the key's bucket: the first is always
-// candidateSlots' first.
-func TestFirstCandidateIsOwnerModSize(t *testing.T) {
+// The rows hold at least max_keys slots and less than a row more, and every owner's row is one
+// of them.
+func TestRowsCoverTheTable(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	for i := range 100_000 {
-		owner := r.Uint64()
-		if i < len(interesting) {
-			owner = uint64(interesting[i])
+	for _, size := range []int{16, 17, 23, 24, 1000, config.DefaultMaxKeys, 10_000_000} {
+		p := &Policy{table: config.KeyTable{MaxKeys: size}, rowSlots: defaultRowSlots}
+		if slots := int(p.rowCount()) * p.rowSlots; slots < size || slots >= size+p.rowSlots {
+			t.Fatalf("max_keys %d: %d rows of %d slots", size, p.rowCount(), p.rowSlots)
 		}
-		for _, size := range []int{maxChoices, 16, 17, 1000, config.DefaultMaxKeys, math.MaxInt32} {
-			if got, want := candidateSlots(owner, size, maxChoices)[0], owner%uint64(size); got != want {
-				t.Fatalf("owner %d, size %d: first candidate %d, want %d", owner, size, got, want)
+		for i := range 10_000 {
+			owner := r.Uint64()
+			if i < len(interesting) {
+				owner = uint64(interesting[i])
+			}
+			if row := p.rowOf(owner); row >= p.rowCount() {
+				t.Fatalf("max_keys %d, owner %d: row %d of %d", size, owner, row, p.rowCount())
 			}
 		}
 	}

@@ -143,7 +143,7 @@ func (g *Gate) visit(store Store, rule int, key []byte, now int64, set *resetTo)
 	return state, nil
 }
 
-// visitLimit finds one limit's bucket of the key among its candidate slots and describes it,
+// visitLimit finds one limit's bucket of the key in its row and describes it,
 // resetting it when asked (retrying when another worker wrote it in between).
 func (g *Gate) visitLimit(store Store, r *rule, l *limit, key []byte, now int64, set *resetTo) (LimitState, string, error) {
 	owner := g.owner(l, key)
@@ -151,13 +151,14 @@ func (g *Gate) visitLimit(store Store, r *rule, l *limit, key []byte, now int64,
 	ls.Capacity, _ = l.algo.policy()
 	ls.Remaining = ls.Capacity
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
-		index, s, cas, found, err := g.findBucket(store, owner)
+		index, whole, part, cas, found, err := g.findBucket(store, owner)
 		if err != nil || !found {
 			if set != nil && err == nil {
 				ls.Skipped = "no bucket: the key is whole"
 			}
 			return ls, "", err
 		}
+		s, _ := decodeSlot(part)
 		writer, tier := r.writerOf(l, &s)
 		a := applied{limit: writer}
 		if writer.wall || writer.wallPeer {
@@ -169,9 +170,9 @@ func (g *Gate) visitLimit(store Store, r *rule, l *limit, key []byte, now int64,
 		if set != nil && !writer.isConcurrency() {
 			cells = writer.leveled(cells, a.when(now), set)
 			idleAt := a.idleOnMonotonic(writer.algo.idleAt(cells), now)
-			encodeSlot(g.buf[:], &slot{kind: kindLive, algorithm: writer.tag, fingerprint: writer.fingerprint,
+			encodeSlot(part, &slot{kind: kindLive, algorithm: writer.tag, fingerprint: writer.fingerprint,
 				owner: owner, idleAt: idleAt, cells: cells, stamp: max(now, s.stamp)})
-			if err := store.Set(g.slotKey(index), g.buf[:], cas); err != nil {
+			if err := store.Set(g.keyOf(writer, index), whole, cas); err != nil {
 				if isCasMismatch(err) {
 					continue
 				}
@@ -187,22 +188,28 @@ func (g *Gate) visitLimit(store Store, r *rule, l *limit, key []byte, now int64,
 	return ls, "", errContended
 }
 
-// findBucket reads the owner's candidate slots and returns its live bucket.
-func (g *Gate) findBucket(store Store, owner uint64) (index uint64, s slot, cas uint32, found bool, err error) {
-	slots := candidateSlots(owner, g.table.MaxKeys, g.choices)
-	for i := 0; i < g.choices; i++ {
-		value, c, err := store.Get(g.slotKey(slots[i]))
-		switch {
-		case isNotFound(err):
-			continue
-		case err != nil:
-			return 0, slot{}, 0, false, wrapError("cannot read shared data", err)
-		}
-		if decoded, ok := decodeSlot(value); ok && decoded.owner == owner && decoded.kind == kindLive {
-			return slots[i], decoded, c, true, nil
+// findBucket reads the owner's row and returns its live bucket's slot, with the row copied into
+// the Gate's buffer (whole) and the bucket's part of it, for a write of that slot.
+func (g *Gate) findBucket(store Store, owner uint64) (index uint64, whole, part []byte, cas uint32, found bool, err error) {
+	row := g.rowOf(owner)
+	value, cas, err := store.Get(g.rowKey(row))
+	switch {
+	case isNotFound(err):
+		return 0, nil, nil, 0, false, nil
+	case err != nil:
+		return 0, nil, nil, 0, false, wrapError("cannot read shared data", err)
+	}
+	if len(value) != g.rowSize() {
+		return 0, nil, nil, 0, false, nil // not a row: the key has no bucket
+	}
+	for i := range g.rowSlots {
+		if s, ok := decodeSlot(value[i*SlotSize : (i+1)*SlotSize]); ok && s.owner == owner {
+			index = row*uint64(g.rowSlots) + uint64(i)
+			whole, part, _ = g.slotIn(index, value)
+			return index, whole, part, cas, true, nil
 		}
 	}
-	return 0, slot{}, 0, false, nil
+	return 0, nil, nil, 0, false, nil
 }
 
 // writerOf is the limit (of a tier, for limits_by) whose numbers wrote a bucket at l's position,

@@ -174,7 +174,7 @@ func (g *Gate) leaseSlots() int { return max(min(g.table.MaxKeys, leaseSlotsMax)
 
 // leaseKey is the shared-data key of a lease slot: next to the key table's, "lease/" for "slot/".
 func (g *Gate) leaseKey(index uint64) string {
-	return strings.TrimSuffix(g.slotPrefix, "slot/") + "lease/" + strconv.FormatUint(index, 16)
+	return strings.TrimSuffix(g.rowPrefix, "row/") + "lease/" + strconv.FormatUint(index, 16)
 }
 
 // leaseFound is where a key's lease is, after a lookup.

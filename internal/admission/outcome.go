@@ -63,7 +63,7 @@ type Outcome struct {
 	ShadowErr error
 	// Corrupt counts the slots that held a value Tollgate did not write (replaced).
 	Corrupt int
-	// TableFull counts the limits none of whose candidate slots was free (when_full).
+	// TableFull counts the limits whose row had no free slot (when_full).
 	TableFull int
 	// ShadowLimited lists the shadow rules that would have limited the request.
 	ShadowLimited []int

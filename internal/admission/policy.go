@@ -34,10 +34,10 @@ type Policy struct {
 
 	limitCount int // over all rules
 
-	secret     [2]uint64
-	secretKey  string
-	slotPrefix string
-	choices    int // candidate slots per bucket
+	secret    [2]uint64
+	secretKey string
+	rowPrefix string
+	rowSlots  int // slots per row: the candidates of a bucket
 }
 
 // rule is one configured rule compiled for deciding: everything a request reads of it, copied
@@ -95,8 +95,8 @@ type limit struct {
 func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 	p := &Policy{exempt: cfg.Exempt, clientIP: cfg.ClientIP, table: cfg.KeyTable, escaped: cfg.EscapedSlashes,
 		collectStatus: cfg.RateLimitHeaders != config.HeadersOff,
-		secretKey:     "tollgate/v2/" + namespace + "/secret", slotPrefix: "tollgate/v2/" + namespace + "/slot/",
-		choices: defaultChoices}
+		secretKey:     "tollgate/v2/" + namespace + "/secret", rowPrefix: "tollgate/v2/" + namespace + "/row/",
+		rowSlots: defaultRowSlots}
 	if p.table.MaxKeys < 1 {
 		p.table.MaxKeys = config.DefaultMaxKeys
 	}

@@ -4,11 +4,13 @@ import (
 	"encoding/binary"
 	"math"
 	"unsafe"
-
-	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
-// The value stored in a slot, little-endian, SlotSize bytes:
+// The key table's values are rows: rowSlots slots one after the other, each SlotSize bytes,
+// under one shared-data key (rowKey). A slot that holds no bucket is zero (or anything that
+// does not decode). The overflow bucket is one slot under a key of its own.
+//
+// A slot, little-endian, SlotSize bytes:
 //
 //	offset 0  [2]byte  magic "TG"
 //	offset 2  uint8    layout version (slotVersion)
@@ -19,32 +21,24 @@ import (
 //	                   overflow bucket, which is never taken over, its drawers (drawerMarks)
 //	offset 24 int64    cell 0 ┐ token bucket: whole tokens, last update (ns), credits toward the next token
 //	offset 32 int64    cell 1 ├ windows: window start (ns), count, previous window's count
-//	offset 40 int64    cell 2 ┘ (zero in claims and released slots)
+//	offset 40 int64    cell 2 ┘
 //	offset 48 int64    stamp: the latest now of any write to this slot
 const (
 	SlotSize    = 56
 	slotVersion = 4
 )
 
-// The kinds of slot value.
-const (
-	kindLive     = 1 // a bucket
-	kindPending  = 2 // a claim for a new bucket; idle at = abandoned from
-	kindReleased = 3 // a claim given up: as good as empty
-)
+// kindLive marks a slot value that holds a bucket. (Kinds 2 and 3 were claims, of a layout in
+// which a bucket's candidates were separate values; rows need none.)
+const kindLive = 1
 
 const (
-	// defaultChoices is the number of candidate slots of a bucket. With a fraction α of the
-	// table in use, a new key finds all of them busy with probability about α^choices: three
-	// keep that under 0.1% at 10% load (TestChoicesFigures measures 2, 3 and 4).
-	defaultChoices = 3
-	maxChoices     = 4
-	// claimTimeout is how long a claim holds a slot against other keys. A claim lives for the
-	// few host calls between its write and its commit; any worker of the same key commits it,
-	// so this only matters when a VM stops in between (a trap, a killed worker): then the
-	// slot goes back to other keys after a second. Safety never depends on it: a claim taken
-	// over is a CAS the claimer then loses.
-	claimTimeout = int64(duration.Second)
+	// defaultRowSlots is the number of slots in a row, the candidates of every bucket whose
+	// owner selects the row. With a fraction α of the table in use, a new key finds its row
+	// full with the probability that a Poisson variable of mean 8α reaches 8: about 2·10⁻⁶ at
+	// 10 % load (TestRowFigures measures rows of 4, 8 and 16 slots).
+	defaultRowSlots = 8
+	maxRowSlots     = 16
 	// overflowSlot stands for the overflow bucket in applied.slot.
 	overflowSlot = math.MaxUint64
 )
@@ -94,7 +88,7 @@ func decodeSlot(value []byte) (s slot, ok bool) {
 		return slot{}, false
 	}
 	s.kind, s.algorithm = value[3]>>4, value[3]&0x0f
-	if s.kind < kindLive || s.kind > kindReleased {
+	if s.kind != kindLive {
 		return slot{}, false
 	}
 	s.fingerprint = binary.LittleEndian.Uint32(value[4:])
@@ -107,41 +101,32 @@ func decodeSlot(value []byte) (s slot, ok bool) {
 	return s, true
 }
 
-// previousLayout reports a slot value of an earlier layout, left by an earlier version of the
-// module in the same Envoy process: version 2 (48 bytes, one slot per bucket, before candidate
-// slots) or version 3 (a token bucket's level as one int64 of credits, before whole tokens and
-// credits).
-func previousLayout(value []byte) bool {
-	return (len(value) == 48 && value[2] == 2 || len(value) == SlotSize && value[2] == 3) && value[0] == 'T' && value[1] == 'G'
-
-}
-
-// slotKey is the shared-data key of a slot, built in a buffer of the Gate's: it is valid until
+// rowKey is the shared-data key of a row, built in a buffer of the Gate's: it is valid until
 // the next call, which is enough for a Store call (see Store).
 //
 // The buffer keeps the prefix from one call to the next, and the index is written after it in
 // lower-case hexadecimal (strconv.FormatUint(index, 16)) a digit at a time: on the request path
 // this runs for every read and write, and appending with strconv costs several calls in Go's Wasm.
-// The key of the slot last named is still in the buffer: a write after the read of the same slot,
+// The key of the row last named is still in the buffer: a write after the read of the same row,
 // the common case, takes it as it is (a check small enough to inline, so no call at all).
-func (g *Gate) slotKey(index uint64) string {
-	if index+1 == g.slotBufIndex {
-		return unsafe.String(unsafe.SliceData(g.slotBuf), len(g.slotBuf))
+func (g *Gate) rowKey(index uint64) string {
+	if index+1 == g.rowBufIndex {
+		return unsafe.String(unsafe.SliceData(g.rowBuf), len(g.rowBuf))
 	}
-	return g.writeSlotKey(index)
+	return g.writeRowKey(index)
 }
 
-func (g *Gate) writeSlotKey(index uint64) string {
-	g.slotBufIndex = index + 1
-	n := len(g.slotPrefix)
-	if len(g.slotBuf) < n { // the first call; nothing else writes the buffer
-		g.slotBuf = append(g.slotBuf[:0], g.slotPrefix...)
+func (g *Gate) writeRowKey(index uint64) string {
+	g.rowBufIndex = index + 1
+	n := len(g.rowPrefix)
+	if len(g.rowBuf) < n { // the first call; nothing else writes the buffer
+		g.rowBuf = append(g.rowBuf[:0], g.rowPrefix...)
 	}
 	digits := 1
 	for rest := index >> 4; rest != 0; rest >>= 4 {
 		digits++
 	}
-	buf := g.slotBuf[:n]
+	buf := g.rowBuf[:n]
 	for range digits {
 		buf = append(buf, 0)
 	}
@@ -149,36 +134,52 @@ func (g *Gate) writeSlotKey(index uint64) string {
 		buf[i] = "0123456789abcdef"[index&15]
 		index >>= 4
 	}
-	g.slotBuf = buf
+	g.rowBuf = buf
 	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
-// keyOf is the shared-data key of the bucket an applied limit is decided on.
+// rowOf is the row that holds the candidates of owner's bucket: the owner, a keyed hash that
+// clients cannot choose, modulo the number of rows.
+func (p *Policy) rowOf(owner uint64) uint64 {
+	return owner % p.rowCount()
+}
+
+// rowCount is the number of rows: MaxKeys slots, rounded up to whole rows. (Unsigned: Go's Wasm
+// divides signed integers in a runtime call.)
+func (p *Policy) rowCount() uint64 {
+	return (uint64(p.table.MaxKeys) + uint64(p.rowSlots) - 1) / uint64(p.rowSlots)
+}
+
+// rowSize is the length of a row's value: its slots, one after the other.
+func (p *Policy) rowSize() int { return p.rowSlots * SlotSize }
+
+// keyOf is the shared-data key of the value that holds slot index: its row, or the limit's
+// overflow bucket.
 func (g *Gate) keyOf(l *limit, index uint64) string {
 	if index == overflowSlot {
 		return l.overflowKey
 	}
-	return g.slotKey(index)
+	return g.rowKey(index / uint64(g.rowSlots))
 }
 
-// candidateSlots are the slots a bucket may live in, in the order they are tried: distinct,
-// the first one owner mod size, the others from further mixes of the owner (which is already
-// a keyed hash, so clients cannot choose them).
-func candidateSlots(owner uint64, size, choices int) (slots [maxChoices]uint64) {
-	n, h := uint64(size), owner
-	for i := 0; i < choices; i++ {
-		index := h % n
-	again:
-		for j := 0; j < i; j++ {
-			if slots[j] == index {
-				index = (index + 1) % n
-				goto again
-			}
-		}
-		slots[i] = index
-		h = mix64(h + 0x9e3779b97f4a7c15)
+// slotIn copies value, read under keyOf(l, index), into the Gate's buffer and returns the copy
+// and the part of it that is slot index (all of it for the overflow bucket), for a write of that
+// slot alone; ok is false when value has not the length of a row (or of a slot).
+func (g *Gate) slotIn(index uint64, value []byte) (whole, part []byte, ok bool) {
+	size := SlotSize
+	if index != overflowSlot {
+		size = g.rowSize()
 	}
-	return slots
+	if len(value) != size {
+		return nil, nil, false
+	}
+	whole = g.buf[:size]
+	copy(whole, value)
+	if index == overflowSlot {
+		return whole, whole, true
+	}
+	at := int(index%uint64(g.rowSlots)) * SlotSize
+	return whole, whole[at : at+SlotSize], true
 }
 
 // mix64 is the finalizer of SplitMix64: every output bit depends on every input bit.

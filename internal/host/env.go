@@ -166,11 +166,12 @@ func proxyGetSharedData(vm *VM, stack []uint64) {
 		ret(stack, wire.StatusInvalidMemoryAccess)
 		return
 	}
-	value, cas, st := vm.host.opts.SharedData.Get(vm.host.opts.VMID, key)
+	value, cas, st := vm.host.opts.SharedData.AppendValue(vm.shared[:0], vm.host.opts.VMID, key)
 	if st != wire.StatusOK {
 		ret(stack, st)
 		return
 	}
+	vm.shared = value
 	if st := vm.copyOut(value, uint32(stack[2]), uint32(stack[3])); st != wire.StatusOK {
 		ret(stack, st)
 		return

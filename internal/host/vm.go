@@ -44,8 +44,10 @@ type VM struct {
 	callback map[string]api.Function
 	alloc    api.Function
 	stack    []uint64
-	// pairs is proxy_get_header_map_pairs' buffer, reused: the guest gets a copy.
-	pairs []byte
+	// pairs is proxy_get_header_map_pairs' buffer, reused: the guest gets a copy; shared is
+	// proxy_get_shared_data's, likewise.
+	pairs  []byte
+	shared []byte
 
 	nextContextID uint32
 	// rootID is the root context of the plugin configuration in force: new streams are its

@@ -85,7 +85,7 @@ func TestOperatorRefusals(t *testing.T) {
 			checkCounters(t, host, map[string]uint64{"tollgate.operator." + tt.counter: 1,
 				"tollgate.rule.per-key.admitted": 0, "tollgate.rule.per-key.missing_key": 0})
 			for key := range host.SharedData().Entries("") {
-				if strings.Contains(key, "/slot/") {
+				if strings.Contains(key, "/row/") {
 					t.Errorf("the request was charged: %s", key)
 				}
 			}
