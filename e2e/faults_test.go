@@ -115,21 +115,21 @@ func (g *rig) onlyRow() (string, []byte) {
 	return key, value
 }
 
-// corruptRows are values another writer could leave under a row's key, made from a valid row
-// whose only bucket is in its first slot: whole values that are not a row, and rows whose slot
-// is not a slot (or holds a level no bucket can have).
+// corruptRows are values another writer could leave under a row's key, made from a valid row of
+// one slot, the only bucket's: whole values that are not a row (not whole slots, or more than a
+// row's), and rows whose slot is not a slot (or holds a level no bucket can have).
 func corruptRows(valid []byte) map[string][]byte {
-	rowSize := len(valid)
 	out := map[string][]byte{
-		"empty":     {},
-		"short":     []byte("TG\x04"),
-		"a slot":    valid[:slotSize],
-		"one short": valid[:rowSize-1],
-		"one long":  append(append([]byte(nil), valid...), 0),
-		"foreign":   []byte("some other plugin's value, not a slot at all........"),
-		"json":      []byte(`{"tokens": 1000}`),
-		"all ones":  bytes.Repeat([]byte{0xff}, rowSize),
-		"all zeros": make([]byte, rowSize),
+		"empty":               {},
+		"short":               []byte("TG\x04"),
+		"one short":           valid[:slotSize-1],
+		"one long":            append(append([]byte(nil), valid...), 0),
+		"one slot too many":   bytes.Repeat(valid, rowSlots+1),
+		"foreign":             []byte("some other plugin's value, not a slot at all........"),
+		"json":                []byte(`{"tokens": 1000}`),
+		"all ones":            bytes.Repeat([]byte{0xff}, slotSize),
+		"a whole row of ones": bytes.Repeat([]byte{0xff}, rowSlots*slotSize),
+		"all zeros":           make([]byte, slotSize),
 	}
 	slot := func(name string, change func(slot []byte)) {
 		v := append([]byte(nil), valid...)
@@ -173,7 +173,7 @@ func TestCorruptSlotValuesAreReplaced(t *testing.T) {
 			t.Errorf("%s: %d admitted in one instant, want the capacity, 3", name, admitted)
 		}
 		now, _, _ := g.host.SharedData().Get("tollgate", row)
-		if len(now) != len(valid) || string(now[:3]) != "TG"+string(rune(slotLayoutVersion)) || slotOwner(now[:slotSize]) != owner {
+		if len(now)%slotSize != 0 || len(now) == 0 || len(now) > rowSlots*slotSize || string(now[:3]) != "TG"+string(rune(slotLayoutVersion)) || slotOwner(now[:slotSize]) != owner {
 			t.Errorf("%s: the row now holds %x, want alice's valid slot first", name, now)
 		}
 	}

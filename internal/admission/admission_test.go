@@ -222,10 +222,10 @@ func storedSlot(g *Gate, store *memStore, l *limit, partKey string) (slot, bool)
 // slotAt is slot index of the key table as stored, decoded; zero when it holds no bucket.
 func slotAt(g *Gate, store *memStore, index uint64) slot {
 	value := store.value(g.keyOf(nil, index))
-	if len(value) != g.rowSize() {
+	at := int(index%uint64(g.rowSlots)) * SlotSize
+	if !g.isRow(value) || at+SlotSize > len(value) {
 		return slot{}
 	}
-	at := int(index%uint64(g.rowSlots)) * SlotSize
 	s, _ := decodeSlot(value[at : at+SlotSize])
 	return s
 }
@@ -263,7 +263,7 @@ func TestCorruptValuesAreANewBucket(t *testing.T) {
 		wrongMagic[at] = 'X'
 	}
 	for name, value := range map[string][]byte{
-		"short": []byte("garbage"), "a slot, not a row": otherVersion[:SlotSize], "wrong magic": wrongMagic,
+		"short": []byte("garbage"), "a row of one slot": otherVersion[:SlotSize], "not whole slots": otherVersion[:SlotSize+1], "wrong magic": wrongMagic,
 		"another layout version": otherVersion,
 	} {
 		store := newMemStore()

@@ -199,10 +199,10 @@ func (g *Gate) findBucket(store Store, owner uint64) (index uint64, whole, part 
 	case err != nil:
 		return 0, nil, nil, 0, false, wrapError("cannot read shared data", err)
 	}
-	if len(value) != g.rowSize() {
+	if !g.isRow(value) {
 		return 0, nil, nil, 0, false, nil // not a row: the key has no bucket
 	}
-	for i := range g.rowSlots {
+	for i := range len(value) / SlotSize {
 		if s, ok := decodeSlot(value[i*SlotSize : (i+1)*SlotSize]); ok && s.owner == owner {
 			index = row*uint64(g.rowSlots) + uint64(i)
 			whole, part, _ = g.slotIn(index, value)

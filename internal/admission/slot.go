@@ -6,9 +6,11 @@ import (
 	"unsafe"
 )
 
-// The key table's values are rows: rowSlots slots one after the other, each SlotSize bytes,
-// under one shared-data key (rowKey). A slot that holds no bucket is zero (or anything that
-// does not decode). The overflow bucket is one slot under a key of its own.
+// The key table's values are rows: up to rowSlots slots one after the other, each SlotSize
+// bytes, under one shared-data key (rowKey). A row is as long as its last slot ever written (the
+// slots after it hold nothing), so a row of one bucket is one slot long. A slot that holds no
+// bucket is zero (or anything that does not decode). The overflow bucket is one slot under a key
+// of its own.
 //
 // A slot, little-endian, SlotSize bytes:
 //
@@ -150,8 +152,13 @@ func (p *Policy) rowCount() uint64 {
 	return (uint64(p.table.MaxKeys) + uint64(p.rowSlots) - 1) / uint64(p.rowSlots)
 }
 
-// rowSize is the length of a row's value: its slots, one after the other.
+// rowSize is the length of a row whose every slot was written.
 func (p *Policy) rowSize() int { return p.rowSlots * SlotSize }
+
+// isRow reports whether value can be a row: whole slots, at least one, at most rowSlots.
+func (p *Policy) isRow(value []byte) bool {
+	return len(value) > 0 && len(value)%SlotSize == 0 && len(value) <= p.rowSize()
+}
 
 // keyOf is the shared-data key of the value that holds slot index: its row, or the limit's
 // overflow bucket.
@@ -164,21 +171,20 @@ func (g *Gate) keyOf(l *limit, index uint64) string {
 
 // slotIn copies value, read under keyOf(l, index), into the Gate's buffer and returns the copy
 // and the part of it that is slot index (all of it for the overflow bucket), for a write of that
-// slot alone; ok is false when value has not the length of a row (or of a slot).
+// slot alone; ok is false when value is not a row holding that slot (or not a slot).
 func (g *Gate) slotIn(index uint64, value []byte) (whole, part []byte, ok bool) {
-	size := SlotSize
+	at := 0
 	if index != overflowSlot {
-		size = g.rowSize()
+		at = int(index%uint64(g.rowSlots)) * SlotSize
+		ok = g.isRow(value) && at+SlotSize <= len(value)
+	} else {
+		ok = len(value) == SlotSize
 	}
-	if len(value) != size {
+	if !ok {
 		return nil, nil, false
 	}
-	whole = g.buf[:size]
+	whole = g.buf[:len(value)]
 	copy(whole, value)
-	if index == overflowSlot {
-		return whole, whole, true
-	}
-	at := int(index%uint64(g.rowSlots)) * SlotSize
 	return whole, whole[at : at+SlotSize], true
 }
 

@@ -72,7 +72,7 @@ type rowCopy struct {
 	// touched: a draw from an overflow bucket needs the row written after it, changed or not.
 	touched bool
 	value   []byte                       // as the Store returned it, or own
-	own     [maxRowSlots * SlotSize]byte // for a row absent, or not a row
+	own     [maxRowSlots * SlotSize]byte // for a row grown by this decision (grow)
 }
 
 // decide charges every limit of a group or none. It finds every limit's bucket and decides; if
@@ -197,14 +197,13 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		}
 		r := &g.rows[a.row]
 		r.index, r.cas, r.staged, r.touched = index, cas, 0, false
-		if size := g.rowSize(); err == nil && len(value) == size {
-			r.value = value[:size:size]
+		if err == nil && g.isRow(value) {
+			r.value = value
 		} else {
 			if err == nil {
 				g.out.Corrupt++ // not a row: replaced, as if empty
 			}
-			r.value = r.own[:size]
-			clear(r.value)
+			r.value = r.own[:0]
 		}
 	}
 	r := &g.rows[a.row]
@@ -214,10 +213,12 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		// have drawn from the overflow bucket, which needs the row full.
 		a.place, a.slot = placeFree, first
 		r.staged |= stagedIf(a.cost, 0)
+		r.grow(1)
 		return g.decideOn(a, l.algo.initial(a.when(now)), a.when(now))
 	}
 	// The owner's bucket first: an owner is 8 bytes at a fixed place in each slot.
-	for i := 0; i < g.rowSlots; i++ {
+	slots := len(r.value) / SlotSize
+	for i := 0; i < slots; i++ {
 		v := r.value[i*SlotSize : (i+1)*SlotSize]
 		if binary.LittleEndian.Uint64(v[8:]) != a.owner {
 			continue
@@ -239,9 +240,10 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		}
 		return g.decideOn(a, l.resume(&s, a, now), a.when(now))
 	}
-	// A new bucket: the first free slot, as of the latest stamp in the row.
+	// A new bucket: the first free slot, as of the latest stamp in the row; past the row's end, if
+	// none is free before it, the slot after its last.
 	free, busyUntil := -1, int64(math.MaxInt64)
-	for i := 0; i < g.rowSlots; i++ {
+	for i := 0; i < slots; i++ {
 		v := r.value[i*SlotSize : (i+1)*SlotSize]
 		s, ok := decodeSlot(v)
 		if ok {
@@ -258,6 +260,10 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		default:
 			busyUntil = min(busyUntil, s.idleAt)
 		}
+	}
+	if free < 0 && slots < g.rowSlots {
+		free = slots
+		r.grow(slots + 1)
 	}
 	if free < 0 {
 		if err := g.whenFull(store, a, busyUntil, now); err != nil || a.place != placeOverflow || a.cost == 0 {
@@ -285,6 +291,13 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 
 var emptySlot [SlotSize]byte
 
+// grow makes the row's copy slots long, in its own buffer, the slots added empty.
+func (r *rowCopy) grow(slots int) {
+	n := copy(r.own[:slots*SlotSize], r.value)
+	clear(r.own[n : slots*SlotSize])
+	r.value = r.own[:slots*SlotSize]
+}
+
 // stagedIf is the bit of slot i in rowCopy.staged, if a request of cost writes it: one that
 // costs nothing leaves its slot as it is.
 func stagedIf(cost int64, i int) uint16 {
@@ -301,10 +314,9 @@ func stagedIf(cost int64, i int) uint16 {
 // write, so writing what a later read found will do.
 func (g *Gate) retouch(store Store, group []applied, ri int) error {
 	r := &g.rows[ri]
-	size := g.rowSize()
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		value, cas, err := store.Get(g.rowKey(r.index))
-		if err != nil || len(value) != size {
+		if err != nil || !g.isRow(value) {
 			return ErrCasMismatch // decided again, which reads the row and reports a failure
 		}
 		r.value = value
@@ -322,7 +334,7 @@ func (g *Gate) retouch(store Store, group []applied, ri int) error {
 
 // holds reports whether a row holds a bucket of owner.
 func (g *Gate) holds(r *rowCopy, owner uint64) bool {
-	for i := 0; i < g.rowSlots; i++ {
+	for i := 0; i < len(r.value)/SlotSize; i++ {
 		if s, ok := decodeSlot(r.value[i*SlotSize : (i+1)*SlotSize]); ok && s.owner == owner {
 			return true
 		}

@@ -144,6 +144,32 @@ func TestKeysShareARow(t *testing.T) {
 	}
 }
 
+// A row is as long as its last slot ever written: a bucket created with its row writes one slot,
+// the next key of the row two, and a row never shrinks when a bucket in it goes idle and is taken
+// over by a key that needs only its first slot.
+func TestRowsGrowAsTheyFill(t *testing.T) {
+	g := tableGate(t, "reject") // capacity 2, full again 1 s after a request
+	store := newMemStore()
+	row := g.rowKey(g.rowOf(g.owner(&g.rules[0].limits[0], []byte(partKey("a")))))
+	for _, step := range []struct {
+		key   string
+		at    int64
+		bytes int
+	}{
+		{"a", 0, SlotSize},
+		{sameRow(g, "a", "b-"), 0, 2 * SlotSize},
+		{sameRow(g, "a", "c-"), 0, 3 * SlotSize},
+		{sameRow(g, "a", "d-"), 5 * sec, 3 * SlotSize}, // takes a's idle slot, the first
+	} {
+		if out := g.Admit(header("k", step.key), store, step.at); out.Verdict != Allow {
+			t.Fatalf("%s: %+v", step.key, out)
+		}
+		if n := len(store.value(row)); n != step.bytes {
+			t.Fatalf("after %s: the row is %d bytes, want %d", step.key, n, step.bytes)
+		}
+	}
+}
+
 // sameRow is the first key of the form prefix + number whose row (for the gate's first limit)
 // is key's.
 func sameRow(g *Gate, key, prefix string) string {
