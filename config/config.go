@@ -67,21 +67,21 @@ func enumString(names []string, value int, typeName string) string {
 type KeyTable struct {
 	// MaxKeys is the number of slots: at most this many (rule, limit, key) buckets exist at once.
 	MaxKeys int
-	// WhenFull is what happens to a request of a new key none of whose candidate slots is free
-	// (each holds another key's bucket that is still in use).
+	// WhenFull is what happens to a request of a new key whose row has no free slot (each holds
+	// another key's bucket that is still in use).
 	WhenFull WhenFull
 	// MaxKeyBytes is the longest partition key (its values added up) kept as it is; a longer key
 	// is replaced by a keyed 128-bit hash of it and limited like any other.
 	MaxKeyBytes int
 }
 
-// WhenFull is the policy for a request of a new key none of whose candidate slots is free.
+// WhenFull is the policy for a request of a new key whose row has no free slot.
 // Whatever it is, such a key never spends another key's tokens.
 type WhenFull uint8
 
 const (
-	// WhenFullReject answers as over the limit, with Retry-After until a candidate frees up:
-	// a key whose candidates other active keys hold is turned away for as long as they stay
+	// WhenFullReject answers as over the limit, with Retry-After until a slot of the key's row
+	// frees up: a key whose row other active keys hold is turned away for as long as they stay
 	// active.
 	WhenFullReject WhenFull = iota
 	// WhenFullOverflow charges one overflow bucket per rule and limit, shared by every key in

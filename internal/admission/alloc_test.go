@@ -5,10 +5,13 @@ import (
 )
 
 // steadyStore is shared data that allocates nothing once a key exists, so that the Gate's own
-// allocations can be counted.
+// allocations can be counted. Get answers with a copy in a scratch buffer it reuses, as the
+// module's arena does (the Gate may change it), started over when full: a decision's few reads
+// are long done by then.
 type steadyStore struct {
-	values map[string][]byte
-	cas    map[string]uint32
+	values  map[string][]byte
+	cas     map[string]uint32
+	scratch []byte
 }
 
 func (s *steadyStore) Get(key string) ([]byte, uint32, error) {
@@ -16,12 +19,17 @@ func (s *steadyStore) Get(key string) ([]byte, uint32, error) {
 	if !ok {
 		return nil, 0, ErrNotFound
 	}
-	return v, s.cas[key], nil
+	if len(s.scratch)+len(v) > cap(s.scratch) {
+		s.scratch = make([]byte, 0, max(64<<10, len(v)))
+	}
+	start := len(s.scratch)
+	s.scratch = append(s.scratch, v...)
+	return s.scratch[start:len(s.scratch):len(s.scratch)], s.cas[key], nil
 }
 
 func (s *steadyStore) Set(key string, value []byte, cas uint32) error {
 	if v, ok := s.values[key]; ok {
-		copy(v, value)
+		s.values[key] = append(v[:0], value...)
 		s.cas[key]++
 		return nil
 	}

@@ -5,12 +5,17 @@ import (
 )
 
 // FuzzDecodeSlot: any bytes in a slot decode to a slot or are refused; never a panic, and what
-// decodes re-encodes to the same bytes.
+// decodes re-encodes to the same bytes. The same bytes read as a row: a bucket found in it is
+// one of its whole slots.
 func FuzzDecodeSlot(f *testing.F) {
 	var valid [SlotSize]byte
 	encodeSlot(valid[:], &slot{kind: kindLive, algorithm: 1, fingerprint: 7, owner: 9, idleAt: 11, cells: cells{5, 9, 1}, stamp: 13})
 	f.Add(valid[:])
+	f.Add(append(make([]byte, SlotSize), valid[:]...))
 	f.Fuzz(func(t *testing.T, value []byte) {
+		if i, found, ok := bucketIn(value, 9); ok && (found.owner != 9 || (i+1)*SlotSize > len(value)) {
+			t.Fatalf("bucketIn found %+v at %d in %d bytes", found, i, len(value))
+		}
 		s, ok := decodeSlot(value)
 		if !ok {
 			return

@@ -199,17 +199,13 @@ func (g *Gate) findBucket(store Store, owner uint64) (index uint64, whole, part 
 	case err != nil:
 		return 0, nil, nil, 0, false, wrapError("cannot read shared data", err)
 	}
-	if !g.isRow(value) {
-		return 0, nil, nil, 0, false, nil // not a row: the key has no bucket
+	i, _, ok := bucketIn(value, owner)
+	if !g.isRow(value) || !ok {
+		return 0, nil, nil, 0, false, nil // no bucket of the key (or not a row)
 	}
-	for i := range len(value) / SlotSize {
-		if s, ok := decodeSlot(value[i*SlotSize : (i+1)*SlotSize]); ok && s.owner == owner {
-			index = row*uint64(g.rowSlots) + uint64(i)
-			whole, part, _ = g.slotIn(index, value)
-			return index, whole, part, cas, true, nil
-		}
-	}
-	return 0, nil, nil, 0, false, nil
+	index = row*uint64(g.rowSlots) + uint64(i)
+	whole, part, _ = g.slotIn(index, value)
+	return index, whole, part, cas, true, nil
 }
 
 // writerOf is the limit (of a tier, for limits_by) whose numbers wrote a bucket at l's position,

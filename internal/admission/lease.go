@@ -172,7 +172,7 @@ func (g *Gate) leaseRef(rule int, key string) (leaseRef, error) {
 // leaseSlots is the number of slots of the lease table.
 func (g *Gate) leaseSlots() int { return max(min(g.table.MaxKeys, leaseSlotsMax), leaseChoices) }
 
-// leaseKey is the shared-data key of a lease slot: next to the key table's, "lease/" for "slot/".
+// leaseKey is the shared-data key of a lease slot: next to the key table's, "lease/" for "row/".
 func (g *Gate) leaseKey(index uint64) string {
 	return strings.TrimSuffix(g.rowPrefix, "row/") + "lease/" + strconv.FormatUint(index, 16)
 }
@@ -432,4 +432,11 @@ func (g *Gate) RefuseLease(store Store, rule int, key string, untilReset duratio
 		return nil
 	}
 	return errContended
+}
+
+// mix64 is the finalizer of SplitMix64: every output bit depends on every input bit.
+func mix64(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
 }

@@ -37,7 +37,7 @@ type Policy struct {
 	secret    [2]uint64
 	secretKey string
 	rowPrefix string
-	rowSlots  int // slots per row: the candidates of a bucket
+	rowSlots  int // slots per row: those a bucket may take
 }
 
 // rule is one configured rule compiled for deciding: everything a request reads of it, copied

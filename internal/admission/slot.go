@@ -30,13 +30,12 @@ const (
 	slotVersion = 4
 )
 
-// kindLive marks a slot value that holds a bucket. (Kinds 2 and 3 were claims, of a layout in
-// which a bucket's candidates were separate values; rows need none.)
+// kindLive marks a slot that holds a bucket; a slot of any other kind holds none.
 const kindLive = 1
 
 const (
-	// defaultRowSlots is the number of slots in a row, the candidates of every bucket whose
-	// owner selects the row. With a fraction α of the table in use, a new key finds its row
+	// defaultRowSlots is the number of slots in a row, the slots every bucket whose owner
+	// selects the row may take. With a fraction α of the table in use, a new key finds its row
 	// full with the probability that a Poisson variable of mean 8α reaches 8: about 2·10⁻⁶ at
 	// 10 % load (TestRowFigures measures rows of 4, 8 and 16 slots).
 	defaultRowSlots = 8
@@ -140,8 +139,8 @@ func (g *Gate) writeRowKey(index uint64) string {
 	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
-// rowOf is the row that holds the candidates of owner's bucket: the owner, a keyed hash that
-// clients cannot choose, modulo the number of rows.
+// rowOf is the row whose slots owner's bucket may take: the owner, a keyed hash that clients
+// cannot choose, modulo the number of rows.
 func (p *Policy) rowOf(owner uint64) uint64 {
 	return owner % p.rowCount()
 }
@@ -158,6 +157,17 @@ func (p *Policy) rowSize() int { return p.rowSlots * SlotSize }
 // isRow reports whether value can be a row: whole slots, at least one, at most rowSlots.
 func (p *Policy) isRow(value []byte) bool {
 	return len(value) > 0 && len(value)%SlotSize == 0 && len(value) <= p.rowSize()
+}
+
+// bucketIn finds owner's bucket in row, a row's value: its place in the row and the slot.
+// (Gate.read scans in line: it runs on every request, and this would be one call more.)
+func bucketIn(row []byte, owner uint64) (i int, s slot, ok bool) {
+	for i = 0; i < len(row)/SlotSize; i++ {
+		if s, ok = decodeSlot(row[i*SlotSize : (i+1)*SlotSize]); ok && s.owner == owner {
+			return i, s, true
+		}
+	}
+	return 0, slot{}, false
 }
 
 // keyOf is the shared-data key of the value that holds slot index: its row, or the limit's
@@ -186,11 +196,4 @@ func (g *Gate) slotIn(index uint64, value []byte) (whole, part []byte, ok bool) 
 	whole = g.buf[:len(value)]
 	copy(whole, value)
 	return whole, whole[at : at+SlotSize], true
-}
-
-// mix64 is the finalizer of SplitMix64: every output bit depends on every input bit.
-func mix64(z uint64) uint64 {
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
 }

@@ -48,8 +48,9 @@ const CasCreate = math.MaxUint32
 //     bucket's state instead of a fresh one, so a key that moves from the overflow bucket to a
 //     bucket of its own gets no more than its limit from both together. A new bucket reads the
 //     overflow bucket after its row and before writing the row; a draw writes the key's row
-//     again (unchanged) after writing the overflow bucket, against the CAS it read it with: of a
-//     draw and a bucket created at the same time, one always sees the other.
+//     after writing the overflow bucket (as it read it, or with what other limits of the
+//     request staged in it), against the CAS of a read of the row that found no bucket of the
+//     key: of a draw and a bucket created at the same time, one always sees the other.
 //
 // Owners are SipHash-2-4 of the rule, the limit and the partition key, keyed with a secret the
 // first VM draws and stores in shared data: clients cannot aim their keys at someone else's
@@ -68,11 +69,13 @@ const (
 type rowCopy struct {
 	index  uint64
 	cas    uint32 // CasCreate when the row was absent
+	absent bool   // never written: a CAS read can be CasCreate too, so this is not cas's to tell
 	staged uint16 // the slots this decision writes: its admitted limits' buckets
-	// touched: a draw from an overflow bucket needs the row written after it, changed or not.
-	touched bool
-	value   []byte                       // as the Store returned it, or own
-	own     [maxRowSlots * SlotSize]byte // for a row grown by this decision (grow)
+	// drawn: a limit of the decision draws from an overflow bucket, so the row is written after
+	// that bucket, changed or not.
+	drawn bool
+	value []byte                       // as the Store returned it, or own
+	own   [maxRowSlots * SlotSize]byte // for a row grown by this decision (grow)
 }
 
 // decide charges every limit of a group or none. It finds every limit's bucket and decides; if
@@ -89,7 +92,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 		var worst *applied
 		for i := range group {
 			a := &group[i]
-			if err := g.read(store, a, now); err != nil {
+			if err := g.read(store, group, a, now); err != nil {
 				return Failed, nil, err
 			}
 			if !a.skip && !a.decision.Allowed && (worst == nil || a.decision.RetryAfter > worst.decision.RetryAfter) {
@@ -101,7 +104,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 		}
 		var err error
 		for i := range group {
-			if a := &group[i]; a.place == placeOverflow && !a.skip && a.cost > 0 {
+			if a := &group[i]; a.place == placeOverflow && a.cost > 0 {
 				encodeSlot(g.buf[:SlotSize], &slot{kind: kindLive, algorithm: a.limit.tag, fingerprint: a.limit.fingerprint,
 					owner: a.writeOwner, idleAt: int64(a.drawers), cells: a.next, stamp: a.stamp})
 				if err = store.Set(a.limit.overflowKey, g.buf[:SlotSize], a.cas); err != nil {
@@ -112,7 +115,7 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 		}
 		for ri := 0; ri < len(g.rows) && err == nil; ri++ {
 			r := &g.rows[ri]
-			if r.staged == 0 && !r.touched {
+			if r.staged == 0 && !r.drawn {
 				continue
 			}
 			for i := range group { // each new state into its slot of the row's copy
@@ -164,8 +167,9 @@ var errContended = errors.New("shared data stayed contended for " + strconv.Itoa
 
 // read finds a limit's bucket in its owner's row and decides the limit on it: its own live
 // bucket, or a fresh one in a free slot, or, when the row is full, what the when_full policy
-// says.
-func (g *Gate) read(store Store, a *applied, now int64) error {
+// says. A slot that holds the bucket of another limit of the group is never free for it, idle or
+// not: that limit decides on it, whether it comes before or after in the group.
+func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 	l := a.limit
 	a.skip, a.written, a.writeOwner, a.stamp = false, false, a.owner, now
 	if l.wall || l.wallPeer {
@@ -184,8 +188,9 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 	}
 	if a.row == len(g.rows) {
 		value, cas, err := store.Get(g.rowKey(index))
+		absent := isNotFound(err)
 		switch {
-		case isNotFound(err):
+		case absent:
 			cas = CasCreate
 		case err != nil:
 			return wrapError("cannot read shared data", err)
@@ -196,7 +201,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 			g.rows = append(g.rows, rowCopy{})
 		}
 		r := &g.rows[a.row]
-		r.index, r.cas, r.staged, r.touched = index, cas, 0, false
+		r.index, r.cas, r.absent, r.staged, r.drawn = index, cas, absent, 0, false
 		if err == nil && g.isRow(value) {
 			r.value = value
 		} else {
@@ -208,7 +213,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 	}
 	r := &g.rows[a.row]
 	first := index * uint64(g.rowSlots)
-	if r.cas == CasCreate && r.staged == 0 {
+	if r.absent && r.staged == 0 {
 		// A row never written: the bucket takes its first slot, at its own clock. Its key cannot
 		// have drawn from the overflow bucket, which needs the row full.
 		a.place, a.slot = placeFree, first
@@ -253,7 +258,7 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		}
 		switch {
 		case r.staged&(1<<i) != 0: // another limit of this request
-		case !ok || s.idleAt <= now:
+		case !ok || s.idleAt <= now && !heldBy(group, s.owner):
 			if free < 0 {
 				free = i
 			}
@@ -269,13 +274,13 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 		if err := g.whenFull(store, a, busyUntil, now); err != nil || a.place != placeOverflow || a.cost == 0 {
 			return err
 		}
-		r.touched = true
+		r.drawn = true
 		return nil
 	}
 	a.place, a.slot = placeFree, first+uint64(free)
 	r.staged |= stagedIf(a.cost, free)
 	start := l.algo.initial(a.when(a.stamp))
-	if r.cas != CasCreate { // an absent row was never full: its keys cannot have drawn
+	if !r.absent { // an absent row was never full: its keys cannot have drawn
 		var err error
 		if start, err = g.startState(store, a); err != nil {
 			return err
@@ -290,6 +295,16 @@ func (g *Gate) read(store Store, a *applied, now int64) error {
 }
 
 var emptySlot [SlotSize]byte
+
+// heldBy reports whether owner is the owner of a limit of group.
+func heldBy(group []applied, owner uint64) bool {
+	for i := range group {
+		if group[i].owner == owner {
+			return true
+		}
+	}
+	return false
+}
 
 // grow makes the row's copy slots long, in its own buffer, the slots added empty.
 func (r *rowCopy) grow(slots int) {
@@ -321,7 +336,11 @@ func (g *Gate) retouch(store Store, group []applied, ri int) error {
 		}
 		r.value = value
 		for i := range group {
-			if a := &group[i]; a.place == placeOverflow && a.row == ri && a.cost > 0 && g.holds(r, a.owner) {
+			a := &group[i]
+			if a.place != placeOverflow || a.row != ri || a.cost == 0 {
+				continue
+			}
+			if _, _, found := bucketIn(r.value, a.owner); found {
 				return ErrCasMismatch
 			}
 		}
@@ -330,16 +349,6 @@ func (g *Gate) retouch(store Store, group []applied, ri int) error {
 		}
 	}
 	return ErrCasMismatch
-}
-
-// holds reports whether a row holds a bucket of owner.
-func (g *Gate) holds(r *rowCopy, owner uint64) bool {
-	for i := 0; i < len(r.value)/SlotSize; i++ {
-		if s, ok := decodeSlot(r.value[i*SlotSize : (i+1)*SlotSize]); ok && s.owner == owner {
-			return true
-		}
-	}
-	return false
 }
 
 // whenFull decides a limit whose row has no free slot, as the when_full policy says: not counted

@@ -170,6 +170,68 @@ func TestRowsGrowAsTheyFill(t *testing.T) {
 	}
 }
 
+// A new bucket never takes the idle slot of another limit of the same request: that limit
+// decides on its bucket there, and the two states would be written into one slot, losing one.
+// Here the row (one of 16 slots) has one slot free of other keys, holding the second limit's
+// idle bucket of the key; the first limit's new bucket finds the row full (when_full allow: not
+// counted), and the second limit's bucket is charged where it is.
+func TestNewBucketSparesTheRequestsOwnIdleBucket(t *testing.T) {
+	g := mustGate(t, `{"key_table": {"max_keys": 16, "when_full": "allow"}, "rules": [{"name": "r", "key": [{"header": "k"}],
+	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}, {"capacity": 10, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
+	g.rowSlots = 16 // one row
+	store := newMemStore()
+	first, second := &g.rules[0].limits[0], &g.rules[0].limits[1]
+	mine := g.owner(second, []byte(partKey("a")))
+	putSlot(g, store, 0, slot{kind: kindLive, algorithm: second.tag, fingerprint: second.fingerprint, owner: mine,
+		idleAt: sec, cells: second.algo.initial(0), stamp: 0})
+	for i := uint64(1); i < 16; i++ {
+		putSlot(g, store, i, slot{kind: kindLive, algorithm: first.tag, fingerprint: first.fingerprint, owner: 1000 + i,
+			idleAt: 100 * sec, cells: first.algo.initial(0), stamp: 0})
+	}
+	out := g.Admit(header("k", "a"), store, 2*sec)
+	if out.Verdict != Allow || out.TableFull != 1 {
+		t.Fatalf("%+v, want admitted with the first limit's row full", out)
+	}
+	s := slotAt(g, store, 0)
+	if s.owner != mine {
+		t.Fatalf("slot 0 holds owner %x, want the second limit's bucket (%x)", s.owner, mine)
+	}
+	if _, d := second.algo.take(s.cells, 2*sec, 1); d.Remaining != 8 {
+		t.Fatalf("the second limit's bucket has %d tokens left after one more, want 8: it was not charged", d.Remaining)
+	}
+}
+
+// casStore reports every row's CAS as CasCreate, as Envoy's process-wide CAS counter does for
+// one write in 2^32: a row read with that CAS is still a row, written before.
+type casStore struct{ *memStore }
+
+func (c casStore) Get(key string) ([]byte, uint32, error) {
+	value, _, err := c.memStore.Get(key)
+	return value, CasCreate, err
+}
+
+func (c casStore) Set(key string, value []byte, _ uint32) error { return c.memStore.Set(key, value, 0) }
+
+func TestARowReadWithCasCreateIsNotAbsent(t *testing.T) {
+	g := tableGate(t, "reject") // capacity 2
+	store := casStore{newMemStore()}
+	b, c := sameRow(g, "a", "b-"), sameRow(g, "a", "c-")
+	for _, key := range []string{"a", b, c, c} {
+		if out := g.Admit(header("k", key), store, 0); out.Verdict != Allow {
+			t.Fatalf("%s: %+v", key, out)
+		}
+	}
+	for key, want := range map[string]int64{"a": 1, b: 1, c: 0} {
+		s, ok := storedSlot(g, store.memStore, &g.rules[0].limits[0], partKey(key))
+		if !ok {
+			t.Fatalf("%s has no bucket", key)
+		}
+		if _, d := g.rules[0].limits[0].algo.take(s.cells, 0, 1); d.Allowed != (want > 0) {
+			t.Fatalf("%s: %+v, want %d tokens left", key, d, want)
+		}
+	}
+}
+
 // sameRow is the first key of the form prefix + number whose row (for the gate's first limit)
 // is key's.
 func sameRow(g *Gate, key, prefix string) string {
