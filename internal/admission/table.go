@@ -217,8 +217,7 @@ func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 		// A row never written: the bucket takes its first slot, at its own clock. Its key cannot
 		// have drawn from the overflow bucket, which needs the row full.
 		a.place, a.slot = placeFree, first
-		r.staged |= stagedIf(a.cost, 0)
-		r.grow(1)
+		r.take(0, a.cost)
 		return g.decideOn(a, l.algo.initial(a.when(now)), a.when(now))
 	}
 	// The owner's bucket first: an owner is 8 bytes at a fixed place in each slot.
@@ -233,7 +232,9 @@ func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 			continue
 		}
 		a.place, a.slot, a.stamp = placeLive, first+uint64(i), max(now, s.stamp)
-		r.staged |= stagedIf(a.cost, i)
+		if a.cost > 0 {
+			r.staged |= 1 << i
+		}
 		// resume and decideOn, written out for a token bucket that only rejects and whose
 		// stored state is its own (a known key): one direct call to the bucket.
 		if tb, ok := l.algo.(*tokenBucket); ok && !l.wall && l.maxWait == 0 && a.cost > 0 && s.algorithm == l.tag &&
@@ -268,7 +269,6 @@ func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 	}
 	if free < 0 && slots < g.rowSlots {
 		free = slots
-		r.grow(slots + 1)
 	}
 	if free < 0 {
 		if err := g.whenFull(store, a, busyUntil, now); err != nil || a.place != placeOverflow || a.cost == 0 {
@@ -278,7 +278,7 @@ func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 		return nil
 	}
 	a.place, a.slot = placeFree, first+uint64(free)
-	r.staged |= stagedIf(a.cost, free)
+	r.take(free, a.cost)
 	start := l.algo.initial(a.when(a.stamp))
 	if !r.absent { // an absent row was never full: its keys cannot have drawn
 		var err error
@@ -306,20 +306,21 @@ func heldBy(group []applied, owner uint64) bool {
 	return false
 }
 
-// grow makes the row's copy slots long, in its own buffer, the slots added empty.
-func (r *rowCopy) grow(slots int) {
-	n := copy(r.own[:slots*SlotSize], r.value)
-	clear(r.own[n : slots*SlotSize])
-	r.value = r.own[:slots*SlotSize]
-}
-
-// stagedIf is the bit of slot i in rowCopy.staged, if a request of cost writes it: one that
-// costs nothing leaves its slot as it is.
-func stagedIf(cost int64, i int) uint16 {
+// take stages slot i for a limit's new bucket, if a request of cost writes it (one that costs
+// nothing leaves the row as it is). The slot after the row's end lengthens the copy, in its own
+// buffer, empty until it is written (another limit of the request reads it meanwhile).
+func (r *rowCopy) take(i int, cost int64) {
 	if cost == 0 {
-		return 0
+		return
 	}
-	return 1 << i
+	r.staged |= 1 << i
+	if end := (i + 1) * SlotSize; end > len(r.value) {
+		if n := len(r.value); n > 0 {
+			copy(r.own[:n], r.value)
+		}
+		*(*[SlotSize]byte)(r.own[i*SlotSize : end]) = emptySlot
+		r.value = r.own[:end]
+	}
 }
 
 // retouch writes a row that only draws from the overflow bucket need written, which another
