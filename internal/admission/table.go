@@ -263,12 +263,15 @@ func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 			if free < 0 {
 				free = i
 			}
-		default:
+		case s.idleAt > now: // an idle bucket of another limit of the request is no wait to count
 			busyUntil = min(busyUntil, s.idleAt)
 		}
 	}
 	if free < 0 && slots < g.rowSlots {
 		free = slots
+	}
+	if busyUntil == math.MaxInt64 { // every slot the request's own: no slot's end to wait for
+		busyUntil = now + 1
 	}
 	if free < 0 {
 		if err := g.whenFull(store, a, busyUntil, now); err != nil || a.place != placeOverflow || a.cost == 0 {

@@ -173,31 +173,40 @@ func TestRowsGrowAsTheyFill(t *testing.T) {
 // A new bucket never takes the idle slot of another limit of the same request: that limit
 // decides on its bucket there, and the two states would be written into one slot, losing one.
 // Here the row (one of 16 slots) has one slot free of other keys, holding the second limit's
-// idle bucket of the key; the first limit's new bucket finds the row full (when_full allow: not
-// counted), and the second limit's bucket is charged where it is.
+// idle bucket of the key; the first limit's new bucket finds the row full. Under when_full allow
+// it is not counted, and the second limit's bucket is charged where it is; under reject the
+// request waits for the first slot of another key to go idle (98 s), not for the idle one.
 func TestNewBucketSparesTheRequestsOwnIdleBucket(t *testing.T) {
-	g := mustGate(t, `{"key_table": {"max_keys": 16, "when_full": "allow"}, "rules": [{"name": "r", "key": [{"header": "k"}],
-	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}, {"capacity": 10, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
-	g.rowSlots = 16 // one row
-	store := newMemStore()
-	first, second := &g.rules[0].limits[0], &g.rules[0].limits[1]
-	mine := g.owner(second, []byte(partKey("a")))
-	putSlot(g, store, 0, slot{kind: kindLive, algorithm: second.tag, fingerprint: second.fingerprint, owner: mine,
-		idleAt: sec, cells: second.algo.initial(0), stamp: 0})
-	for i := uint64(1); i < 16; i++ {
-		putSlot(g, store, i, slot{kind: kindLive, algorithm: first.tag, fingerprint: first.fingerprint, owner: 1000 + i,
-			idleAt: 100 * sec, cells: first.algo.initial(0), stamp: 0})
-	}
-	out := g.Admit(header("k", "a"), store, 2*sec)
-	if out.Verdict != Allow || out.TableFull != 1 {
-		t.Fatalf("%+v, want admitted with the first limit's row full", out)
-	}
-	s := slotAt(g, store, 0)
-	if s.owner != mine {
-		t.Fatalf("slot 0 holds owner %x, want the second limit's bucket (%x)", s.owner, mine)
-	}
-	if _, d := second.algo.take(s.cells, 2*sec, 1); d.Remaining != 8 {
-		t.Fatalf("the second limit's bucket has %d tokens left after one more, want 8: it was not charged", d.Remaining)
+	for _, policy := range []string{"allow", "reject"} {
+		g := mustGate(t, `{"key_table": {"max_keys": 16, "when_full": "`+policy+`"}, "rules": [{"name": "r", "key": [{"header": "k"}],
+		  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}, {"capacity": 10, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
+		g.rowSlots = 16 // one row
+		store := newMemStore()
+		first, second := &g.rules[0].limits[0], &g.rules[0].limits[1]
+		mine := g.owner(second, []byte(partKey("a")))
+		putSlot(g, store, 0, slot{kind: kindLive, algorithm: second.tag, fingerprint: second.fingerprint, owner: mine,
+			idleAt: sec, cells: second.algo.initial(0), stamp: 0})
+		for i := uint64(1); i < 16; i++ {
+			putSlot(g, store, i, slot{kind: kindLive, algorithm: first.tag, fingerprint: first.fingerprint, owner: 1000 + i,
+				idleAt: 100 * sec, cells: first.algo.initial(0), stamp: 0})
+		}
+		out := g.Admit(header("k", "a"), store, 2*sec)
+		want := int64(8) // the second limit's tokens after one more request
+		switch {
+		case policy == "allow" && (out.Verdict != Allow || out.TableFull != 1):
+			t.Fatalf("%s: %+v, want admitted with the first limit's row full", policy, out)
+		case policy == "reject" && (out.Verdict != Limited || out.RetryAfter != 98*time.Second):
+			t.Fatalf("%s: %+v, want limited for 98 s", policy, out)
+		case policy == "reject":
+			want = 9 // nothing charged
+		}
+		s := slotAt(g, store, 0)
+		if s.owner != mine {
+			t.Fatalf("%s: slot 0 holds owner %x, want the second limit's bucket (%x)", policy, s.owner, mine)
+		}
+		if _, d := second.algo.take(s.cells, 2*sec, 1); d.Remaining != want {
+			t.Fatalf("%s: the second limit's bucket has %d tokens left after one more, want %d", policy, d.Remaining, want)
+		}
 	}
 }
 
