@@ -259,6 +259,27 @@ func RewriteFile(path string, rewrite func(module []byte) ([]byte, error)) error
 	return ReplaceFile(path, rewritten)
 }
 
+// RewriteModules is the command-line loop of a build step that rewrites modules in place: it
+// runs step on each path, prints the line step reports for it or, prefixed with tool, its error,
+// and returns the exit status: 2 with no path (after usage), 1 if any step failed, else 0.
+func RewriteModules(tool, usage string, paths []string, step func(path string) (string, error)) int {
+	if len(paths) == 0 {
+		fmt.Fprintln(os.Stderr, "usage:", usage)
+		return 2
+	}
+	status := 0
+	for _, path := range paths {
+		report, err := step(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, tool+":", err)
+			status = 1
+			continue
+		}
+		fmt.Println(report)
+	}
+	return status
+}
+
 // ReplaceFile writes data to the file at path whole: readers see the old file or the new one,
 // never a part. A file already there keeps its mode; a new one is made readable by all.
 func ReplaceFile(path string, data []byte) error {

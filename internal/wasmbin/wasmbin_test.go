@@ -159,3 +159,25 @@ func TestRewriteFile(t *testing.T) {
 		t.Fatalf("a refused rewrite: %v, the file %q", err, data)
 	}
 }
+
+// RewriteModules runs its step on every module, failing or not, and its exit status says
+// whether one failed, or whether none was named.
+func TestRewriteModulesStatus(t *testing.T) {
+	var ran []string
+	step := func(path string) (string, error) {
+		ran = append(ran, path)
+		if path == "bad" {
+			return "", errors.New("refused")
+		}
+		return path + ": done", nil
+	}
+	for _, c := range []struct {
+		paths  []string
+		status int
+	}{{nil, 2}, {[]string{"a", "b"}, 0}, {[]string{"bad", "b"}, 1}} {
+		ran = nil
+		if got := wasmbin.RewriteModules("tool", "tool MODULE...", c.paths, step); got != c.status || len(ran) != len(c.paths) {
+			t.Fatalf("%q: status %d after %q, want %d after every module", c.paths, got, ran, c.status)
+		}
+	}
+}

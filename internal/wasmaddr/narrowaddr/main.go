@@ -11,25 +11,13 @@ import (
 	"os"
 
 	"github.com/tollgate-proxy/tollgate/internal/wasmaddr"
+	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 )
 
 func main() {
-	modules := os.Args[1:]
-	if len(modules) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: narrowaddr MODULE... (rewrites each MODULE in place)")
-		os.Exit(2)
-	}
-	failed := false
-	for _, path := range modules {
-		count, err := wasmaddr.NarrowFile(path)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "narrowaddr:", err)
-			failed = true
-			continue
-		}
-		fmt.Printf("%s: %d 64-bit computations narrowed\n", path, count)
-	}
-	if failed {
-		os.Exit(1)
-	}
+	os.Exit(wasmbin.RewriteModules("narrowaddr", "narrowaddr MODULE... (rewrites each MODULE in place)", os.Args[1:],
+		func(path string) (string, error) {
+			count, err := wasmaddr.NarrowFile(path)
+			return fmt.Sprintf("%s: %d 64-bit computations narrowed", path, count), err
+		}))
 }

@@ -10,27 +10,15 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 	"github.com/tollgate-proxy/tollgate/internal/wasmdata"
 )
 
 func main() {
-	modules := os.Args[1:]
-	if len(modules) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: packdata MODULE... (rewrites each MODULE in place)")
-		os.Exit(2)
-	}
-	failed := false
-	for _, path := range modules {
-		stats, err := wasmdata.PackFile(path)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "packdata:", err)
-			failed = true
-			continue
-		}
-		fmt.Printf("%s: %d data segments (a %d-byte section) packed into one of %d bytes, unpacked at instantiation into %d bytes of memory\n",
-			path, stats.Segments, stats.Before, stats.After, stats.Image)
-	}
-	if failed {
-		os.Exit(1)
-	}
+	os.Exit(wasmbin.RewriteModules("packdata", "packdata MODULE... (rewrites each MODULE in place)", os.Args[1:],
+		func(path string) (string, error) {
+			stats, err := wasmdata.PackFile(path)
+			return fmt.Sprintf("%s: %d data segments (a %d-byte section) packed into one of %d bytes, unpacked at instantiation into %d bytes of memory",
+				path, stats.Segments, stats.Before, stats.After, stats.Image), err
+		}))
 }
