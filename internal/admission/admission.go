@@ -120,7 +120,7 @@ type applied struct {
 	slot       uint64 // index in the key table (row × rowSlots + its place in the row), or overflowSlot
 	row        int    // the owner's row among Gate.rows
 	cas        uint32 // of the overflow bucket (placeOverflow)
-	written    bool   // the decision's write of slot went through
+	drew       bool   // the decision's write of the overflow bucket went through
 	stamp      int64  // the latest stamp seen: a new bucket starts then
 	writeOwner uint64 // the owner the slot is written with (the overflow bucket's, there)
 	drawers    uint64 // the overflow bucket's drawers with this key's marks (placeOverflow)

@@ -181,7 +181,8 @@ func TestRowKeyMatchesStrconv(t *testing.T) {
 func TestRowsCoverTheTable(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, size := range []int{16, 17, 23, 24, 1000, config.DefaultMaxKeys, 10_000_000} {
-		p := &Policy{table: config.KeyTable{MaxKeys: size}, rowSlots: defaultRowSlots}
+		p := &Policy{table: config.KeyTable{MaxKeys: size}}
+		p.setRowSlots(defaultRowSlots)
 		if slots := int(p.rowCount()) * p.rowSlots; slots < size || slots >= size+p.rowSlots {
 			t.Fatalf("max_keys %d: %d rows of %d slots", size, p.rowCount(), p.rowSlots)
 		}

@@ -151,14 +151,13 @@ func (g *Gate) visitLimit(store Store, r *rule, l *limit, key []byte, now int64,
 	ls.Capacity, _ = l.algo.policy()
 	ls.Remaining = ls.Capacity
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
-		index, whole, part, cas, found, err := g.findBucket(store, owner)
+		index, s, whole, part, cas, found, err := g.findBucket(store, owner)
 		if err != nil || !found {
 			if set != nil && err == nil {
 				ls.Skipped = "no bucket: the key is whole"
 			}
 			return ls, "", err
 		}
-		s, _ := decodeSlot(part)
 		writer, tier := r.writerOf(l, &s)
 		a := applied{limit: writer}
 		if writer.wall || writer.wallPeer {
@@ -188,24 +187,28 @@ func (g *Gate) visitLimit(store Store, r *rule, l *limit, key []byte, now int64,
 	return ls, "", errContended
 }
 
-// findBucket reads the owner's row and returns its live bucket's slot, with the row copied into
-// the Gate's buffer (whole) and the bucket's part of it, for a write of that slot.
-func (g *Gate) findBucket(store Store, owner uint64) (index uint64, whole, part []byte, cas uint32, found bool, err error) {
+// findBucket reads the owner's row and returns its live bucket: its slot's index and value, with
+// the row copied into the Gate's buffer (whole) and the bucket's part of it, for a write of that
+// slot.
+func (g *Gate) findBucket(store Store, owner uint64) (index uint64, s slot, whole, part []byte, cas uint32, found bool, err error) {
 	row := g.rowOf(owner)
 	value, cas, err := store.Get(g.rowKey(row))
 	switch {
 	case isNotFound(err):
-		return 0, nil, nil, 0, false, nil
+		return 0, slot{}, nil, nil, 0, false, nil
 	case err != nil:
-		return 0, nil, nil, 0, false, wrapError("cannot read shared data", err)
+		return 0, slot{}, nil, nil, 0, false, wrapError("cannot read shared data", err)
 	}
-	i, _, ok := bucketIn(value, owner)
-	if !g.isRow(value) || !ok {
-		return 0, nil, nil, 0, false, nil // no bucket of the key (or not a row)
+	if !g.isRow(value) {
+		return 0, slot{}, nil, nil, 0, false, nil // not a row: no bucket of the key
+	}
+	i, s, ok := bucketIn(value, owner)
+	if !ok {
+		return 0, slot{}, nil, nil, 0, false, nil
 	}
 	index = row*uint64(g.rowSlots) + uint64(i)
 	whole, part, _ = g.slotIn(index, value)
-	return index, whole, part, cas, true, nil
+	return index, s, whole, part, cas, true, nil
 }
 
 // writerOf is the limit (of a tier, for limits_by) whose numbers wrote a bucket at l's position,

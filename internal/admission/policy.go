@@ -37,7 +37,8 @@ type Policy struct {
 	secret    [2]uint64
 	secretKey string
 	rowPrefix string
-	rowSlots  int // slots per row: those a bucket may take
+	rowSlots  int    // slots per row: those a bucket may take
+	rows      uint64 // rows in the table (setRowSlots)
 }
 
 // rule is one configured rule compiled for deciding: everything a request reads of it, copied
@@ -95,11 +96,11 @@ type limit struct {
 func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 	p := &Policy{exempt: cfg.Exempt, clientIP: cfg.ClientIP, table: cfg.KeyTable, escaped: cfg.EscapedSlashes,
 		collectStatus: cfg.RateLimitHeaders != config.HeadersOff,
-		secretKey:     "tollgate/v2/" + namespace + "/secret", rowPrefix: "tollgate/v2/" + namespace + "/row/",
-		rowSlots: defaultRowSlots}
+		secretKey:     "tollgate/v2/" + namespace + "/secret", rowPrefix: "tollgate/v2/" + namespace + "/row/"}
 	if p.table.MaxKeys < 1 {
 		p.table.MaxKeys = config.DefaultMaxKeys
 	}
+	p.setRowSlots(defaultRowSlots)
 	if p.table.MaxKeyBytes < 1 {
 		p.table.MaxKeyBytes = config.DefaultMaxKeyBytes
 	}

@@ -145,10 +145,14 @@ func (p *Policy) rowOf(owner uint64) uint64 {
 	return owner % p.rowCount()
 }
 
-// rowCount is the number of rows: MaxKeys slots, rounded up to whole rows. (Unsigned: Go's Wasm
-// divides signed integers in a runtime call.)
-func (p *Policy) rowCount() uint64 {
-	return (uint64(p.table.MaxKeys) + uint64(p.rowSlots) - 1) / uint64(p.rowSlots)
+// rowCount is the number of rows, worked out when the policy is compiled (setRowSlots).
+func (p *Policy) rowCount() uint64 { return p.rows }
+
+// setRowSlots sets the slots per row, and the number of rows: MaxKeys slots, rounded up to whole
+// rows. (Unsigned: Go's Wasm divides signed integers in a runtime call.)
+func (p *Policy) setRowSlots(n int) {
+	p.rowSlots = n
+	p.rows = (uint64(p.table.MaxKeys) + uint64(n) - 1) / uint64(n)
 }
 
 // rowSize is the length of a row whose every slot was written.

@@ -61,8 +61,7 @@ const (
 	placeLive     = iota // the key's bucket is in slot
 	placeFree            // slot is free: the new bucket goes there
 	placeOverflow        // the row is full: the overflow bucket
-	placeSkip            // the row is full and when_full is allow: not counted
-	placeFull            // the row is full and when_full is reject
+	placeNone            // the row is full and when_full is allow (not counted) or reject
 )
 
 // rowCopy is a row as a decision read it, with the slots it has staged for writing.
@@ -102,27 +101,22 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 		if worst != nil {
 			return Limited, worst, nil
 		}
+		// The overflow buckets drawn from are written, and every other new state goes into its slot
+		// of its row's copy; then the rows are written, in order, up to the first that fails.
 		var err error
 		for i := range group {
-			if a := &group[i]; a.place == placeOverflow && a.cost > 0 {
-				encodeSlot(g.buf[:SlotSize], &slot{kind: kindLive, algorithm: a.limit.tag, fingerprint: a.limit.fingerprint,
-					owner: a.writeOwner, idleAt: int64(a.drawers), cells: a.next, stamp: a.stamp})
-				if err = store.Set(a.limit.overflowKey, g.buf[:SlotSize], a.cas); err != nil {
-					break
+			a := &group[i]
+			switch {
+			case a.cost == 0:
+			case a.place == placeOverflow:
+				if err == nil {
+					encodeSlot(g.buf[:SlotSize], &slot{kind: kindLive, algorithm: a.limit.tag, fingerprint: a.limit.fingerprint,
+						owner: a.writeOwner, idleAt: int64(a.drawers), cells: a.next, stamp: a.stamp})
+					if err = store.Set(a.limit.overflowKey, g.buf[:SlotSize], a.cas); err == nil {
+						a.drew = true
+					}
 				}
-				a.written = true
-			}
-		}
-		for ri := 0; ri < len(g.rows) && err == nil; ri++ {
-			r := &g.rows[ri]
-			if r.staged == 0 && !r.drawn {
-				continue
-			}
-			for i := range group { // each new state into its slot of the row's copy
-				a := &group[i]
-				if a.row != ri || a.cost == 0 || a.place != placeLive && a.place != placeFree {
-					continue
-				}
+			case a.place == placeLive || a.place == placeFree:
 				var idleAt int64
 				switch tb, ok := a.limit.algo.(*tokenBucket); {
 				case ok && tb.debt == 0:
@@ -135,24 +129,30 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 				if a.limit.wall {
 					idleAt = a.idleOnMonotonic(idleAt, now)
 				}
+				r := &g.rows[a.row]
 				at := int(a.slot-r.index*uint64(g.rowSlots)) * SlotSize
 				encodeSlot(r.value[at:at+SlotSize], &slot{kind: kindLive, algorithm: a.limit.tag,
 					fingerprint: a.limit.fingerprint, owner: a.owner, idleAt: idleAt, cells: a.next, stamp: a.stamp})
 			}
-			if err = store.Set(g.rowKey(r.index), r.value, r.cas); err != nil && r.staged == 0 && isCasMismatch(err) {
-				err = g.retouch(store, group, ri)
-			}
-			for i := range group {
-				if a := &group[i]; err == nil && a.row == ri && a.cost > 0 && (a.place == placeLive || a.place == placeFree) {
-					a.written = true
+		}
+		rowsWritten := 0
+		for err == nil && rowsWritten < len(g.rows) {
+			if r := &g.rows[rowsWritten]; r.staged != 0 || r.drawn {
+				if err = store.Set(g.rowKey(r.index), r.value, r.cas); err != nil && r.staged == 0 && isCasMismatch(err) {
+					err = g.retouch(store, group, rowsWritten)
+				}
+				if err != nil {
+					break
 				}
 			}
+			rowsWritten++
 		}
 		if err == nil {
 			return Allow, nil, nil
 		}
 		for i := range group {
-			if group[i].written {
+			a := &group[i]
+			if a.drew || a.row < rowsWritten && a.cost > 0 && (a.place == placeLive || a.place == placeFree) {
 				g.refund(store, group[i:i+1], now)
 			}
 		}
@@ -171,7 +171,7 @@ var errContended = errors.New("shared data stayed contended for " + strconv.Itoa
 // not: that limit decides on it, whether it comes before or after in the group.
 func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 	l := a.limit
-	a.skip, a.written, a.writeOwner, a.stamp = false, false, a.owner, now
+	a.skip, a.drew, a.writeOwner, a.stamp = false, false, a.owner, now
 	if l.wall || l.wallPeer {
 		at, err := g.wallNow()
 		if err != nil {
@@ -213,13 +213,6 @@ func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 	}
 	r := &g.rows[a.row]
 	first := index * uint64(g.rowSlots)
-	if r.absent && r.staged == 0 {
-		// A row never written: the bucket takes its first slot, at its own clock. Its key cannot
-		// have drawn from the overflow bucket, which needs the row full.
-		a.place, a.slot = placeFree, first
-		r.take(0, a.cost)
-		return g.decideOn(a, l.algo.initial(a.when(now)), a.when(now))
-	}
 	// The owner's bucket first: an owner is 8 bytes at a fixed place in each slot.
 	slots := len(r.value) / SlotSize
 	for i := 0; i < slots; i++ {
@@ -259,19 +252,14 @@ func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 		}
 		switch {
 		case r.staged&(1<<i) != 0: // another limit of this request
-		case !ok || s.idleAt <= now && !heldBy(group, s.owner):
-			if free < 0 {
-				free = i
-			}
-		case s.idleAt > now: // an idle bucket of another limit of the request is no wait to count
+		case ok && s.idleAt > now:
 			busyUntil = min(busyUntil, s.idleAt)
+		case free < 0 && (!ok || !heldBy(group, s.owner)): // not an idle bucket of another limit of the request
+			free = i
 		}
 	}
 	if free < 0 && slots < g.rowSlots {
 		free = slots
-	}
-	if busyUntil == math.MaxInt64 { // every slot the request's own: no slot's end to wait for
-		busyUntil = now + 1
 	}
 	if free < 0 {
 		if err := g.whenFull(store, a, busyUntil, now); err != nil || a.place != placeOverflow || a.cost == 0 {
@@ -362,14 +350,18 @@ func (g *Gate) whenFull(store Store, a *applied, busyUntil, now int64) error {
 	g.out.TableFull++
 	switch g.table.WhenFull {
 	case config.WhenFullAllow:
-		a.place, a.skip = placeSkip, true
+		a.place, a.skip = placeNone, true
 		a.decision = limiter.Decision{Allowed: true}
 		return nil
 	case config.WhenFullOverflow:
 		return g.readOverflow(store, a, now)
 	default:
-		a.place, a.next = placeFull, a.limit.algo.initial(a.when(now))
-		a.decision = limiter.Decision{RetryAfter: duration.Duration(max(busyUntil-now, 1))}
+		wait := int64(1) // every slot the request's own: no slot's end to wait for
+		if busyUntil != math.MaxInt64 {
+			wait = max(busyUntil-now, 1)
+		}
+		a.place, a.next = placeNone, a.limit.algo.initial(a.when(now))
+		a.decision = limiter.Decision{RetryAfter: duration.Duration(wait)}
 		return nil
 	}
 }
@@ -392,7 +384,7 @@ func (g *Gate) readOverflow(store Store, a *applied, now int64) error {
 	default:
 		if s, ok := decodeSlot(value); !ok {
 			g.out.Corrupt++
-		} else if s.kind == kindLive && s.owner == l.overflowOwner {
+		} else if s.owner == l.overflowOwner {
 			state, a.stamp = l.resume(&s, a, now), max(now, s.stamp)
 			if l.algo.idleAt(state) > at {
 				a.drawers |= uint64(s.idleAt)
@@ -431,7 +423,7 @@ func (g *Gate) startState(store Store, a *applied) (cells, error) {
 		return cells{}, wrapError("cannot read shared data", err)
 	}
 	s, ok := decodeSlot(value)
-	if !ok || s.kind != kindLive || s.owner != l.overflowOwner {
+	if !ok || s.owner != l.overflowOwner {
 		return l.algo.initial(a.when(a.stamp)), nil
 	}
 	a.stamp = max(a.stamp, s.stamp)

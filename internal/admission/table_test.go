@@ -180,7 +180,7 @@ func TestNewBucketSparesTheRequestsOwnIdleBucket(t *testing.T) {
 	for _, policy := range []string{"allow", "reject"} {
 		g := mustGate(t, `{"key_table": {"max_keys": 16, "when_full": "`+policy+`"}, "rules": [{"name": "r", "key": [{"header": "k"}],
 		  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}, {"capacity": 10, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
-		g.rowSlots = 16 // one row
+		g.setRowSlots(16) // one row
 		store := newMemStore()
 		first, second := &g.rules[0].limits[0], &g.rules[0].limits[1]
 		mine := g.owner(second, []byte(partKey("a")))
@@ -361,7 +361,7 @@ func TestRowFigures(t *testing.T) {
 			var gates [2]*Gate
 			for i := range gates {
 				gates[i] = mustGate(t, doc)
-				gates[i].rowSlots = rowSlots
+				gates[i].setRowSlots(rowSlots)
 				if err := gates[i].LoadSecret(store, func() uint64 { return 0x5eed }); err != nil {
 					t.Fatal(err)
 				}

@@ -130,7 +130,8 @@ func UnitNamed(name string) (Unit, bool) {
 	return UnitUnknown, false
 }
 
-// UnitNames are the names of the units, shortest first, lower-case.
+// UnitNames are the names of the units, shortest first, lower-case. (The protocol numbers week
+// after year, so the order is listed here.)
 func UnitNames() []string {
 	var names []string
 	for _, u := range []Unit{UnitSecond, UnitMinute, UnitHour, UnitDay, UnitWeek, UnitMonth, UnitYear} {
