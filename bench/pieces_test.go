@@ -54,7 +54,7 @@ func pieceSizes(wasm []byte, names wasmnames.Map) (map[string]int, error) {
 		whole := sections.Offset() - start
 		switch id {
 		case wasmbin.ImportSection: // functions come first in the index space
-			imported = countFunctionImports(content)
+			imported = content.ImportKinds()[0]
 			if err := content.Err(); err != nil {
 				return nil, fmt.Errorf("import section: %v", err)
 			}
@@ -108,17 +108,6 @@ func pieceOf(name string) string {
 		}
 	}
 	return "code-other-bytes"
-}
-
-// countFunctionImports counts the function imports of an import section.
-func countFunctionImports(r *wasmbin.Reader) uint32 {
-	functions := uint32(0)
-	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
-		if r.Import() == 0 {
-			functions++
-		}
-	}
-	return functions
 }
 
 // The pieces add up to the module, and the code is found where it is: most of it in the runtime,

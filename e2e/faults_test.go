@@ -99,20 +99,14 @@ func TestDistinctErrorsLoggedOnceEach(t *testing.T) {
 // onlyRow returns the key of the only row in use, and its value.
 func (g *rig) onlyRow() (string, []byte) {
 	g.t.Helper()
-	var key string
-	var value []byte
-	for k, v := range g.host.SharedData().Entries("tollgate") {
-		if strings.HasPrefix(k, rowPrefix) {
-			if key != "" {
-				g.t.Fatalf("rows %s and %s in use, want 1", key, k)
-			}
-			key, value = k, v
-		}
+	rows := g.rows()
+	if len(rows) != 1 {
+		g.t.Fatalf("%d rows in use, want 1", len(rows))
 	}
-	if key == "" {
-		g.t.Fatal("no row in use")
+	for key, value := range rows {
+		return key, value
 	}
-	return key, value
+	return "", nil
 }
 
 // corruptRows are values another writer could leave under a row's key, made from a valid row of

@@ -82,19 +82,17 @@ func keyNames(prefix string, n int) []string {
 func entriesWithin(t *testing.T, g *rig, maxKeys int) int {
 	t.Helper()
 	n := g.host.SharedData().Keys("tollgate")
-	if rows := (maxKeys + rowSlots - 1) / rowSlots; n > rows+2 {
+	if rows := rowsOf(maxKeys); n > rows+2 {
 		t.Errorf("%d shared-data entries, over %d rows, the secret and the overflow bucket", n, rows)
 	}
 	return n
 }
 
-// liveSlots counts the key table's slots holding a bucket, reading the slot layout
-// (internal/admission/slot.go): magic "TG", the layout version, kind 1 in the high nibble of
-// byte 3.
+// liveSlots counts the key table's slots holding a bucket.
 func liveSlots(g *rig) int {
 	live := 0
 	for _, value := range g.slots() {
-		if value[0] == 'T' && value[1] == 'G' && value[2] == slotLayoutVersion && value[3]>>4 == 1 {
+		if isLive(value) {
 			live++
 		}
 	}
@@ -308,7 +306,7 @@ func TestPlacementUnderParallelWorkers(t *testing.T) {
 		}
 		owners := map[uint64]string{}
 		for slot, value := range g.slots() {
-			if len(value) != slotSize || value[3]>>4 != 1 { // live buckets only (table.go: kind live)
+			if !isLive(value) {
 				continue
 			}
 			if other, dup := owners[slotOwner(value)]; dup {

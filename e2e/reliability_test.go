@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-proxy/tollgate/internal/admission"
 	"github.com/tollgate-proxy/tollgate/internal/host"
 	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 )
@@ -103,14 +104,22 @@ func (g *rig) countLogs(s string) int {
 	return n
 }
 
+// rows returns the plugin's key-table rows: shared-data key → value.
+func (g *rig) rows() map[string][]byte {
+	out := map[string][]byte{}
+	for k, v := range g.host.SharedData().Entries("tollgate") {
+		if strings.HasPrefix(k, rowPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // slots returns the plugin's key-table slots that hold something: the row's shared-data key and
 // the slot's place in it ("<row key>#3") → the slot's value.
 func (g *rig) slots() map[string][]byte {
 	out := map[string][]byte{}
-	for k, v := range g.host.SharedData().Entries("tollgate") {
-		if !strings.HasPrefix(k, rowPrefix) {
-			continue
-		}
+	for k, v := range g.rows() {
 		for at := 0; at+slotSize <= len(v); at += slotSize {
 			if slot := v[at : at+slotSize]; string(slot) != string(make([]byte, slotSize)) {
 				out[k+"#"+strconv.Itoa(at/slotSize)] = slot
@@ -120,18 +129,27 @@ func (g *rig) slots() map[string][]byte {
 	return out
 }
 
-// slotSize is the length of a slot value (internal/admission slot.go: SlotSize); a row holds
-// rowSlots of them (slot.go: defaultRowSlots).
+// slotSize is the length of a slot value; a row holds rowSlots of them (internal/admission
+// slot.go: defaultRowSlots).
 const (
-	slotSize = 56
+	slotSize = admission.SlotSize
 	rowSlots = 8
 )
 
+// rowsOf is the number of rows of a table of maxKeys slots.
+func rowsOf(maxKeys int) int { return (maxKeys + rowSlots - 1) / rowSlots }
+
 // slotLayoutVersion is the layout version a slot value carries at offset 2 (internal/admission
-// table.go: slotVersion).
+// slot.go: slotVersion).
 const slotLayoutVersion = 4
 
-// slotOwner is the owner hash stored in a slot value (internal/admission table.go: offset 8).
+// isLive reports whether a slot value holds a bucket (internal/admission slot.go): magic "TG",
+// the layout version, kind 1 in the high nibble of byte 3.
+func isLive(value []byte) bool {
+	return value[0] == 'T' && value[1] == 'G' && value[2] == slotLayoutVersion && value[3]>>4 == 1
+}
+
+// slotOwner is the owner hash stored in a slot value (internal/admission slot.go: offset 8).
 func slotOwner(value []byte) uint64 {
 	if len(value) != slotSize {
 		return 0

@@ -178,6 +178,18 @@ func (r *Reader) Import() (kind byte) {
 	return kind
 }
 
+// ImportKinds reads an import section's content to its end and counts its imports by kind (see
+// Import).
+func (r *Reader) ImportKinds() (counts [4]uint32) {
+	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
+		if kind := r.Import(); kind < 4 && r.Err() == nil {
+			counts[kind]++
+		}
+	}
+	r.End()
+	return counts
+}
+
 // Limits reads a table's or memory's limits: flags (bit 0: a maximum follows), minimum, maximum.
 func (r *Reader) Limits() (flags byte, minimum, maximum uint32) {
 	flags = r.Byte()
@@ -243,6 +255,12 @@ func AppendName(b []byte, name string) []byte {
 // size in its shortest form, and the content.
 func AppendSection(b []byte, id byte, content []byte) []byte {
 	return append(AppendU32(append(b, id), uint32(len(content))), content...)
+}
+
+// SectionSize is the length of a section with content, as AppendSection writes it.
+func SectionSize(content []byte) int {
+	var size [5]byte
+	return 1 + len(AppendU32(size[:0], uint32(len(content)))) + len(content)
 }
 
 // RewriteFile replaces the module in the file at path with what rewrite makes of it

@@ -115,7 +115,7 @@ func Pack(module []byte) ([]byte, Stats, error) {
 		}
 		out = wasmbin.AppendSection(out, s.id, content)
 	}
-	return out, Stats{Segments: segments, Before: m.dataSize, After: len(wasmbin.AppendSection(nil, wasmbin.DataSection, replaced[wasmbin.DataSection])),
+	return out, Stats{Segments: segments, Before: m.dataSize, After: wasmbin.SectionSize(replaced[wasmbin.DataSection]),
 		Image: len(image)}, nil
 }
 
@@ -253,16 +253,15 @@ func (m *module) readImports() error {
 		return nil
 	}
 	r := wasmbin.NewReader(content)
-	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
-		switch r.Import() {
-		case 0:
-			m.importedFunctions++
-		case 2:
-			return errors.New("the module imports its memory")
-		}
+	kinds := r.ImportKinds()
+	if err := r.Err(); err != nil {
+		return err
 	}
-	r.End()
-	return r.Err()
+	if kinds[2] > 0 {
+		return errors.New("the module imports its memory")
+	}
+	m.importedFunctions = kinds[0]
+	return nil
 }
 
 // memoryLimits are the module's memory's limits: their kind (1: with a maximum), and its initial
