@@ -188,11 +188,11 @@ func TestFloodSparesEstablishedKeys(t *testing.T) {
 }
 
 // A request of a known key reads its row and writes it (TestCrossingTrace pins every crossing);
-// so does a new key whose row was never written, which creates the row with it. A new key that
-// finds a free slot in its row also reads the overflow bucket first (where its new bucket would
-// start if it had drawn from it); a key whose row is full reads it and the overflow bucket,
-// writes that, and writes its row again, unchanged (a bucket of its own created meanwhile would
-// not have seen the draw, and then fails its write, or this one fails).
+// so does a new key, whether its row was never written (it creates the row with it) or has a
+// free slot. A key whose row is full reads it and the overflow bucket, writes that, and writes
+// its row again with the key's marks (a bucket of its own created meanwhile would not have seen
+// the draw, and then fails its write, or this one fails). Only a new bucket whose row carries
+// its key's marks reads the overflow bucket too, where it would start from.
 func TestSharedDataCallsPerRequest(t *testing.T) {
 	g := keyTableRig(t, 16, 3, 1, 9)
 	vm := g.vms[0]
@@ -210,20 +210,22 @@ func TestSharedDataCallsPerRequest(t *testing.T) {
 		}
 		t.Logf("%s: %v", c.name, cost)
 	}
-	// New keys until one finds its row full: each costs one read and one write or, its row
-	// written before, two reads and one write; both happen on the way.
+	// New keys until one finds its row full: each costs one read and one write, whether it
+	// creates its row or finds a slot in one written before; both happen on the way.
 	fresh, placed := 0, 0
-	for i := 1; ; i++ {
-		full := g.counter("tollgate.key_table_full")
-		cost := measure(g, 1, func() { g.send(vm, apiKeyReq("k"+strconv.Itoa(i)), nil) })
+	drawer := ""
+	for i := 1; drawer == ""; i++ {
+		key := "k" + strconv.Itoa(i)
+		full, rows := g.counter("tollgate.key_table_full"), len(g.rows())
+		cost := measure(g, 1, func() { g.send(vm, apiKeyReq(key), nil) })
 		if g.counter("tollgate.key_table_full") == full {
-			switch {
-			case cost.gets == 1 && cost.sets == 1:
+			if cost.gets != 1 || cost.sets != 1 {
+				t.Fatalf("new key %s: %v, want 1 read and 1 write", key, cost)
+			}
+			if len(g.rows()) > rows {
 				fresh++
-			case cost.gets == 2 && cost.sets == 1:
+			} else {
 				placed++
-			default:
-				t.Fatalf("new key k%d: %v, want 1 read and 1 write, or 2 reads and 1 write", i, cost)
 			}
 			continue
 		}
@@ -234,7 +236,25 @@ func TestSharedDataCallsPerRequest(t *testing.T) {
 		if fresh == 0 || placed == 0 {
 			t.Errorf("%d new keys created with their row and %d placed in one: the table filled without both", fresh, placed)
 		}
-		break
+		drawer = key
+	}
+	// Two hours on every bucket is idle again (3 tokens, one an hour, one spent), so every slot is
+	// free: the key that drew reads the overflow bucket before its bucket is written into its
+	// row, a key that never drew does not.
+	g.clock.Advance(2 * time.Hour)
+	for _, c := range []struct {
+		name       string
+		key        string
+		gets, sets float64
+	}{
+		{"the key that drew, an idle slot in its row", drawer, 2, 1},
+		{"a new key, an idle slot in its row", "never-drew", 1, 1},
+	} {
+		cost := measure(g, 1, func() { g.send(vm, apiKeyReq(c.key), nil) })
+		if cost.gets != c.gets || cost.sets != c.sets {
+			t.Errorf("%s: %v, want %v reads and %v writes", c.name, cost, c.gets, c.sets)
+		}
+		t.Logf("%s: %v", c.name, cost)
 	}
 }
 

@@ -53,7 +53,7 @@ type Gate struct {
 	described   *config.KeyPart
 	description string
 	applied     []applied
-	buf         [maxRowSlots * SlotSize]byte // a row or a slot being written
+	buf         [maxRowSlots*SlotSize + markSize]byte // a row or a slot being written
 	// rows are the rows the decision being made has read, with what it staged in them (table.go).
 	rows    []rowCopy
 	hashBuf []byte

@@ -230,12 +230,13 @@ func slotAt(g *Gate, store *memStore, index uint64) slot {
 	return s
 }
 
-// putSlot stores a slot value into its row as another worker would have written it; the zero
-// slot empties it.
+// putSlot stores a slot value into its row as another worker would have written it (a row's
+// drawers kept); the zero slot empties it.
 func putSlot(g *Gate, store *memStore, index uint64, s slot) {
 	key := g.keyOf(nil, index)
-	row := make([]byte, g.rowSize())
-	copy(row, store.value(key))
+	stored := store.value(key)
+	row := make([]byte, max(g.rowSize(), len(stored)))
+	copy(row, stored)
 	at := int(index%uint64(g.rowSlots)) * SlotSize
 	clear(row[at : at+SlotSize])
 	if s != (slot{}) {

@@ -143,8 +143,10 @@ const (
 // it observed starting the key's next bucket before the old one was idle (what the slots'
 // stamps prevent); 1181 is a key drawing from the overflow bucket while another worker created
 // its own bucket from the overflow bucket's state as it was before that draw (what the draw's
-// write of its row after the overflow bucket prevents).
-var placementRegressions = []int{8925, 1181}
+// write of its row after the overflow bucket prevents). 20088 is a draw whose row was written by
+// another worker before the draw's own write, which must then still leave the key's marks in
+// the row: without them the key's next bucket starts fresh (when rows carry their drawers).
+var placementRegressions = []int{8925, 1181, 20088}
 
 func TestPlacementUnderAdversarialInterleavings(t *testing.T) {
 	runs := placementRuns

@@ -12,6 +12,11 @@ import (
 // bucket is zero (or anything that does not decode). The overflow bucket is one slot under a key
 // of its own.
 //
+// A row some key of which drew from an overflow bucket (only a full row's keys do) is followed
+// by its drawers, markSize bytes: the union of their drawerMarks, little-endian, never cleared.
+// A new bucket whose marks are not all there has drawn nothing, and does not read the overflow
+// bucket (Gate.read).
+//
 // A slot, little-endian, SlotSize bytes:
 //
 //	offset 0  [2]byte  magic "TG"
@@ -28,6 +33,7 @@ import (
 const (
 	SlotSize    = 56
 	slotVersion = 4
+	markSize    = 8 // a full row's drawers, after its slots
 )
 
 // kindLive marks a slot that holds a bucket; a slot of any other kind holds none.
@@ -158,9 +164,22 @@ func (p *Policy) setRowSlots(n int) {
 // rowSize is the length of a row whose every slot was written.
 func (p *Policy) rowSize() int { return p.rowSlots * SlotSize }
 
-// isRow reports whether value can be a row: whole slots, at least one, at most rowSlots.
+// isRow reports whether value can be a row: whole slots, at least one, at most rowSlots, and
+// perhaps its drawers after them.
 func (p *Policy) isRow(value []byte) bool {
-	return len(value) > 0 && len(value)%SlotSize == 0 && len(value) <= p.rowSize()
+	n := len(value)
+	if n%SlotSize == markSize {
+		n -= markSize
+	}
+	return n > 0 && n%SlotSize == 0 && n <= p.rowSize()
+}
+
+// rowDrawers are the drawers after row's slots, 0 if it has none.
+func rowDrawers(row []byte) uint64 {
+	if n := len(row); n%SlotSize == markSize {
+		return binary.LittleEndian.Uint64(row[n-markSize:])
+	}
+	return 0
 }
 
 // bucketIn finds owner's bucket in row, a row's value: its place in the row and the slot.

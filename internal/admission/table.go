@@ -46,11 +46,12 @@ const CasCreate = math.MaxUint32
 //     and never touches the buckets in use. The overflow bucket marks its drawers since it was
 //     last idle in a 64-bit mask; a new bucket whose owner is marked starts from the overflow
 //     bucket's state instead of a fresh one, so a key that moves from the overflow bucket to a
-//     bucket of its own gets no more than its limit from both together. A new bucket reads the
-//     overflow bucket after its row and before writing the row; a draw writes the key's row
-//     after writing the overflow bucket (as it read it, or with what other limits of the
-//     request staged in it), against the CAS of a read of the row that found no bucket of the
-//     key: of a draw and a bucket created at the same time, one always sees the other.
+//     bucket of its own gets no more than its limit from both together. A draw writes the key's
+//     row after writing the overflow bucket (as it read it, or with what other limits of the
+//     request staged in it), with the key's marks added to the row's drawers, against the CAS
+//     of a read of the row that found no bucket of the key; a new bucket whose row carries its
+//     key's marks reads the overflow bucket after its row and before writing the row: of a draw
+//     and a bucket created at the same time, one always sees the other.
 //
 // Owners are SipHash-2-4 of the rule, the limit and the partition key, keyed with a secret the
 // first VM draws and stores in shared data: clients cannot aim their keys at someone else's
@@ -73,8 +74,8 @@ type rowCopy struct {
 	// drawn: a limit of the decision draws from an overflow bucket, so the row is written after
 	// that bucket, changed or not.
 	drawn bool
-	value []byte                       // as the Store returned it, or own
-	own   [maxRowSlots * SlotSize]byte // for a row grown by this decision (grow)
+	value []byte                                // as the Store returned it, or own
+	own   [maxRowSlots*SlotSize + markSize]byte // for a row grown or marked by this decision
 }
 
 // decide charges every limit of a group or none. It finds every limit's bucket and decides; if
@@ -266,12 +267,16 @@ func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 			return err
 		}
 		r.drawn = true
+		r.mark(drawerMarks(a.owner))
 		return nil
 	}
 	a.place, a.slot = placeFree, first+uint64(free)
 	r.take(free, a.cost)
 	start := l.algo.initial(a.when(a.stamp))
-	if !r.absent { // an absent row was never full: its keys cannot have drawn
+	// A key drew only from a full row, which then carries its marks: an absent row was never
+	// full, and a row without the key's marks saw no draw of it (the argument is the draw's, in
+	// docs/design.md).
+	if marks := drawerMarks(a.owner); !r.absent && rowDrawers(r.value)&marks == marks {
 		var err error
 		if start, err = g.startState(store, a); err != nil {
 			return err
@@ -297,28 +302,44 @@ func heldBy(group []applied, owner uint64) bool {
 	return false
 }
 
+// mark adds a drawer's marks to the drawers after the row's slots, in the copy's own buffer.
+func (r *rowCopy) mark(marks uint64) {
+	drawers := rowDrawers(r.value)
+	if drawers&marks == marks {
+		return
+	}
+	n := len(r.value) - len(r.value)%SlotSize
+	copy(r.own[:n], r.value[:n])
+	r.value = binary.LittleEndian.AppendUint64(r.own[:n], drawers|marks)
+}
+
 // take stages slot i for a limit's new bucket, if a request of cost writes it (one that costs
 // nothing leaves the row as it is). The slot after the row's end lengthens the copy, in its own
-// buffer, empty until it is written (another limit of the request reads it meanwhile).
+// buffer, empty until it is written (another limit of the request reads it meanwhile), and its
+// drawers, if it has any, stay after its slots. (Only a full row has drawers, and a full row has
+// no slot after its end; this keeps them all the same.)
 func (r *rowCopy) take(i int, cost int64) {
 	if cost == 0 {
 		return
 	}
 	r.staged |= 1 << i
 	if end := (i + 1) * SlotSize; end > len(r.value) {
-		if n := len(r.value); n > 0 {
-			copy(r.own[:n], r.value)
-		}
+		drawers := rowDrawers(r.value)
+		n := len(r.value) - len(r.value)%SlotSize
+		copy(r.own[:n], r.value[:n])
 		*(*[SlotSize]byte)(r.own[i*SlotSize : end]) = emptySlot
 		r.value = r.own[:end]
+		if drawers != 0 {
+			r.value = binary.LittleEndian.AppendUint64(r.value, drawers)
+		}
 	}
 }
 
 // retouch writes a row that only draws from the overflow bucket need written, which another
-// worker changed since their lookup: it reads the row again and writes it back as it is, unless
-// it now holds a bucket of a key that drew (then the draw is a lost race, to decide again on that
-// bucket). The argument needs only the row unchanged from some read after the draw until this
-// write, so writing what a later read found will do.
+// worker changed since their lookup: it reads the row again and writes it back as it is, with
+// the drawers' marks, unless it now holds a bucket of a key that drew (then the draw is a lost
+// race, to decide again on that bucket). The argument needs only the row unchanged from some read
+// after the draw until this write, so writing what a later read found will do.
 func (g *Gate) retouch(store Store, group []applied, ri int) error {
 	r := &g.rows[ri]
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
@@ -335,6 +356,7 @@ func (g *Gate) retouch(store Store, group []applied, ri int) error {
 			if _, _, found := bucketIn(r.value, a.owner); found {
 				return ErrCasMismatch
 			}
+			r.mark(drawerMarks(a.owner))
 		}
 		if err = store.Set(g.rowKey(r.index), r.value, cas); err == nil || !isCasMismatch(err) {
 			return err
@@ -407,9 +429,10 @@ func drawerMarks(owner uint64) uint64 {
 // unless the key drew from the overflow bucket since that was last idle (its marks are among the
 // drawers). Then it starts from the overflow bucket's state: whatever the key drew there is
 // still missing from it, so its draws from both together stay within one limit. Only that read
-// is added to a new bucket's path, and only under when_full overflow. It comes after the read
-// of the row the bucket is written into with that read's CAS: a draw of the same key either
-// wrote the overflow bucket before it, or writes the row after the bucket is there and fails.
+// is added to a new bucket's path, only under when_full overflow, and only when the row carries
+// the key's marks (Gate.read). It comes after the read of the row the bucket is written into
+// with that read's CAS: a draw of the same key either wrote the overflow bucket and its marked
+// row before it, or writes the row after the bucket is there and fails.
 func (g *Gate) startState(store Store, a *applied) (cells, error) {
 	l := a.limit
 	if g.table.WhenFull != config.WhenFullOverflow {
