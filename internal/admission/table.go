@@ -275,8 +275,9 @@ func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 	start := l.algo.initial(a.when(a.stamp))
 	// A key drew only from a full row, which then carries its marks: an absent row was never
 	// full, and a row without the key's marks saw no draw of it (the argument is the draw's, in
-	// docs/design.md).
-	if marks := drawerMarks(a.owner); !r.absent && rowDrawers(r.value)&marks == marks {
+	// docs/design.md). Only a row with drawers has a length of no whole slots, and rowDrawers is
+	// a call.
+	if marks := drawerMarks(a.owner); !r.absent && len(r.value)%SlotSize != 0 && rowDrawers(r.value)&marks == marks {
 		var err error
 		if start, err = g.startState(store, a); err != nil {
 			return err
@@ -324,9 +325,12 @@ func (r *rowCopy) take(i int, cost int64) {
 	}
 	r.staged |= 1 << i
 	if end := (i + 1) * SlotSize; end > len(r.value) {
-		drawers := rowDrawers(r.value)
-		n := len(r.value) - len(r.value)%SlotSize
-		copy(r.own[:n], r.value[:n])
+		var drawers uint64
+		if n := len(r.value); n > 0 { // not a row never written: no call for that one
+			drawers = rowDrawers(r.value)
+			n -= n % SlotSize
+			copy(r.own[:n], r.value[:n])
+		}
 		*(*[SlotSize]byte)(r.own[i*SlotSize : end]) = emptySlot
 		r.value = r.own[:end]
 		if drawers != 0 {
