@@ -12,10 +12,10 @@ import (
 // bucket is zero (or anything that does not decode). The overflow bucket is one slot under a key
 // of its own.
 //
-// A row some key of which drew from an overflow bucket (only a full row's keys do) is followed
-// by its drawers, markSize bytes: the union of their drawerMarks, little-endian, never cleared.
-// A new bucket whose marks are not all there has drawn nothing, and does not read the overflow
-// bucket (Gate.read).
+// A row some key of which (a key whose owner selects the row) drew from an overflow bucket, which
+// only a full row's keys do, is followed by its drawers, markSize bytes: the union of their
+// drawerMarks, little-endian, never cleared. A new bucket whose marks are not all there has no
+// draw that stands, and does not read the overflow bucket (Gate.read).
 //
 // A slot, little-endian, SlotSize bytes:
 //

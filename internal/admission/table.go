@@ -72,7 +72,7 @@ type rowCopy struct {
 	absent bool   // never written: a CAS read can be CasCreate too, so this is not cas's to tell
 	staged uint16 // the slots this decision writes: its admitted limits' buckets
 	// drawn: a limit of the decision draws from an overflow bucket, so the row is written after
-	// that bucket, changed or not.
+	// that bucket, with the key's marks added to its drawers (or there already).
 	drawn bool
 	value []byte                                // as the Store returned it, or own
 	own   [maxRowSlots*SlotSize + markSize]byte // for a row grown or marked by this decision
@@ -82,10 +82,11 @@ type rowCopy struct {
 // one rejects, nothing is written and the rejection with the longest wait is returned.
 // Otherwise the new states are written: first the overflow buckets drawn from, then every row
 // changed or drawn beside, once each, with the CAS it was read with. A draw's row is written
-// after the draw, changed or not, so that a bucket the key got in its row meanwhile either fails
-// that write or read the overflow bucket after the draw (docs/design.md, "Moving between the
-// overflow bucket and a bucket of its own"). If another worker wrote one of them first, the
-// writes already made are undone and the whole group is decided again.
+// after the draw, with the key's marks (its slots unchanged), so that a bucket the key got in
+// its row meanwhile either fails that write or read the overflow bucket after the draw
+// (docs/design.md, "Moving between the overflow bucket and a bucket of its own"). If another
+// worker wrote one of them first, the writes already made are undone and the whole group is
+// decided again.
 func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applied, error) {
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		g.rows = g.rows[:0]

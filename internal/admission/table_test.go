@@ -358,7 +358,7 @@ func TestRowFigures(t *testing.T) {
 		for _, c := range []struct {
 			active int
 			atMost float64
-		}{{2_000, 0.001}, {10_000, 0.0002}, {30_000, 0.005}, {50_000, 0.03}} {
+		}{{2_000, 0.001}, {10_000, 0.0002}, {30_000, 0.001}, {50_000, 0.01}} {
 			store := &countingStore{memStore: newMemStore()}
 			var gates [2]*Gate
 			for i := range gates {
