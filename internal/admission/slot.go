@@ -164,14 +164,11 @@ func (p *Policy) setRowSlots(n int) {
 // rowSize is the length of a row whose every slot was written.
 func (p *Policy) rowSize() int { return p.rowSlots * SlotSize }
 
-// isRow reports whether value can be a row: whole slots, at least one, at most rowSlots, and
-// perhaps its drawers after them.
+// isRow reports whether value can be a row: whole slots, at least one, at most rowSlots, or a
+// full row followed by its drawers.
 func (p *Policy) isRow(value []byte) bool {
 	n := len(value)
-	if n%SlotSize == markSize {
-		n -= markSize
-	}
-	return n > 0 && n%SlotSize == 0 && n <= p.rowSize()
+	return n > 0 && n%SlotSize == 0 && n <= p.rowSize() || n == p.rowSize()+markSize
 }
 
 // rowDrawers are the drawers after row's slots, 0 if it has none.

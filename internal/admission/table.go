@@ -305,6 +305,8 @@ func heldBy(group []applied, owner uint64) bool {
 }
 
 // mark adds a drawer's marks to the drawers after the row's slots, in the copy's own buffer.
+// Only a full row is marked (a key draws only when its row is full, and retouch checks that it
+// still is), and a full row does not grow, so the drawers stay last.
 func (r *rowCopy) mark(marks uint64) {
 	drawers := rowDrawers(r.value)
 	if drawers&marks == marks {
@@ -317,26 +319,19 @@ func (r *rowCopy) mark(marks uint64) {
 
 // take stages slot i for a limit's new bucket, if a request of cost writes it (one that costs
 // nothing leaves the row as it is). The slot after the row's end lengthens the copy, in its own
-// buffer, empty until it is written (another limit of the request reads it meanwhile), and its
-// drawers, if it has any, stay after its slots. (Only a full row has drawers, and a full row has
-// no slot after its end; this keeps them all the same.)
+// buffer, empty until it is written (another limit of the request reads it meanwhile). A row
+// with drawers is full: it has no slot after its end.
 func (r *rowCopy) take(i int, cost int64) {
 	if cost == 0 {
 		return
 	}
 	r.staged |= 1 << i
 	if end := (i + 1) * SlotSize; end > len(r.value) {
-		var drawers uint64
-		if n := len(r.value); n > 0 { // not a row never written: no call for that one
-			drawers = rowDrawers(r.value)
-			n -= n % SlotSize
-			copy(r.own[:n], r.value[:n])
+		if n := len(r.value); n > 0 {
+			copy(r.own[:n], r.value)
 		}
 		*(*[SlotSize]byte)(r.own[i*SlotSize : end]) = emptySlot
 		r.value = r.own[:end]
-		if drawers != 0 {
-			r.value = binary.LittleEndian.AppendUint64(r.value, drawers)
-		}
 	}
 }
 
@@ -349,8 +344,10 @@ func (g *Gate) retouch(store Store, group []applied, ri int) error {
 	r := &g.rows[ri]
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
 		value, cas, err := store.Get(g.rowKey(r.index))
-		if err != nil || !g.isRow(value) {
-			return ErrCasMismatch // decided again, which reads the row and reports a failure
+		if err != nil || !g.isRow(value) || len(value) < g.rowSize() {
+			// Decided again, which reads the row and reports a failure, or finds the room a row
+			// no longer full has (only one replaced as not a row can be shorter).
+			return ErrCasMismatch
 		}
 		r.value = value
 		for i := range group {
