@@ -38,7 +38,7 @@ func fresh(tb testing.TB, r *rig, n int) func(int) string {
 }
 
 // freshOnReusedSlots gives every request a key never seen, in a key table every row of which
-// holds idle buckets of earlier keys: the lot of new keys once a long-running proxy's table has
+// holds an idle bucket of an earlier key: the lot of new keys once a long-running proxy's table has
 // been through many keys (shared data has no delete, so a row once written stays written).
 // Filler keys write the rows first; the clock moves a microsecond per request, so each bucket is
 // idle again (full: the admit-all limit refills a token a nanosecond) when the next key needs
@@ -182,7 +182,8 @@ func TestFloorProbe(t *testing.T) {
 
 // The known keys of the benchmarks each have a bucket of their own, so no run can find one
 // charged by another (a rejected request where 200 was expected) and the crossings measured are
-// those of a known key: once written, each key's request reads exactly one row. The secret is fixed (benchSecret), so this holds on every run.
+// those of a known key: once written, each key's request reads exactly one row. The secret is
+// fixed (benchSecret), so this holds on every run.
 func TestKnownKeysHaveSlotsOfTheirOwn(t *testing.T) {
 	r := newRig(t, tollgateModule(t), rigOptions{config: rejectConfig})
 	known(t, r, 0)
@@ -192,22 +193,28 @@ func TestKnownKeysHaveSlotsOfTheirOwn(t *testing.T) {
 	}
 	after := r.shared.Stats()
 	if reads := after.Gets - before.Gets; reads != knownKeys || after.Sets != before.Sets {
-		t.Fatalf("%d rejected requests of known keys read %d slots and wrote %d, want one read each and no write",
+		t.Fatalf("%d rejected requests of known keys read %d rows and wrote %d, want one read each and no write",
 			knownKeys, reads, after.Sets-before.Sets)
 	}
 }
 
 // The new keys of new-key-reused-slot each find their row written, its first slot holding an idle
 // bucket of a filler key, so each bucket takes that one over: it reads the row and writes it,
-// never creating a row (shared data holds as many values after the request as before), and
-// reads no overflow bucket, as no key drew from it: the request type measures what it is named
+// never creating a row nor lengthening one (shared data holds as many values, and as many bytes,
+// after the request as before), and reads no overflow bucket, as no key drew from it: the request type measures what it is named
 // for, in as many reads and writes as a new key whose row was never written.
 func TestReusedSlotsAreAllWritten(t *testing.T) {
 	const n = 64
 	r := newRig(t, tollgateModule(t), rigOptions{config: reusedSlotConfig})
 	key := freshOnReusedSlots(t, r, n)
+	stored := func() (bytes int) {
+		for _, v := range r.shared.Entries("tollgate") {
+			bytes += len(v)
+		}
+		return bytes
+	}
 	for i := range n {
-		before, values := r.shared.Stats(), r.shared.Keys("tollgate")
+		before, values, size := r.shared.Stats(), r.shared.Keys("tollgate"), stored()
 		r.expect(t, key(i), 200)
 		after := r.shared.Stats()
 		if reads, writes := after.Gets-before.Gets, after.Sets-before.Sets; reads != 1 || writes != 1 {
@@ -215,6 +222,9 @@ func TestReusedSlotsAreAllWritten(t *testing.T) {
 		}
 		if now := r.shared.Keys("tollgate"); now != values {
 			t.Fatalf("new key %d: shared data holds %d values, %d before: it created a row", i, now, values)
+		}
+		if now := stored(); now != size {
+			t.Fatalf("new key %d: shared data holds %d bytes, %d before: it lengthened a row", i, now, size)
 		}
 	}
 }

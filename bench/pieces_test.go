@@ -54,7 +54,7 @@ func pieceSizes(wasm []byte, names wasmnames.Map) (map[string]int, error) {
 		whole := sections.Offset() - start
 		switch id {
 		case wasmbin.ImportSection: // functions come first in the index space
-			imported = content.ImportKinds()[0]
+			imported = content.ImportKinds()[wasmbin.ImportFunction]
 			if err := content.Err(); err != nil {
 				return nil, fmt.Errorf("import section: %v", err)
 			}

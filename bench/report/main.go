@@ -289,8 +289,9 @@ func renderTargets(w writef, r results) {
 	for _, t := range timeTargets {
 		ratio := r.get("Floor/"+t.request, t.unit)
 		host := r.get("Crossings/tollgate/"+t.request, "hostcalls/op")
-		w("| %s: `%s` ≤ %s | **%s** | %s |\n", t.label, t.unit, number(t.ratio, 1), ratio.format(2), met(ratio.ok, ratio.max <= t.ratio))
-		w("| %s: host calls ≤ %d | **%s** (floor: %s) | %s |\n", t.label, t.hostCalls, host.format(3),
+		label := labelOf(t.request)
+		w("| %s: `%s` ≤ %s | **%s** | %s |\n", label, t.unit, number(t.ratio, 1), ratio.format(2), met(ratio.ok, ratio.max <= t.ratio))
+		w("| %s: host calls ≤ %d | **%s** (floor: %s) | %s |\n", label, t.hostCalls, host.format(3),
 			r.get("Crossings/floor/"+t.request, "hostcalls/op").format(3), met(host.ok, host.median < float64(t.hostCalls)+0.5))
 	}
 	// A baseline module (TOLLGATE_BENCH_BASELINE) interleaved in the same run: before and after.
@@ -316,14 +317,24 @@ func renderTargets(w writef, r results) {
 // floor probe's (or the clocked probe's, for the requests every time-based limiter must read the
 // clock for), met by the range's upper end.
 var timeTargets = []struct {
-	request, label, unit string
-	ratio                float64
-	hostCalls            int
+	request, unit string
+	ratio         float64
+	hostCalls     int
 }{
-	{"admitted-known", "admitted, known key", "vs-clocked-floor", 1.8, 4},
-	{"rejected", "rejected (bucket empty)", "vs-clocked-floor", 1.5, 3},
-	{"new-key", "new key, its row never written", "vs-floor", 2.5, 6},
-	{"new-key-reused-slot", "new key, an idle slot in a row written before", "vs-floor", 2.5, 6},
+	{"admitted-known", "vs-clocked-floor", 1.8, 4},
+	{"rejected", "vs-clocked-floor", 1.5, 3},
+	{"new-key", "vs-floor", 2.5, 6},
+	{"new-key-reused-slot", "vs-floor", 2.5, 6},
+}
+
+// labelOf is a request type's label in the tables (requestTypes).
+func labelOf(request string) string {
+	for _, rt := range requestTypes {
+		if rt.name == request {
+			return rt.label
+		}
+	}
+	return request
 }
 
 // moduleTarget is the most the module may weigh, in bytes.

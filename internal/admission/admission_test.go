@@ -209,14 +209,8 @@ func TestMissingKeyChargesNothing(t *testing.T) {
 // storedSlot is the live bucket of a (limit, partition key), decoded, if a slot of its row holds
 // it.
 func storedSlot(g *Gate, store *memStore, l *limit, partKey string) (slot, bool) {
-	owner := g.owner(l, []byte(partKey))
-	first := g.rowOf(owner) * uint64(g.rowSlots)
-	for i := range uint64(g.rowSlots) {
-		if s := slotAt(g, store, first+i); s.kind == kindLive && s.owner == owner {
-			return s, true
-		}
-	}
-	return slot{}, false
+	_, s, _, _, _, found, err := g.findBucket(store, g.owner(l, []byte(partKey)))
+	return s, found && err == nil
 }
 
 // slotAt is slot index of the key table as stored, decoded; zero when it holds no bucket.
@@ -251,7 +245,7 @@ func TestCorruptValuesAreANewBucket(t *testing.T) {
 	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
 	l := &g.rules[0].limits[0]
 	owner := g.owner(l, []byte("1:x"))
-	key := g.rowKey(g.rowOf(owner))
+	key := strings.Clone(g.rowKey(g.rowOf(owner)))
 	// A row whose every slot holds the key's bucket in a layout version not this one.
 	otherVersion := make([]byte, g.rowSize())
 	for at := 0; at < len(otherVersion); at += SlotSize {
@@ -458,7 +452,8 @@ func TestLostRaceUndoesEarlierWrites(t *testing.T) {
 	  {"capacity": 7, "refill_tokens": 1, "refill_interval": "1h"}]}]}`)
 	store := newMemStore()
 	g.Admit(header("k", "x"), store, sec) // both buckets exist: 4 and 6 left
-	second := g.rowKey(g.rowOf(g.owner(&g.rules[0].limits[1], []byte("1:x"))))
+	// A copy: rowKey's string is the Gate's buffer, rewritten by its next call.
+	second := strings.Clone(g.rowKey(g.rowOf(g.owner(&g.rules[0].limits[1], []byte("1:x")))))
 	lost := false
 	store.onSet(func(key string) error {
 		if key == second && !lost {

@@ -183,16 +183,16 @@ func TestRowsCoverTheTable(t *testing.T) {
 	for _, size := range []int{16, 17, 23, 24, 1000, config.DefaultMaxKeys, 10_000_000} {
 		p := &Policy{table: config.KeyTable{MaxKeys: size}}
 		p.setRowSlots(defaultRowSlots)
-		if slots := int(p.rowCount()) * p.rowSlots; slots < size || slots >= size+p.rowSlots {
-			t.Fatalf("max_keys %d: %d rows of %d slots", size, p.rowCount(), p.rowSlots)
+		if slots := int(p.rowCount) * p.rowSlots; slots < size || slots >= size+p.rowSlots {
+			t.Fatalf("max_keys %d: %d rows of %d slots", size, p.rowCount, p.rowSlots)
 		}
 		for i := range 10_000 {
 			owner := r.Uint64()
 			if i < len(interesting) {
 				owner = uint64(interesting[i])
 			}
-			if row := p.rowOf(owner); row >= p.rowCount() {
-				t.Fatalf("max_keys %d, owner %d: row %d of %d", size, owner, row, p.rowCount())
+			if row := p.rowOf(owner); row >= p.rowCount {
+				t.Fatalf("max_keys %d, owner %d: row %d of %d", size, owner, row, p.rowCount)
 			}
 		}
 	}

@@ -140,12 +140,13 @@ const (
 	placementSoakRuns = 20_000
 )
 
-// placementRegressions are seeds beyond placementRuns that once found a hole. When a bucket's
-// candidates were separate values: 8925 is a worker whose now was older than an idle takeover
-// it observed starting the key's next bucket before the old one was idle (what the slots'
-// stamps prevent); 1181 is a key drawing from the overflow bucket while another worker created
-// its own bucket from the overflow bucket's state as it was before that draw (what the draw's
-// write of its row after the overflow bucket prevents). With rows that carry their drawers: 20088
+// placementRegressions are seeds beyond placementRuns that once found a hole. 8925 and 1181 found
+// theirs when a bucket's candidates were separate values (a worker whose now was older than an
+// idle takeover it observed starting the key's next bucket before the old one was idle, which
+// the slots' stamps prevent; a key drawing from the overflow bucket while another worker created
+// its own bucket from the overflow bucket's state as it was before that draw, which the draw's
+// write of its row after the overflow bucket prevents); with rows, they replay other schedules
+// and stay as ordinary seeds. With rows that carry their drawers: 20088
 // is a draw whose row was written by another worker before the draw's own write, which must
 // then still leave the key's marks in the row; without them the key's next bucket starts fresh.
 var placementRegressions = []int{8925, 1181, 20088}

@@ -38,7 +38,7 @@ type Policy struct {
 	secretKey string
 	rowPrefix string
 	rowSlots  int    // slots per row: those a bucket may take
-	rows      uint64 // rows in the table (setRowSlots)
+	rowCount  uint64 // rows in the table (setRowSlots)
 }
 
 // rule is one configured rule compiled for deciding: everything a request reads of it, copied

@@ -148,17 +148,14 @@ func (g *Gate) writeRowKey(index uint64) string {
 // rowOf is the row whose slots owner's bucket may take: the owner, a keyed hash that clients
 // cannot choose, modulo the number of rows.
 func (p *Policy) rowOf(owner uint64) uint64 {
-	return owner % p.rowCount()
+	return owner % p.rowCount
 }
-
-// rowCount is the number of rows, worked out when the policy is compiled (setRowSlots).
-func (p *Policy) rowCount() uint64 { return p.rows }
 
 // setRowSlots sets the slots per row, and the number of rows: MaxKeys slots, rounded up to whole
 // rows. (Unsigned: Go's Wasm divides signed integers in a runtime call.)
 func (p *Policy) setRowSlots(n int) {
 	p.rowSlots = n
-	p.rows = (uint64(p.table.MaxKeys) + uint64(n) - 1) / uint64(n)
+	p.rowCount = (uint64(p.table.MaxKeys) + uint64(n) - 1) / uint64(n)
 }
 
 // rowSize is the length of a row whose every slot was written.
@@ -171,12 +168,13 @@ func (p *Policy) isRow(value []byte) bool {
 	return n > 0 && n%SlotSize == 0 && n <= p.rowSize() || n == p.rowSize()+markSize
 }
 
-// rowDrawers are the drawers after row's slots, 0 if it has none.
+// rowDrawers are the drawers after row's slots (row a row: isRow), 0 if it has none. (Small
+// enough to inline: it runs for every new bucket in a row written before.)
 func rowDrawers(row []byte) uint64 {
-	if n := len(row); n%SlotSize == markSize {
-		return binary.LittleEndian.Uint64(row[n-markSize:])
+	if len(row)%SlotSize == 0 {
+		return 0
 	}
-	return 0
+	return binary.LittleEndian.Uint64(row[len(row)-markSize:])
 }
 
 // bucketIn finds owner's bucket in row, a row's value: its place in the row and the slot.

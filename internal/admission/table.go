@@ -276,9 +276,8 @@ func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 	start := l.algo.initial(a.when(a.stamp))
 	// A key drew only from a full row, which then carries its marks: an absent row was never
 	// full, and a row without the key's marks saw no draw of it (the argument is the draw's, in
-	// docs/design.md). Only a row with drawers has a length of no whole slots, and rowDrawers is
-	// a call.
-	if marks := drawerMarks(a.owner); !r.absent && len(r.value)%SlotSize != 0 && rowDrawers(r.value)&marks == marks {
+	// docs/design.md).
+	if marks := drawerMarks(a.owner); !r.absent && rowDrawers(r.value)&marks == marks {
 		var err error
 		if start, err = g.startState(store, a); err != nil {
 			return err
@@ -568,7 +567,7 @@ func (g *Gate) recharge(store Store, charged []applied, now int64, more bool) {
 			}
 			s.stamp = max(s.stamp, now)
 			encodeSlot(part, &s)
-			if err := store.Set(g.keyOf(a.limit, a.slot), whole, cas); err == nil || !isCasMismatch(err) {
+			if err := store.Set(key, whole, cas); err == nil || !isCasMismatch(err) {
 				break
 			}
 		}

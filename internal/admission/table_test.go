@@ -2,6 +2,7 @@ package admission
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,7 +38,7 @@ func fillTable(t *testing.T, g *Gate, store *memStore, now int64) []string {
 
 func countLive(g *Gate, store *memStore) int {
 	n := 0
-	for i := range g.rowCount() * uint64(g.rowSlots) {
+	for i := range g.rowCount * uint64(g.rowSlots) {
 		if slotAt(g, store, i).kind == kindLive {
 			n++
 		}
@@ -58,8 +59,8 @@ func TestKeyTableIsBounded(t *testing.T) {
 		for i := 0; i < 10_000; i++ {
 			g.Admit(header("k", "flood-"+strconv.Itoa(i)), store, sec+int64(i))
 		}
-		// The two rows of 8 slots, the secret and (overflow) the rule's one overflow bucket.
-		if n := store.keys(); n > 2+2 {
+		// The table's rows, the secret and (overflow) the rule's one overflow bucket.
+		if n := store.keys(); n > int(g.rowCount)+2 {
 			t.Fatalf("%s: %d shared-data keys for a table of 16 slots", policy, n)
 		}
 	}
@@ -150,7 +151,7 @@ func TestKeysShareARow(t *testing.T) {
 func TestRowsGrowAsTheyFill(t *testing.T) {
 	g := tableGate(t, "reject") // capacity 2, full again 1 s after a request
 	store := newMemStore()
-	row := g.rowKey(g.rowOf(g.owner(&g.rules[0].limits[0], []byte(partKey("a")))))
+	row := strings.Clone(g.rowKey(g.rowOf(g.owner(&g.rules[0].limits[0], []byte(partKey("a"))))))
 	for _, step := range []struct {
 		key   string
 		at    int64
@@ -255,14 +256,11 @@ func sameRow(g *Gate, key, prefix string) string {
 
 // slotOf is the slot that holds key's bucket for the gate's first limit (it must have one).
 func slotOf(g *Gate, store *memStore, key string) uint64 {
-	owner := g.owner(&g.rules[0].limits[0], []byte(partKey(key)))
-	first := g.rowOf(owner) * uint64(g.rowSlots)
-	for i := range uint64(g.rowSlots) {
-		if s := slotAt(g, store, first+i); s.kind == kindLive && s.owner == owner {
-			return first + i
-		}
+	index, _, _, _, _, found, err := g.findBucket(store, g.owner(&g.rules[0].limits[0], []byte(partKey(key))))
+	if !found || err != nil {
+		panic("no bucket for " + key)
 	}
-	panic("no bucket for " + key)
+	return index
 }
 
 // countingStore counts host calls.
@@ -285,7 +283,7 @@ func (c *countingStore) Set(key string, value []byte, cas uint32) error {
 func TestSharedDataCallsPerRequest(t *testing.T) {
 	type step struct {
 		name       string
-		key        string // "b" is a key of a's row
+		key        string // "b" is a key of a's row, "later" one of late's
 		fill       bool   // the table is filled first
 		at         int64
 		verdict    Verdict
@@ -303,20 +301,23 @@ func TestSharedDataCallsPerRequest(t *testing.T) {
 			{"new key, a free slot in its row", "b", false, 0, Allow, 1, 1},
 			{"known key", "b", false, 0, Allow, 1, 1},
 			{"new key, its row full: a draw", "late", true, 0, Allow, 2, 2},
-			{"new key, an idle slot in its row", "later", false, 3 * sec, Allow, 1, 1},
+			{"new key, an idle slot in the row of the key that drew, its marks not there", "later", false, 3 * sec, Allow, 1, 1},
 			{"the key that drew, an idle slot in its row", "late", false, 3 * sec, Allow, 2, 1},
 		},
 	} {
 		g := tableGate(t, policy)
 		store := &countingStore{memStore: newMemStore()}
-		b := sameRow(g, "a", "b-")
+		b, later := sameRow(g, "a", "b-"), sameRow(g, "late", "later-")
 		for _, s := range steps {
 			if s.fill {
 				fillTable(t, g, store.memStore, 0)
 			}
 			key := s.key
-			if key == "b" {
+			switch key {
+			case "b":
 				key = b
+			case "later":
+				key = later
 			}
 			store.gets, store.sets = 0, 0
 			if out := g.Admit(header("k", key), store, s.at); out.Verdict != s.verdict {
@@ -418,7 +419,8 @@ func TestUndoOwesNoMoreThanTheBucketLacks(t *testing.T) {
 	if _, ok := storedSlot(w1, store, &w1.rules[1].limits[0], "2:u1"); !ok {
 		t.Fatal("no bucket for u1")
 	}
-	u1Row := w1.rowKey(w1.rowOf(w1.owner(&w1.rules[1].limits[0], []byte("2:u1"))))
+	// A copy: rowKey's string is the Gate's buffer, rewritten by its next call.
+	u1Row := strings.Clone(w1.rowKey(w1.rowOf(w1.owner(&w1.rules[1].limits[0], []byte("2:u1")))))
 	raced := false
 	store.onSet(func(key string) error {
 		if raced || key != u1Row {
@@ -493,7 +495,6 @@ func TestOverflowDrawerStartsFromTheOverflowState(t *testing.T) {
 		s, _ := decodeSlot(store.value(l.overflowKey))
 		return uint64(s.idleAt)
 	}
-	// A key that never draws, whose marks the drawer's do not cover.
 	drawer := g.owner(l, []byte(partKey("drawer")))
 	free := func(key string) { // empties a slot of key's row, not the drawer's
 		first := g.rowOf(g.owner(l, []byte(partKey(key)))) * uint64(g.rowSlots)
@@ -504,9 +505,11 @@ func TestOverflowDrawerStartsFromTheOverflowState(t *testing.T) {
 			}
 		}
 	}
+	// A key that never draws, in the drawer's row, whose marks the drawer's do not cover.
 	bystander := ""
 	for i := 0; bystander == ""; i++ {
-		if m := drawerMarks(g.owner(l, []byte(partKey("by-"+strconv.Itoa(i))))); m&drawerMarks(drawer) != m {
+		o := g.owner(l, []byte(partKey("by-"+strconv.Itoa(i))))
+		if m := drawerMarks(o); g.rowOf(o) == g.rowOf(drawer) && m&drawerMarks(drawer) != m {
 			bystander = "by-" + strconv.Itoa(i)
 		}
 	}

@@ -154,21 +154,28 @@ func (r *Reader) Left() []byte { return r.b[r.off:len(r.b):len(r.b)] }
 // Name reads a name: its length, then its bytes.
 func (r *Reader) Name() string { return string(r.Bytes(r.U32())) }
 
+// The kinds of import (the specification's section 5.5.5), as Import returns them.
+const (
+	ImportFunction byte = iota
+	ImportTable
+	ImportMemory
+	ImportGlobal
+)
+
 // Import reads an import (the specification's section 5.5.5): its module's and its own name,
-// which are not kept, then its description. It returns the import's kind: 0 a function, 1 a
-// table, 2 a memory, 3 a global.
+// which are not kept, then its description. It returns the import's kind (ImportFunction, ...).
 func (r *Reader) Import() (kind byte) {
 	r.Name()
 	r.Name()
 	switch kind = r.Byte(); kind {
-	case 0: // a function: its type
+	case ImportFunction: // its type
 		r.U32()
-	case 1: // a table: its element type and limits
+	case ImportTable: // its element type and limits
 		r.Byte()
 		r.Limits()
-	case 2:
+	case ImportMemory:
 		r.Limits()
-	case 3: // a global: its type and mutability
+	case ImportGlobal: // its type and mutability
 		r.Byte()
 		r.Byte()
 	default:
@@ -182,7 +189,7 @@ func (r *Reader) Import() (kind byte) {
 // Import).
 func (r *Reader) ImportKinds() (counts [4]uint32) {
 	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
-		if kind := r.Import(); kind < 4 && r.Err() == nil {
+		if kind := r.Import(); r.Err() == nil { // a kind Import knows, or it failed
 			counts[kind]++
 		}
 	}
@@ -279,10 +286,10 @@ func RewriteFile(path string, rewrite func(module []byte) ([]byte, error)) error
 
 // RewriteModules is the command-line loop of a build step that rewrites modules in place: it
 // runs step on each path, prints the line step reports for it or, prefixed with tool, its error,
-// and returns the exit status: 2 with no path (after usage), 1 if any step failed, else 0.
-func RewriteModules(tool, usage string, paths []string, step func(path string) (string, error)) int {
+// and returns the exit status: 2 with no path (after the usage line), 1 if any step failed, else 0.
+func RewriteModules(tool string, paths []string, step func(path string) (string, error)) int {
 	if len(paths) == 0 {
-		fmt.Fprintln(os.Stderr, "usage:", usage)
+		fmt.Fprintln(os.Stderr, "usage:", tool, "MODULE... (rewrites each MODULE in place)")
 		return 2
 	}
 	status := 0

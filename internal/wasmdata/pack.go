@@ -59,6 +59,8 @@ func Pack(module []byte) ([]byte, Stats, error) {
 	if err != nil {
 		return nil, Stats{}, err
 	}
+	// Segments past the memory's initial size: instantiation refuses them, where the packed
+	// module's start function would trap instead.
 	if limit > uint64(memory.minimum)*pageSize {
 		return nil, Stats{}, fmt.Errorf("the data segments end at byte %d, past the memory's initial size (%d pages of 64 KiB): instantiation would fail", limit, memory.minimum)
 	}
@@ -257,10 +259,10 @@ func (m *module) readImports() error {
 	if err := r.Err(); err != nil {
 		return err
 	}
-	if kinds[2] > 0 {
+	if kinds[wasmbin.ImportMemory] > 0 {
 		return errors.New("the module imports its memory")
 	}
-	m.importedFunctions = kinds[0]
+	m.importedFunctions = kinds[wasmbin.ImportFunction]
 	return nil
 }
 
@@ -271,9 +273,7 @@ type memoryLimits struct {
 	minimum, maximum uint32
 }
 
-// readMemory reads the memory section: the module's one memory. Pack refuses segments that end
-// past its initial size, which instantiation refuses (the packed module's start function would
-// trap instead).
+// readMemory reads the memory section: the module's one memory.
 func (m *module) readMemory() (memoryLimits, error) {
 	r := wasmbin.NewReader(m.sections[memorySection])
 	if n := r.U32(); n != 1 && r.Err() == nil {
@@ -296,18 +296,17 @@ func (m *module) readMemory() (memoryLimits, error) {
 // stream there (memory.init), unpacks it below, and zeroes the room again, which Go's runtime
 // takes for its heap. The unpacker computes in 32 bits, so the memory stays under 4 GiB.
 func scratchMemory(l memoryLimits, dataEnd, streamLen uint64) ([]byte, error) {
-	flags, minimum, maximum := l.flags, l.minimum, l.maximum
-	need := max(uint64(minimum), (dataEnd+streamLen+pageSize-1)/pageSize)
+	need := max(uint64(l.minimum), (dataEnd+streamLen+pageSize-1)/pageSize)
 	switch {
 	case need >= maxPages:
 		return nil, fmt.Errorf("memory section: the unpacker needs %d pages, and works below 4 GiB (%d pages)", need, maxPages)
-	case flags == 1 && uint64(maximum) < need:
-		return nil, fmt.Errorf("memory section: at most %d pages, and the unpacker needs %d", maximum, need)
+	case l.flags == 1 && uint64(l.maximum) < need:
+		return nil, fmt.Errorf("memory section: at most %d pages, and the unpacker needs %d", l.maximum, need)
 	}
-	out := append(wasmbin.AppendU32(nil, 1), flags)
+	out := append(wasmbin.AppendU32(nil, 1), l.flags)
 	out = wasmbin.AppendU32(out, uint32(need))
-	if flags == 1 {
-		out = wasmbin.AppendU32(out, maximum)
+	if l.flags == 1 {
+		out = wasmbin.AppendU32(out, l.maximum)
 	}
 	return out, nil
 }

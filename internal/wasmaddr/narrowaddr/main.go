@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	os.Exit(wasmbin.RewriteModules("narrowaddr", "narrowaddr MODULE... (rewrites each MODULE in place)", os.Args[1:],
+	os.Exit(wasmbin.RewriteModules("narrowaddr", os.Args[1:],
 		func(path string) (string, error) {
 			count, err := wasmaddr.NarrowFile(path)
 			return fmt.Sprintf("%s: %d 64-bit computations narrowed", path, count), err

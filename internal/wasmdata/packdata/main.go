@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	os.Exit(wasmbin.RewriteModules("packdata", "packdata MODULE... (rewrites each MODULE in place)", os.Args[1:],
+	os.Exit(wasmbin.RewriteModules("packdata", os.Args[1:],
 		func(path string) (string, error) {
 			stats, err := wasmdata.PackFile(path)
 			return fmt.Sprintf("%s: %d data segments (a %d-byte section) packed into one of %d bytes, unpacked at instantiation into %d bytes of memory",
