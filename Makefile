@@ -44,7 +44,7 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows ./li
 	./config:FuzzDecodeMatchesEncodingJSON ./config:FuzzIsProtobufMessage ./internal/rls:FuzzDecodeResponse \
 	./internal/simulate:FuzzParseEnvoyJSON ./internal/simulate:FuzzParseCombined \
 	./internal/netaddr:FuzzParseAddr ./internal/netaddr:FuzzPrefix ./internal/duration:FuzzParse ./internal/duration:FuzzFormat \
-	./internal/wasmbin:FuzzSections ./internal/wasmdata:FuzzPack ./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap ./internal/wasmaddr:FuzzNarrow ./internal/usage:FuzzScanner ./internal/usage:FuzzWholeNumber ./internal/heavy:FuzzDecode
+	./internal/wasmbin:FuzzSections ./internal/wasmdata:FuzzPack ./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap ./internal/wasmaddr:FuzzNarrow ./internal/wasmjump:FuzzThread ./internal/usage:FuzzScanner ./internal/usage:FuzzWholeNumber ./internal/heavy:FuzzDecode
 # envoyproxy/ratelimit for the global-limit tests (e2e/ratelimit, which pins the same version):
 # built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
@@ -57,8 +57,10 @@ STATICCHECK_VERSION ?= v0.8.2
 # emits. Before it, internal/wasmaddr/narrowaddr rewrites Go's 64-bit address arithmetic in 32
 # bits, which --low-memory-unused lets wasm-opt fold into the loads' and stores' offsets (Go
 # keeps the first 4096 bytes of memory as a zero page; BENCHMARKS.md, section 5), and the 64-bit
-# loads and comparisons whose upper half is never used. Without wasm-opt
-# the module is built all the same, unoptimized, and the build says so.
+# loads and comparisons whose upper half is never used; then internal/wasmjump/threadjumps sends
+# each jump forward straight to its target instead of through its function's dispatch loop
+# (BENCHMARKS.md, section 1). Without wasm-opt the module is built all the same, unoptimized, and
+# the build says so.
 # The tests' builds (internal/testbuild) read WASM_OPT_FLAGS from this line.
 WASM_OPT       ?= wasm-opt
 WASM_OPT_FLAGS ?= -Oz -g --low-memory-unused --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
@@ -94,6 +96,7 @@ wasm:
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -gcflags '$(WASM_GCFLAGS)' -ldflags '$(LDFLAGS)' -tags '$(TAGS)' -o $(WASM) $(PKG)
 	@if command -v $(WASM_OPT) >/dev/null 2>&1; then \
 		$(GO) run ./internal/wasmaddr/narrowaddr $(WASM) && \
+		$(GO) run ./internal/wasmjump/threadjumps $(WASM) && \
 		$(WASM_OPT) $(WASM_OPT_FLAGS) $(WASM) -o $(WASM).opt && mv $(WASM).opt $(WASM); \
 	else \
 		echo "$(WASM_OPT) not found (Debian: apt-get install binaryen): $(WASM) is not size-optimized"; \

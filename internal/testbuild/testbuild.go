@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/wasmaddr"
 	"github.com/tollgate-proxy/tollgate/internal/wasmdata"
+	"github.com/tollgate-proxy/tollgate/internal/wasmjump"
 	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
@@ -50,7 +51,7 @@ func Unsplit(tb testing.TB, pkg string, tags ...string) []byte {
 }
 
 // Unpacked is the module as it was built before its data segments were packed (the go build and,
-// for the filter and the floor probe, narrowaddr and wasm-opt; names not split): the module
+// for the filter and the floor probe, narrowaddr, threadjumps and wasm-opt; names not split): the module
 // internal/wasmdata's start function stands in for, which the start-up benchmarks compare.
 func Unpacked(tb testing.TB, pkg string, tags ...string) []byte {
 	tb.Helper()
@@ -160,7 +161,8 @@ func compileModule(pkg string, tags []string) ([]byte, error) {
 var optimized = map[string]bool{"./filter": true, "./bench/testdata/floor": true}
 
 // optimize runs the optimizer step of `make build` on a module, in place: the narrowing of its
-// address arithmetic (internal/wasmaddr), then wasm-opt with the Makefile's WASM_OPT_FLAGS, when
+// address arithmetic (internal/wasmaddr) and the threading of its jumps (internal/wasmjump), then
+// wasm-opt with the Makefile's WASM_OPT_FLAGS, when
 // wasm-opt is installed (as make build, which falls back to the unoptimized module without it).
 // buildModule then packs its data segments (internal/wasmdata), so that the tests run the module
 // Envoy loads.
@@ -174,6 +176,9 @@ func optimize(module string) error {
 		return err
 	}
 	if _, err := wasmaddr.NarrowFile(module); err != nil {
+		return err
+	}
+	if _, err := wasmjump.ThreadFile(module); err != nil {
 		return err
 	}
 	cmd := exec.Command(wasmOpt, append(strings.Fields(flags), module, "-o", module+".opt")...)

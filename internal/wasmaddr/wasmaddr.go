@@ -25,8 +25,6 @@
 package wasmaddr
 
 import (
-	"fmt"
-
 	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 )
 
@@ -45,80 +43,22 @@ const (
 )
 
 // Narrow returns the module with its address computations and wrapped loads narrowed, and how
-// many it rewrote.
-// The contents of sections other than the code section are copied as they are (each section's
-// size is written again, in its shortest form, where Go's linker pads it to five bytes), and
-// function indices never change, so the name section and a name map made from it still hold.
+// many it rewrote. Only the code section changes (wasmbin.RewriteCode): function indices stay, so
+// the name section and a name map made from it still hold.
 func Narrow(module []byte) ([]byte, int, error) {
-	sections, err := wasmbin.Sections(module)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := []byte(wasmbin.Header)
-	narrowed := 0
-	for sections.More() {
-		start := sections.Offset()
-		id, s := sections.Section()
-		if err := sections.Err(); err != nil {
-			return nil, 0, fmt.Errorf("section %d at byte %d: %v", id, start, err)
-		}
-		var content []byte
-		if id == wasmbin.CodeSection {
-			rewritten, count, err := narrowCode(s)
-			if err != nil {
-				return nil, 0, fmt.Errorf("code section at byte %d: %v", start, err)
-			}
-			content, narrowed = rewritten, count
-		} else {
-			content = s.Left()
-		}
-		out = wasmbin.AppendSection(out, id, content)
-	}
-	return out, narrowed, nil
+	return wasmbin.RewriteCode(module, narrowBody)
 }
 
-// NarrowFile narrows the module in the file at path, in place (wasmbin.RewriteFile), and returns
+// NarrowFile narrows the module in the file at path, in place (wasmbin.RewriteCodeFile), and returns
 // how many rewrites it made. A module it cannot read is left as it is.
 func NarrowFile(path string) (int, error) {
-	count := 0
-	err := wasmbin.RewriteFile(path, func(module []byte) ([]byte, error) {
-		narrowed, n, err := Narrow(module)
-		count = n
-		return narrowed, err
-	})
-	return count, err
-}
-
-// narrowCode rewrites the function bodies of a code section's content, which r reads (its errors
-// name offsets in the module).
-func narrowCode(r *wasmbin.Reader) ([]byte, int, error) {
-	count := r.U32()
-	out := wasmbin.AppendU32(nil, count)
-	narrowed := 0
-	for i := uint32(0); i < count && r.Err() == nil; i++ {
-		body := r.Bytes(r.U32())
-		if r.Err() != nil {
-			break
-		}
-		rewritten, n, err := narrowBody(body)
-		if err != nil {
-			return nil, 0, fmt.Errorf("function body %d: %v", i, err)
-		}
-		out = wasmbin.AppendU32(out, uint32(len(rewritten)))
-		out = append(out, rewritten...)
-		narrowed += n
-	}
-	r.End()
-	return out, narrowed, r.Err()
+	return wasmbin.RewriteCodeFile(path, narrowBody)
 }
 
 // narrowBody rewrites one function body: its locals, then its instructions.
 func narrowBody(body []byte) ([]byte, int, error) {
-	r := reader{wasmbin.NewReader(body)}
-	for groups := r.U32(); groups > 0 && r.Err() == nil; groups-- {
-		r.U32()
-		r.Byte()
-	}
+	r := wasmbin.NewReader(body)
+	r.SkipLocals()
 	out := append([]byte(nil), body[:r.Offset()]...)
 	narrowed := 0
 	for r.More() {
@@ -134,7 +74,7 @@ func narrowBody(body []byte) ([]byte, int, error) {
 				continue
 			}
 		case isLoad:
-			align := r.alignment()
+			align := r.Alignment()
 			offsetStart := r.Offset()
 			r.U32()
 			if r.FollowedBy(opI32Wrap) {
@@ -152,7 +92,7 @@ func narrowBody(body []byte) ([]byte, int, error) {
 				continue
 			}
 		default:
-			r.skipImmediates(op)
+			r.SkipImmediates(op)
 		}
 		out = append(out, body[start:r.Offset()]...)
 	}

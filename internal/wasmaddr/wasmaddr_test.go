@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 	"github.com/tollgate-proxy/tollgate/internal/wasmaddr"
 )
 
@@ -241,21 +242,6 @@ func TestNarrowFileRewritesInPlace(t *testing.T) {
 	}
 }
 
-// mutations are every prefix of module, and module with each of its bytes replaced by a few
-// values: malformed modules of every kind the parser meets.
-func mutations(module []byte) [][]byte {
-	var all [][]byte
-	for i := range module {
-		all = append(all, module[:i])
-		for _, v := range []byte{0, 0x7f, 0x80, 0xff} {
-			changed := bytes.Clone(module)
-			changed[i] = v
-			all = append(all, changed)
-		}
-	}
-	return all
-}
-
 // checkNarrow narrows a module and, when that succeeds, narrows the result again: nothing is
 // left to rewrite, and the module stays as it is. A malformed module is an error, never a panic.
 func checkNarrow(t *testing.T, module []byte) {
@@ -275,7 +261,7 @@ func FuzzNarrow(f *testing.F) {
 		moduleOf(wrapSum(8), wrapSum(math.MinInt64)),
 		moduleOf([]byte{0, 0x44, 0x42, 8, 0x7c, 0xa7, 0, 0, 0, 0, 0x1a, 0x41, 0}),
 	} {
-		for _, m := range mutations(module) {
+		for _, m := range testbuild.Mutations(module) {
 			f.Add(m)
 		}
 	}

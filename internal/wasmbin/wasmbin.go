@@ -238,6 +238,160 @@ func (r *Reader) End() {
 	}
 }
 
+// SkipLocals reads a function body's local declarations (counted groups of one type each), which
+// come before its instructions.
+func (r *Reader) SkipLocals() {
+	for groups := r.U32(); groups > 0 && r.err == nil; groups-- {
+		r.U32()
+		r.Byte()
+	}
+}
+
+// Alignment reads a load's or store's alignment, which comes before its offset. One that
+// announces a memory index (bit 6, multiple memories) is refused: Go uses one memory.
+func (r *Reader) Alignment() uint32 {
+	align := r.U32()
+	if align >= 64 {
+		r.Unread()
+		r.Fail("a load or store of another memory than the first")
+	}
+	return align
+}
+
+// SkipImmediates reads the immediates of the instruction op starts, for a rewrite that copies them
+// as they are (https://webassembly.github.io/spec/core/binary/instructions.html). It knows what
+// upstream Go emits: the MVP, sign extension, saturating conversions and bulk memory; any other
+// instruction is an error.
+func (r *Reader) SkipImmediates(op byte) {
+	switch {
+	case op <= 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b, op >= 0x45 && op <= 0xc4:
+		// No immediates: unreachable, nop, else, end, return, drop, select, numeric instructions.
+	case op >= 0x02 && op <= 0x04: // block, loop, if: a block type
+		if t := r.Byte(); t != 0x40 && (t < 0x6f || t > 0x7f) {
+			r.Unread()
+			r.LEB(33)
+		}
+	case op == 0x0c, op == 0x0d, op == 0x10, op >= 0x20 && op <= 0x26, op == 0xd2:
+		// br, br_if, call, local and global get/set/tee, table.get/set, ref.func: an index
+		r.U32()
+	case op == 0x0e: // br_table: the labels, then the default
+		for n := r.U32(); n > 0 && r.err == nil; n-- {
+			r.U32()
+		}
+		r.U32()
+	case op == 0x11: // call_indirect: type and table
+		r.U32()
+		r.U32()
+	case op == 0x1c: // select with types
+		r.Bytes(r.U32())
+	case op >= 0x28 && op <= 0x3e: // loads and stores: alignment and offset
+		r.Alignment()
+		r.U32()
+	case op == 0x3f, op == 0x40, op == 0xd0: // memory.size, memory.grow, ref.null
+		r.Byte()
+	case op == 0x41: // i32.const
+		r.LEB(32)
+	case op == 0x42: // i64.const
+		r.LEB(64)
+	case op == 0x43:
+		r.Bytes(4)
+	case op == 0x44:
+		r.Bytes(8)
+	case op == 0xd1: // ref.is_null
+	case op == 0xfc:
+		r.skipPrefixed()
+	default:
+		r.Unread()
+		r.Fail(fmt.Sprintf("opcode 0x%02x is not one the rewrite knows", op))
+	}
+}
+
+// skipPrefixed reads a 0xfc instruction: the saturating conversions, bulk memory and the table
+// instructions.
+func (r *Reader) skipPrefixed() {
+	switch sub := r.U32(); {
+	case sub <= 7: // saturating conversions
+	case sub == 8: // memory.init: a data segment, then memory 0
+		r.U32()
+		r.Byte()
+	case sub == 9, sub == 13, sub >= 15 && sub <= 17: // data.drop, elem.drop, table.grow/size/fill
+		r.U32()
+	case sub == 10: // memory.copy: two memories
+		r.Byte()
+		r.Byte()
+	case sub == 11: // memory.fill
+		r.Byte()
+	case sub == 12, sub == 14: // table.init, table.copy
+		r.U32()
+		r.U32()
+	default:
+		r.Fail(fmt.Sprintf("prefixed opcode 0xfc %d is not one the rewrite knows", sub))
+	}
+}
+
+// RewriteCode returns module with each function body of its code section replaced by what
+// rewrite makes of it, and the sum of the counts rewrite returns. The other sections are copied
+// as they are (each section's size written again in its shortest form, where Go's linker pads it
+// to five bytes), and function indices never change, so a name section and a name map made from
+// it still hold. An error names the section and the body.
+func RewriteCode(module []byte, rewrite func(body []byte) ([]byte, int, error)) ([]byte, int, error) {
+	sections, err := Sections(module)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := []byte(Header)
+	total := 0
+	for sections.More() {
+		start := sections.Offset()
+		id, s := sections.Section()
+		if err := sections.Err(); err != nil {
+			return nil, 0, fmt.Errorf("section %d at byte %d: %v", id, start, err)
+		}
+		content := s.Left()
+		if id == CodeSection {
+			if content, total, err = rewriteBodies(s, rewrite); err != nil {
+				return nil, 0, fmt.Errorf("code section at byte %d: %v", start, err)
+			}
+		}
+		out = AppendSection(out, id, content)
+	}
+	return out, total, nil
+}
+
+// RewriteCodeFile is RewriteCode on the module in the file at path, in place (RewriteFile): it
+// returns the sum of rewrite's counts, and leaves a module it cannot read as it is.
+func RewriteCodeFile(path string, rewrite func(body []byte) ([]byte, int, error)) (int, error) {
+	total := 0
+	err := RewriteFile(path, func(module []byte) ([]byte, error) {
+		rewritten, n, err := RewriteCode(module, rewrite)
+		total = n
+		return rewritten, err
+	})
+	return total, err
+}
+
+// rewriteBodies rewrites the function bodies of a code section's content, which r reads.
+func rewriteBodies(r *Reader, rewrite func(body []byte) ([]byte, int, error)) ([]byte, int, error) {
+	count := r.U32()
+	out := AppendU32(nil, count)
+	total := 0
+	for i := uint32(0); i < count && r.err == nil; i++ {
+		body := r.Bytes(r.U32())
+		if r.err != nil {
+			break
+		}
+		rewritten, n, err := rewrite(body)
+		if err != nil {
+			return nil, 0, fmt.Errorf("function body %d: %v", i, err)
+		}
+		out = AppendU32(out, uint32(len(rewritten)))
+		out = append(out, rewritten...)
+		total += n
+	}
+	r.End()
+	return out, total, r.err
+}
+
 // AppendU32 appends v as an unsigned LEB128 number, in its shortest form.
 func AppendU32(b []byte, v uint32) []byte { return binary.AppendUvarint(b, uint64(v)) }
 

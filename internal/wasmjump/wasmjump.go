@@ -1,0 +1,168 @@
+package wasmjump
+
+import (
+	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
+)
+
+// Opcodes the rewrite reads.
+const (
+	opBlock     = 0x02
+	opLoop      = 0x03
+	opIf        = 0x04
+	opEnd       = 0x0b
+	opBr        = 0x0c
+	opBrTable   = 0x0e
+	opLocalGet  = 0x20
+	opLocalSet  = 0x21
+	opGlobalGet = 0x23
+	opI32Const  = 0x41
+	emptyType   = 0x40 // a block type: no parameters, no results
+)
+
+// Thread returns the module with its forward jumps threaded, and how many it threaded. Only the
+// code section changes (wasmbin.RewriteCode): function indices stay, so the name section and a
+// name map made from it still hold.
+func Thread(module []byte) ([]byte, int, error) {
+	return wasmbin.RewriteCode(module, threadBody)
+}
+
+// ThreadFile threads the module in the file at path, in place (wasmbin.RewriteCodeFile), and returns
+// how many jumps it threaded. A module it cannot read is left as it is.
+func ThreadFile(path string) (int, error) {
+	return wasmbin.RewriteCodeFile(path, threadBody)
+}
+
+// Frames of the control stack, as threadBody tracks it. A dispatch block is its number, counted
+// from the innermost: the label of the br_table that ends it.
+const (
+	otherFrame = -1 // a block, loop or if of the function's own code, or the unwinding block
+	loopFrame  = -2 // the dispatch loop
+)
+
+// threadBody rewrites one function body: its locals, then its instructions.
+func threadBody(body []byte) ([]byte, int, error) {
+	r := wasmbin.NewReader(body)
+	r.SkipLocals()
+	if r.Err() != nil {
+		return nil, 0, r.Err()
+	}
+	d, ok := readDispatch(wasmbin.NewReader(body[r.Offset():]))
+	if !ok {
+		return append([]byte(nil), body...), 0, validate(r)
+	}
+	r.Bytes(uint32(d.size)) // the head, copied as it is
+	out := append([]byte(nil), body[:r.Offset()]...)
+	// The control stack after the head: the unwinding block, the loop, its blocks.
+	var stack []int
+	if d.unwinding {
+		stack = append(stack, otherFrame)
+	}
+	stack = append(stack, loopFrame)
+	for b := d.nested - 1; b >= 0; b-- {
+		stack = append(stack, b)
+	}
+	threaded := 0
+	for r.More() {
+		start := r.Offset()
+		op := r.Byte()
+		switch op {
+		case opBlock, opLoop, opIf:
+			r.SkipImmediates(op)
+			stack = append(stack, otherFrame)
+		case opEnd:
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case opI32Const:
+			k := uint32(r.S32())
+			if !r.FollowedBy(opLocalSet, 0, opBr) {
+				break
+			}
+			depthAt := r.Offset()
+			if depth, ok := d.forward(stack, r.U32(), k); ok {
+				out = wasmbin.AppendU32(append(out, body[start:depthAt]...), depth)
+				threaded++
+				continue
+			}
+		default:
+			r.SkipImmediates(op)
+		}
+		out = append(out, body[start:r.Offset()]...)
+	}
+	if r.Err() != nil {
+		return nil, 0, r.Err()
+	}
+	return out, threaded, nil
+}
+
+// validate reads the rest of a body that is copied as it is, so that what the rewrite cannot read
+// is an error there too.
+func validate(r *wasmbin.Reader) error {
+	for r.More() {
+		r.SkipImmediates(r.Byte())
+	}
+	return r.Err()
+}
+
+// dispatch is the head of a function that readDispatch found.
+type dispatch struct {
+	unwinding bool     // the loop is in a block (Go's exit for unwinding the stack)
+	nested    int      // the blocks in the loop, around the br_table
+	labels    []uint32 // the br_table's labels, the default last
+	size      int      // the head's bytes
+}
+
+// readDispatch reads the head of a function's instructions: Go's copy of its stack pointer into a
+// local (`global.get 0; local.set 1`), if it makes one, then `block`? `loop` `block`+ `local.get 0`
+// `br_table`, every block of the empty type, and every label of the table one of the loop's
+// blocks. ok is false for any other head.
+func readDispatch(r *wasmbin.Reader) (d dispatch, ok bool) {
+	r.FollowedBy(opGlobalGet, 0, opLocalSet, 1)
+	d.unwinding = r.FollowedBy(opBlock, emptyType)
+	if !r.FollowedBy(opLoop, emptyType) {
+		return dispatch{}, false
+	}
+	for r.FollowedBy(opBlock, emptyType) {
+		d.nested++
+	}
+	if d.nested == 0 || !r.FollowedBy(opLocalGet, 0, opBrTable) {
+		return dispatch{}, false
+	}
+	n := r.U32()
+	for i := uint32(0); i <= n && r.Err() == nil; i++ {
+		label := r.U32()
+		if label >= uint32(d.nested) {
+			return dispatch{}, false // a label past the loop's blocks: not Go's table
+		}
+		d.labels = append(d.labels, label)
+	}
+	d.size = r.Offset()
+	return d, r.Err() == nil
+}
+
+// forward returns the depth of a direct branch for the jump `i32.const k; local.set 0; br
+// depth` on the control stack: the depth of the block that ends where the br_table would send
+// it, when depth names the dispatch loop and that block is still open. ok is false for any other
+// branch, and for a jump back.
+func (d *dispatch) forward(stack []int, depth, k uint32) (direct uint32, ok bool) {
+	if depth >= uint32(len(stack)) || stack[len(stack)-1-int(depth)] != loopFrame {
+		return 0, false
+	}
+	label := d.labels[len(d.labels)-1] // the default, for k past the table
+	if k < uint32(len(d.labels)-1) {
+		label = d.labels[k]
+	}
+	at := d.loopAt() + d.nested - int(label) // where the block ending at label sits on the stack
+	if at >= len(stack) || stack[at] != int(label) {
+		return 0, false // that block has ended: its code is behind
+	}
+	return uint32(len(stack) - 1 - at), true
+}
+
+// loopAt is the loop's place on the control stack.
+func (d *dispatch) loopAt() int {
+	if d.unwinding {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,326 @@
+package wasmjump_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
+	"github.com/tollgate-proxy/tollgate/internal/wasmjump"
+)
+
+// Instructions of the hand-made functions.
+var (
+	loop        = []byte{0x03, 0x40}
+	block       = []byte{0x02, 0x40}
+	ifThen      = []byte{0x04, 0x40}
+	end         = []byte{0x0b}
+	unreachable = []byte{0x00}
+	ret         = []byte{0x0f}
+	add         = []byte{0x6a}
+	sub         = []byte{0x6b}
+	mul         = []byte{0x6c}
+	and         = []byte{0x71}
+	greater     = []byte{0x4a} // i32.gt_s
+	// spCopy is Go's copy of its stack pointer (global 0) into local 1, before the loop.
+	spCopy = []byte{0x23, 0, 0x21, 1}
+	// table is the dispatch of four blocks: local.get 0, br_table 0 1 2 3, default 3.
+	table = []byte{0x20, 0, 0x0e, 4, 0, 1, 2, 3, 3}
+)
+
+func get(i byte) []byte           { return []byte{0x20, i} }
+func set(i byte) []byte           { return []byte{0x21, i} }
+func br(depth byte) []byte        { return []byte{0x0c, depth} }
+func code(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// constant is i32.const v: seven bits a byte, until the rest is the sign of what was written.
+func constant(v int32) []byte {
+	b := []byte{0x41}
+	for {
+		c, rest := byte(v)&0x7f, v>>7
+		if rest == 0 && c < 0x40 || rest == -1 && c >= 0x40 {
+			return append(b, c)
+		}
+		b, v = append(b, c|0x80), rest
+	}
+}
+
+// jump is Go's jump to the code of block k, through the loop depth labels out.
+func jump(k int32, depth byte) []byte { return code(constant(k), set(0), br(depth)) }
+
+// goShaped is a function laid out as Go lays one out: a loop around four blocks and their table,
+// its code in four pieces. x is local 1 (a parameter, or what spCopy read), acc local 2.
+//   - The first piece goes to the third if x is odd (forward), else adds 3x and runs on into the
+//     second.
+//   - The second adds 100, counts x down and goes back to the first while x > 0, else on to the
+//     fourth (forward).
+//   - The third adds 7 until acc has bit 3 set, going back to its own start from an if (the block
+//     it would branch to has ended, and the if sits where it was), then back to the second.
+//   - The fourth returns acc.
+//
+// With unwinding, the loop is in a block too, which the third leaves (returning 1) once acc
+// passes 1000; and the first also jumps with a number past the table (its default, the fourth)
+// when x is 13, and leaves the loop (returning 1), setting local 0 as a jump does, when x is 20.
+func goShaped(unwinding bool) []byte {
+	locals := []byte{1, 1, 0x7f} // one i32: acc
+	extra := 0
+	if unwinding {
+		extra = 1
+	}
+	first := code(
+		get(1), constant(1), and, ifThen, jump(2, 4), end,
+		get(2), get(1), constant(3), mul, add, set(2))
+	if unwinding {
+		first = code(get(1), constant(13), sub, constant(0), []byte{0x46}, ifThen, jump(99, 4), end, // i32.eq
+			get(1), constant(20), sub, constant(0), []byte{0x46}, ifThen, jump(1, 5), end, first)
+	}
+	second := code(
+		get(2), constant(100), add, set(2),
+		get(1), constant(1), sub, set(1),
+		get(1), constant(0), greater, ifThen, jump(0, 3), end,
+		jump(3, 2))
+	third := code(get(2), constant(7), add, set(2), get(2), constant(8), and, []byte{0x45}, ifThen, jump(2, 2), end) // i32.eqz
+	if unwinding {
+		third = code(third, get(2), constant(1000), greater, ifThen, br(byte(2+extra)), end)
+	}
+	third = code(third, jump(1, 1))
+	body := code(loop, block, block, block, block, table, end,
+		first, end, second, end, third, end, get(2), ret, end, unreachable)
+	if unwinding {
+		return code(locals, spCopy, block, body, end, constant(1))
+	}
+	return code(locals, body)
+}
+
+// notGoShaped has the jump's instructions but no dispatch loop at its head: it is left alone.
+func notGoShaped() []byte {
+	return code([]byte{0}, block, loop, get(1), constant(1), sub, set(1),
+		get(1), constant(0), greater, ifThen, constant(5), set(0), br(1), end, end, end, get(1))
+}
+
+// moduleOf is a module whose functions, each of type (i32, i32) -> i32 and exported as f0, f1, ...,
+// have the given bodies (locals and instructions, without the final end), with one mutable i32
+// global, exported as "x".
+func moduleOf(bodies ...[]byte) []byte {
+	u := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
+	withSize := func(b []byte, id byte, content []byte) []byte {
+		return append(u(append(b, id), len(content)), content...)
+	}
+	functions, exports, bodiesSection := u(nil, len(bodies)), u(nil, len(bodies)+1), u(nil, len(bodies))
+	for i, body := range bodies {
+		functions = u(functions, 0)
+		name := "f" + strconv.Itoa(i)
+		exports = u(append(u(exports, len(name)), name...), 0)
+		exports = u(exports, i)
+		bodiesSection = append(u(bodiesSection, len(body)+1), append(body, 0x0b)...)
+	}
+	exports = append(u(exports, 1), 'x', 3, 0) // the global
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = withSize(m, 1, []byte{1, 0x60, 2, 0x7f, 0x7f, 1, 0x7f})
+	m = withSize(m, 3, functions)
+	m = withSize(m, 6, []byte{1, 0x7f, 1, 0x41, 0, 0x0b})
+	m = withSize(m, 7, exports)
+	return withSize(m, 10, bodiesSection)
+}
+
+// instance compiles and instantiates a module with wazero; a module it refuses fails t.
+func instance(t *testing.T, module []byte) api.Module {
+	t.Helper()
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	t.Cleanup(func() { r.Close(ctx) })
+	m, err := r.Instantiate(ctx, module)
+	if err != nil {
+		t.Fatalf("instantiate: %v", err)
+	}
+	return m
+}
+
+// run calls f with x as its parameter and in the global (what spCopy reads).
+func run(t *testing.T, m api.Module, f string, x int32) int32 {
+	t.Helper()
+	m.ExportedGlobal("x").(api.MutableGlobal).Set(uint64(uint32(x)))
+	out, err := m.ExportedFunction(f).Call(context.Background(), 0, uint64(uint32(x)))
+	if err != nil {
+		t.Fatalf("%s(%d): %v", f, x, err)
+	}
+	return int32(out[0])
+}
+
+// Each jump forward is threaded, none back; the threaded functions compute what they did, and
+// threading again changes nothing.
+func TestThreadedFunctionsComputeTheSame(t *testing.T) {
+	module := moduleOf(goShaped(false), goShaped(true), notGoShaped())
+	threaded, count, err := wasmjump.Thread(module)
+	// goShaped(false): the first piece's to the third, the second's to the fourth; goShaped(true)
+	// also the first piece's past the table.
+	if err != nil || count != 5 {
+		t.Fatalf("Thread: %d threaded, %v; want 5", count, err)
+	}
+	before, after := instance(t, module), instance(t, threaded)
+	results := map[int32]bool{}
+	for _, f := range []string{"f0", "f1", "f2"} {
+		for x := int32(-3); x <= 40; x++ {
+			want, got := run(t, before, f, x), run(t, after, f, x)
+			if got != want {
+				t.Errorf("%s(%d): threaded %d, original %d", f, x, got, want)
+			}
+			results[want] = true
+		}
+	}
+	if len(results) < 20 {
+		t.Fatalf("only %d distinct results: the functions do not exercise their paths", len(results))
+	}
+	again, count, err := wasmjump.Thread(threaded)
+	if err != nil || count != 0 || !bytes.Equal(again, threaded) {
+		t.Fatalf("threading again: %d threaded, %v", count, err)
+	}
+}
+
+// A jump forward becomes a branch to the block that ends where it goes: in goShaped(false), the
+// first piece's jump (in an if, inside three blocks) to the end of the third block's, depth 2, and
+// the second piece's to the end of the outermost block, depth 1. The jumps back keep the loop.
+func TestThreadedJumpsBranchToTheirBlock(t *testing.T) {
+	module := moduleOf(goShaped(false))
+	threaded, _, err := wasmjump.Thread(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		from, to []byte
+	}{
+		{jump(2, 4), jump(2, 2)},
+		{jump(3, 2), jump(3, 1)},
+		{jump(0, 3), jump(0, 3)},
+		{jump(1, 1), jump(1, 1)},
+		{jump(2, 2), jump(2, 2)},
+	} {
+		if !bytes.Contains(module, want.from) || !bytes.Contains(threaded, want.to) {
+			t.Errorf("%x: want %x in the threaded module", want.from, want.to)
+		}
+	}
+}
+
+// A module built by upstream Go: the threaded one computes what it did, for many inputs.
+func TestThreadedGoModuleComputesTheSame(t *testing.T) {
+	module := testbuild.Module(t, "./internal/wasmjump/testdata/branchy")
+	threaded, count, err := wasmjump.Thread(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count < 1000 {
+		t.Fatalf("%d jumps threaded in a Go module; Go's layout is not recognised", count)
+	}
+	ctx := context.Background()
+	work := func(module []byte) api.Function {
+		r := wazero.NewRuntime(ctx)
+		t.Cleanup(func() { r.Close(ctx) })
+		wasi_snapshot_preview1.MustInstantiate(ctx, r)
+		m, err := r.InstantiateWithConfig(ctx, module, wazero.NewModuleConfig().WithStartFunctions("_initialize"))
+		if err != nil {
+			t.Fatalf("instantiate: %v", err)
+		}
+		return m.ExportedFunction("work")
+	}
+	before, after := work(module), work(threaded)
+	for n := int32(0); n < 200; n++ {
+		want, err1 := before.Call(ctx, uint64(n))
+		got, err2 := after.Call(ctx, uint64(n))
+		if err1 != nil || err2 != nil || got[0] != want[0] {
+			t.Fatalf("work(%d): threaded %v (%v), original %v (%v)", n, got, err2, want, err1)
+		}
+	}
+}
+
+// What the rewrite does not know or cannot read is an error naming where, never a guess, in a
+// function of Go's shape or not.
+func TestThreadRefusesWhatItCannotRead(t *testing.T) {
+	tests := []struct {
+		name   string
+		module []byte
+		want   string
+	}{
+		{"not a module", []byte("\x00elf\x01\x00\x00\x00"), "not a Wasm module"},
+		{"a SIMD instruction", moduleOf([]byte{0, 0xfd, 0x0c}), "opcode 0xfd"},
+		{"a SIMD instruction after Go's head", moduleOf(code([]byte{0}, loop, block, table[:3], []byte{0, 0, 0xfd})), "opcode 0xfd"},
+		{"a body cut short", moduleOf([]byte{0, 0x44, 1, 2}), "8 bytes announced"},
+		{"a section longer than the module", []byte("\x00asm\x01\x00\x00\x00\x0a\x05\x01"), "section 10 at byte 8: byte 10: 5 bytes announced, 1 left"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := wasmjump.Thread(tt.module)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Thread: %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// ThreadFile writes what Thread returns, in place, and leaves a module it cannot read alone.
+func TestThreadFileRewritesInPlace(t *testing.T) {
+	module := moduleOf(goShaped(false))
+	want, _, err := wasmjump.Thread(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.wasm")
+	if err := os.WriteFile(path, module, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if count, err := wasmjump.ThreadFile(path); err != nil || count != 2 {
+		t.Fatalf("ThreadFile: %d, %v; want two jumps", count, err)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the file holds %x (%v), want %x", got, err, want)
+	}
+	broken := module[:len(module)-1]
+	if err := os.WriteFile(path, broken, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wasmjump.ThreadFile(path); err == nil {
+		t.Fatal("a module cut short was threaded")
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, broken) {
+		t.Fatal("a module that could not be read was changed")
+	}
+}
+
+// checkThread threads a module and, when that succeeds: a module wazero accepts is still one it
+// accepts, and threading the result again changes nothing. A malformed module is an error, never
+// a panic.
+func checkThread(t *testing.T, module []byte) {
+	threaded, _, err := wasmjump.Thread(module)
+	if err != nil {
+		return
+	}
+	again, count, err := wasmjump.Thread(threaded)
+	if err != nil || count != 0 || !bytes.Equal(again, threaded) {
+		t.Fatalf("threading %x again: %d threaded, %v", module, count, err)
+	}
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer r.Close(ctx)
+	if _, err := r.CompileModule(ctx, module); err != nil {
+		return
+	}
+	if _, err := r.CompileModule(ctx, threaded); err != nil {
+		t.Fatalf("module %x is valid, threaded it is not: %v", module, err)
+	}
+}
+
+// The seeds, which go test runs, are every mutation of the hand-made module.
+func FuzzThread(f *testing.F) {
+	for _, m := range testbuild.Mutations(moduleOf(goShaped(false), goShaped(true), notGoShaped())) {
+		f.Add(m)
+	}
+	f.Fuzz(checkThread)
+}
