@@ -28,20 +28,6 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 )
 
-// Opcodes the rewrite reads and writes.
-const (
-	opI32Const = 0x41
-	opI64Const = 0x42
-	opI32Add   = 0x6a
-	opI64Add   = 0x7c
-	opI32Wrap  = 0xa7
-
-	opI32Eqz     = 0x45
-	opI64Eqz     = 0x50
-	opI64ExtendS = 0xac
-	opI64ExtendU = 0xad
-)
-
 // Narrow returns the module with its address computations and wrapped loads narrowed, and how
 // many it rewrote. Only the code section changes (wasmbin.RewriteCode): function indices stay, so
 // the name section and a name map made from it still hold.
@@ -66,10 +52,10 @@ func narrowBody(body []byte) ([]byte, int, error) {
 		op := r.Byte()
 		narrowLoad, isLoad := narrowLoads[op]
 		switch {
-		case op == opI64Const:
+		case op == wasmbin.OpI64Const:
 			constant := r.S64()
-			if r.FollowedBy(opI64Add, opI32Wrap) {
-				out = append(wasmbin.AppendS32(append(out, opI32Wrap, opI32Const), int32(constant)), opI32Add)
+			if r.FollowedBy(wasmbin.OpI64Add, wasmbin.OpI32WrapI64) {
+				out = append(wasmbin.AppendS32(append(out, wasmbin.OpI32WrapI64, wasmbin.OpI32Const), int32(constant)), wasmbin.OpI32Add)
 				narrowed++
 				continue
 			}
@@ -77,17 +63,17 @@ func narrowBody(body []byte) ([]byte, int, error) {
 			align := r.Alignment()
 			offsetStart := r.Offset()
 			r.U32()
-			if r.FollowedBy(opI32Wrap) {
+			if r.FollowedBy(wasmbin.OpI32WrapI64) {
 				// A 32-bit load reads the 4 bytes the wrap keeps, aligned at most to them.
 				out = wasmbin.AppendU32(append(out, narrowLoad), min(align, 2))
 				out = append(out, body[offsetStart:r.Offset()-1]...)
 				narrowed++
 				continue
 			}
-		case op == opI64ExtendU || op == opI64ExtendS:
-			if r.FollowedBy(opI64Eqz) {
+		case op == wasmbin.OpI64ExtendI32U || op == wasmbin.OpI64ExtendI32S:
+			if r.FollowedBy(wasmbin.OpI64Eqz) {
 				// A 32-bit value extended to be compared with zero: compare it as it is.
-				out = append(out, opI32Eqz)
+				out = append(out, wasmbin.OpI32Eqz)
 				narrowed++
 				continue
 			}

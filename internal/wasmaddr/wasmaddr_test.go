@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -189,56 +187,12 @@ func TestNarrowRewritesOnlyTheSequence(t *testing.T) {
 	}
 }
 
-// What the rewrite does not know or cannot read is an error naming where, never a guess.
+// A load of another memory than the first, which the rewrite reads itself, is an error naming
+// where (wasmbin's tests cover the rest of what cannot be read).
 func TestNarrowRefusesWhatItCannotRead(t *testing.T) {
-	tests := []struct {
-		name   string
-		module []byte
-		want   string
-	}{
-		{"not a module", []byte("\x00elf\x01\x00\x00\x00"), "not a Wasm module"},
-		{"a SIMD instruction", moduleOf([]byte{0, 0xfd, 0x0c}), "opcode 0xfd"},
-		{"an unknown prefixed instruction", moduleOf([]byte{0, 0xfc, 0x20}), "0xfc 32"},
-		{"a body cut short", moduleOf([]byte{0, 0x44, 1, 2}), "8 bytes announced"},
-		{"a load of a second memory", moduleOf([]byte{0, 0x41, 0, 0x28, 0x42, 0, 0, 0x1a, 0x41, 0}), "another memory"},
-		{"a section longer than the module", []byte("\x00asm\x01\x00\x00\x00\x0a\x05\x01"), "section 10 at byte 8: byte 10: 5 bytes announced, 1 left"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := wasmaddr.Narrow(tt.module)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Narrow: %v, want an error with %q", err, tt.want)
-			}
-		})
-	}
-}
-
-// NarrowFile writes what Narrow returns, in place, and leaves a module it cannot read alone.
-func TestNarrowFileRewritesInPlace(t *testing.T) {
-	module := moduleOf(wrapSum(8))
-	want, _, err := wasmaddr.Narrow(module)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "m.wasm")
-	if err := os.WriteFile(path, module, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if count, err := wasmaddr.NarrowFile(path); err != nil || count != 1 {
-		t.Fatalf("NarrowFile: %d, %v; want one rewrite", count, err)
-	}
-	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("the file holds %x (%v), want %x", got, err, want)
-	}
-	broken := module[:len(module)-1]
-	if err := os.WriteFile(path, broken, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := wasmaddr.NarrowFile(path); err == nil {
-		t.Fatal("a module cut short was narrowed")
-	}
-	if got, _ := os.ReadFile(path); !bytes.Equal(got, broken) {
-		t.Fatal("a module that could not be read was changed")
+	_, _, err := wasmaddr.Narrow(moduleOf([]byte{0, 0x41, 0, 0x28, 0x42, 0, 0, 0x1a, 0x41, 0}))
+	if err == nil || !strings.Contains(err.Error(), "function body 0: byte 4: a load or store of another memory") {
+		t.Fatalf("Narrow: %v, want an error naming the body, the byte and the memory", err)
 	}
 }
 

@@ -20,6 +20,44 @@ const (
 	DataSection   = 11
 )
 
+// Opcodes of the instructions the build's tools read or write (the specification's section
+// 5.4), named after the instructions.
+const (
+	OpBlock         = 0x02 // block
+	OpLoop          = 0x03 // loop
+	OpIf            = 0x04 // if
+	OpEnd           = 0x0b // end
+	OpBr            = 0x0c // br
+	OpBrIf          = 0x0d // br_if
+	OpBrTable       = 0x0e // br_table
+	OpLocalGet      = 0x20 // local.get
+	OpLocalSet      = 0x21 // local.set
+	OpLocalTee      = 0x22 // local.tee
+	OpGlobalGet     = 0x23 // global.get
+	OpI32Load8U     = 0x2d // i32.load8_u
+	OpMemorySize    = 0x3f // memory.size
+	OpI32Const      = 0x41 // i32.const
+	OpI64Const      = 0x42 // i64.const
+	OpI32Eqz        = 0x45 // i32.eqz
+	OpI32GeU        = 0x4f // i32.ge_u
+	OpI64Eqz        = 0x50 // i64.eqz
+	OpI32Add        = 0x6a // i32.add
+	OpI32Sub        = 0x6b // i32.sub
+	OpI32And        = 0x71 // i32.and
+	OpI32Or         = 0x72 // i32.or
+	OpI32Shl        = 0x74 // i32.shl
+	OpI64Add        = 0x7c // i64.add
+	OpI32WrapI64    = 0xa7 // i32.wrap_i64
+	OpI64ExtendI32S = 0xac // i64.extend_i32_s
+	OpI64ExtendI32U = 0xad // i64.extend_i32_u
+	OpPrefix        = 0xfc // the prefix of the saturating conversions, bulk memory and table instructions
+
+	// BlockEmpty is the block type of a block, loop or if without parameters or results.
+	BlockEmpty = 0x40
+	// TypeI32 is the value type i32.
+	TypeI32 = 0x7f
+)
+
 // Reader reads b from off; an error sticks (Err), and every read after it returns zero.
 type Reader struct {
 	b   []byte
@@ -274,7 +312,7 @@ func (r *Reader) SkipImmediates(op byte) {
 	case op == 0x0c, op == 0x0d, op == 0x10, op >= 0x20 && op <= 0x26, op == 0xd2:
 		// br, br_if, call, local and global get/set/tee, table.get/set, ref.func: an index
 		r.U32()
-	case op == 0x0e: // br_table: the labels, then the default
+	case op == OpBrTable: // the labels, then the default
 		for n := r.U32(); n > 0 && r.err == nil; n-- {
 			r.U32()
 		}
@@ -289,16 +327,16 @@ func (r *Reader) SkipImmediates(op byte) {
 		r.U32()
 	case op == 0x3f, op == 0x40, op == 0xd0: // memory.size, memory.grow, ref.null
 		r.Byte()
-	case op == 0x41: // i32.const
+	case op == OpI32Const:
 		r.LEB(32)
-	case op == 0x42: // i64.const
+	case op == OpI64Const:
 		r.LEB(64)
 	case op == 0x43:
 		r.Bytes(4)
 	case op == 0x44:
 		r.Bytes(8)
 	case op == 0xd1: // ref.is_null
-	case op == 0xfc:
+	case op == OpPrefix:
 		r.skipPrefixed()
 	default:
 		r.Unread()

@@ -181,3 +181,86 @@ func TestRewriteModulesStatus(t *testing.T) {
 		}
 	}
 }
+
+// RewriteCode rewrites each function body and nothing else, sums the counts, and names the body
+// a rewrite refuses; RewriteCodeFile writes the result in place and leaves a module it cannot
+// read as it was.
+func TestRewriteCode(t *testing.T) {
+	custom := wasmbin.AppendSection([]byte(wasmbin.Header), wasmbin.CustomSection, wasmbin.AppendName(nil, "x"))
+	// Two bodies, no locals: `nop; end` and `nop; nop; end`.
+	module := wasmbin.AppendSection(custom, wasmbin.CodeSection, []byte{2, 3, 0, 0x01, 0x0b, 4, 0, 0x01, 0x01, 0x0b})
+	dropNops := func(body []byte) ([]byte, int, error) {
+		kept := bytes.ReplaceAll(body[1:], []byte{0x01}, nil)
+		return append(body[:1:1], kept...), len(body) - 1 - len(kept), nil
+	}
+	want := wasmbin.AppendSection(custom, wasmbin.CodeSection, []byte{2, 2, 0, 0x0b, 2, 0, 0x0b})
+	got, count, err := wasmbin.RewriteCode(module, dropNops)
+	if err != nil || count != 3 || !bytes.Equal(got, want) {
+		t.Fatalf("RewriteCode: %x, %d, %v; want %x, 3", got, count, err, want)
+	}
+	refuseSecond := func(body []byte) ([]byte, int, error) {
+		if len(body) == 4 {
+			return nil, 0, errors.New("refused")
+		}
+		return body, 0, nil
+	}
+	if _, _, err := wasmbin.RewriteCode(module, refuseSecond); err == nil || !strings.Contains(err.Error(), "function body 1: refused") {
+		t.Fatalf("a refused body: %v", err)
+	}
+
+	path := filepath.Join(t.TempDir(), "m.wasm")
+	if err := os.WriteFile(path, module, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if count, err := wasmbin.RewriteCodeFile(path, dropNops); err != nil || count != 3 {
+		t.Fatalf("RewriteCodeFile: %d, %v; want 3", count, err)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the file holds %x (%v), want %x", got, err, want)
+	}
+	broken := module[:len(module)-1]
+	if err := os.WriteFile(path, broken, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wasmbin.RewriteCodeFile(path, dropNops); err == nil {
+		t.Fatal("a module cut short was rewritten")
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, broken) {
+		t.Fatal("a module that could not be read was changed")
+	}
+}
+
+// What a body's walk with SkipImmediates cannot read, and a module RewriteCode cannot, is an error
+// naming where, never a guess.
+func TestRewriteCodeRefusesWhatItCannotRead(t *testing.T) {
+	walk := func(body []byte) ([]byte, int, error) {
+		r := wasmbin.NewReader(body)
+		r.SkipLocals()
+		for r.More() {
+			r.SkipImmediates(r.Byte())
+		}
+		return body, 0, r.Err()
+	}
+	withBody := func(body []byte) []byte {
+		return wasmbin.AppendSection([]byte(wasmbin.Header), wasmbin.CodeSection, append([]byte{1, byte(len(body))}, body...))
+	}
+	tests := []struct {
+		name   string
+		module []byte
+		want   string
+	}{
+		{"not a module", []byte("\x00elf\x01\x00\x00\x00"), "not a Wasm module"},
+		{"a section longer than the module", []byte("\x00asm\x01\x00\x00\x00\x0a\x05\x01"), "section 10 at byte 8: byte 10: 5 bytes announced, 1 left"},
+		{"a SIMD instruction", withBody([]byte{0, 0xfd, 0x0c, 0x0b}), "function body 0: byte 1: opcode 0xfd is not one the rewrite knows"},
+		{"an unknown prefixed instruction", withBody([]byte{0, 0xfc, 0x20, 0x0b}), "0xfc 32"},
+		{"a load of a second memory", withBody([]byte{0, 0x41, 0, 0x28, 0x42, 0, 0, 0x1a, 0x0b}), "another memory"},
+		{"an immediate cut short", withBody([]byte{0, 0x44, 1, 2}), "8 bytes announced"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, _, err := wasmbin.RewriteCode(tt.module, walk); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("RewriteCode: %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+}

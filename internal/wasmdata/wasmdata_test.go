@@ -30,12 +30,12 @@ func moduleWith(pages uint32, segments []segment, function bool) []byte {
 	m = wasmbin.AppendSection(m, memorySection, wasmbin.AppendU32([]byte{1, 0}, pages))
 	m = wasmbin.AppendSection(m, wasmbin.ExportSection, append(wasmbin.AppendName([]byte{1}, "memory"), 2, 0))
 	if function {
-		m = wasmbin.AppendSection(m, wasmbin.CodeSection, []byte{1, 2, 0, opEnd})
+		m = wasmbin.AppendSection(m, wasmbin.CodeSection, []byte{1, 2, 0, wasmbin.OpEnd})
 	}
 	data := wasmbin.AppendU32(nil, uint32(len(segments)))
 	for _, s := range segments {
-		data = wasmbin.AppendS32(append(data, 0, opI32Const), int32(s.at))
-		data = wasmbin.AppendU32(append(data, opEnd), uint32(len(s.bytes)))
+		data = wasmbin.AppendS32(append(data, 0, wasmbin.OpI32Const), int32(s.at))
+		data = wasmbin.AppendU32(append(data, wasmbin.OpEnd), uint32(len(s.bytes)))
 		data = append(data, s.bytes...)
 	}
 	return wasmbin.AppendSection(m, wasmbin.DataSection, data)

@@ -4,21 +4,6 @@ import (
 	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 )
 
-// Opcodes the rewrite reads.
-const (
-	opBlock     = 0x02
-	opLoop      = 0x03
-	opIf        = 0x04
-	opEnd       = 0x0b
-	opBr        = 0x0c
-	opBrTable   = 0x0e
-	opLocalGet  = 0x20
-	opLocalSet  = 0x21
-	opGlobalGet = 0x23
-	opI32Const  = 0x41
-	emptyType   = 0x40 // a block type: no parameters, no results
-)
-
 // Thread returns the module with its forward jumps threaded, and how many it threaded. Only the
 // code section changes (wasmbin.RewriteCode): function indices stay, so the name section and a
 // name map made from it still hold.
@@ -66,16 +51,16 @@ func threadBody(body []byte) ([]byte, int, error) {
 		start := r.Offset()
 		op := r.Byte()
 		switch op {
-		case opBlock, opLoop, opIf:
+		case wasmbin.OpBlock, wasmbin.OpLoop, wasmbin.OpIf:
 			r.SkipImmediates(op)
 			stack = append(stack, otherFrame)
-		case opEnd:
+		case wasmbin.OpEnd:
 			if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
 			}
-		case opI32Const:
+		case wasmbin.OpI32Const:
 			k := uint32(r.S32())
-			if !r.FollowedBy(opLocalSet, 0, opBr) {
+			if !r.FollowedBy(wasmbin.OpLocalSet, 0, wasmbin.OpBr) {
 				break
 			}
 			depthAt := r.Offset()
@@ -117,15 +102,15 @@ type dispatch struct {
 // `br_table`, every block of the empty type, and every label of the table one of the loop's
 // blocks. ok is false for any other head.
 func readDispatch(r *wasmbin.Reader) (d dispatch, ok bool) {
-	r.FollowedBy(opGlobalGet, 0, opLocalSet, 1)
-	d.unwinding = r.FollowedBy(opBlock, emptyType)
-	if !r.FollowedBy(opLoop, emptyType) {
+	r.FollowedBy(wasmbin.OpGlobalGet, 0, wasmbin.OpLocalSet, 1)
+	d.unwinding = r.FollowedBy(wasmbin.OpBlock, wasmbin.BlockEmpty)
+	if !r.FollowedBy(wasmbin.OpLoop, wasmbin.BlockEmpty) {
 		return dispatch{}, false
 	}
-	for r.FollowedBy(opBlock, emptyType) {
+	for r.FollowedBy(wasmbin.OpBlock, wasmbin.BlockEmpty) {
 		d.nested++
 	}
-	if d.nested == 0 || !r.FollowedBy(opLocalGet, 0, opBrTable) {
+	if d.nested == 0 || !r.FollowedBy(wasmbin.OpLocalGet, 0, wasmbin.OpBrTable) {
 		return dispatch{}, false
 	}
 	n := r.U32()
