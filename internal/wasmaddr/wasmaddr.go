@@ -21,7 +21,8 @@
 //
 // The parser reads bytes it cannot trust: every length is checked, an instruction it does not
 // know is an error (the module keeps what Go emits: the MVP, sign extension, saturating
-// conversions and bulk memory), and a malformed module is an error, never a panic.
+// conversions and bulk memory), and a module it cannot parse is an error, never a panic (it does
+// not validate what it copies).
 package wasmaddr
 
 import (

@@ -304,11 +304,8 @@ func (r *Reader) SkipImmediates(op byte) {
 	switch {
 	case op <= 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b, op >= 0x45 && op <= 0xc4:
 		// No immediates: unreachable, nop, else, end, return, drop, select, numeric instructions.
-	case op >= 0x02 && op <= 0x04: // block, loop, if: a block type
-		if t := r.Byte(); t != 0x40 && (t < 0x6f || t > 0x7f) {
-			r.Unread()
-			r.LEB(33)
-		}
+	case op >= OpBlock && op <= OpIf: // a block type
+		r.blockType()
 	case op == 0x0c, op == 0x0d, op == 0x10, op >= 0x20 && op <= 0x26, op == 0xd2:
 		// br, br_if, call, local and global get/set/tee, table.get/set, ref.func: an index
 		r.U32()
@@ -341,6 +338,21 @@ func (r *Reader) SkipImmediates(op byte) {
 	default:
 		r.Unread()
 		r.Fail(fmt.Sprintf("opcode 0x%02x is not one the rewrite knows", op))
+	}
+}
+
+// blockType reads a block type: empty, one value type (i32, i64, f32, f64, funcref or externref),
+// or the index of a function type, a non-negative signed 33-bit number. Anything else (a vector
+// type, a type of a later proposal) is an error.
+func (r *Reader) blockType() {
+	switch t := r.Byte(); t {
+	case BlockEmpty, TypeI32, 0x7e, 0x7d, 0x7c, 0x70, 0x6f:
+	default:
+		r.Unread()
+		start := r.off
+		if int64(signExtend(r.LEB(33))) < 0 {
+			r.failAt(start, "a block type that is neither a value type nor a type index")
+		}
 	}
 }
 

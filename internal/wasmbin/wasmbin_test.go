@@ -255,6 +255,14 @@ func TestRewriteCodeRefusesWhatItCannotRead(t *testing.T) {
 		{"an unknown prefixed instruction", withBody([]byte{0, 0xfc, 0x20, 0x0b}), "0xfc 32"},
 		{"a load of a second memory", withBody([]byte{0, 0x41, 0, 0x28, 0x42, 0, 0, 0x1a, 0x0b}), "another memory"},
 		{"an immediate cut short", withBody([]byte{0, 0x44, 1, 2}), "8 bytes announced"},
+		{"a block of a vector type", withBody([]byte{0, 0x02, 0x7b, 0x0b, 0x0b}), "byte 2: a block type that is neither"},
+		{"a block of a later proposal's reference type", withBody([]byte{0, 0x02, 0x63, 0x70, 0x0b, 0x0b}), "byte 2: a block type that is neither"},
+	}
+	// The block types it reads: empty, each value type, a type index (0 and 2^32, five bytes).
+	valid := withBody([]byte{0, 0x02, 0x40, 0x0b, 0x02, 0x7f, 0x41, 0, 0x0b, 0x1a, 0x02, 0x7c, 0x44, 0, 0, 0, 0, 0, 0, 0, 0, 0x0b, 0x1a,
+		0x02, 0x70, 0xd0, 0x70, 0x0b, 0x1a, 0x02, 0x00, 0x0b, 0x02, 0x80, 0x80, 0x80, 0x80, 0x10, 0x0b, 0x0b})
+	if _, _, err := wasmbin.RewriteCode(valid, walk); err != nil {
+		t.Fatalf("block types: %v", err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

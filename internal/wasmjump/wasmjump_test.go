@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -52,11 +53,11 @@ func constant(v int32) []byte {
 	}
 }
 
-// jump is Go's jump to the code of block k, through the loop depth labels out.
-func jump(k int32, depth byte) []byte { return code(constant(k), set(0), br(depth)) }
+// goJump is Go's jump to the code after block k, through the loop depth labels out.
+func goJump(k int32, depth byte) []byte { return code(constant(k), set(0), br(depth)) }
 
 // goShaped is a function laid out as Go lays one out: a loop around four blocks and their table,
-// its code in four pieces. x is local 1 (a parameter, or what spCopy read), acc local 2.
+// its code in four pieces, its jumps made by jump (goJump, or the form a test expects). x is local 1 (a parameter, or what spCopy read), acc local 2.
 //   - The first piece goes to the third if x is odd (forward), else adds 3x and runs on into the
 //     second.
 //   - The second adds 100, counts x down and goes back to the first while x > 0, else on to the
@@ -68,7 +69,7 @@ func jump(k int32, depth byte) []byte { return code(constant(k), set(0), br(dept
 // With unwinding, the loop is in a block too, which the third leaves (returning 1) once acc
 // passes 1000; and the first also jumps with a number past the table (its default, the fourth)
 // when x is 13, and leaves the loop (returning 1), setting local 0 as a jump does, when x is 20.
-func goShaped(unwinding bool) []byte {
+func goShaped(unwinding bool, jump func(k int32, depth byte) []byte) []byte {
 	locals := []byte{1, 1, 0x7f} // one i32: acc
 	extra := 0
 	if unwinding {
@@ -130,12 +131,27 @@ func moduleOf(bodies ...[]byte) []byte {
 	return withSize(m, 10, bodiesSection)
 }
 
+// bounded is a context for calls into a module: a rewrite that loops forever fails the test
+// within a minute instead of hanging it.
+func bounded(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// runtime is a wazero runtime whose calls end when their context does.
+func runtime(t *testing.T) wazero.Runtime {
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(true))
+	t.Cleanup(func() { r.Close(ctx) })
+	return r
+}
+
 // instance compiles and instantiates a module with wazero; a module it refuses fails t.
 func instance(t *testing.T, module []byte) api.Module {
 	t.Helper()
 	ctx := context.Background()
-	r := wazero.NewRuntime(ctx)
-	t.Cleanup(func() { r.Close(ctx) })
+	r := runtime(t)
 	m, err := r.Instantiate(ctx, module)
 	if err != nil {
 		t.Fatalf("instantiate: %v", err)
@@ -147,7 +163,7 @@ func instance(t *testing.T, module []byte) api.Module {
 func run(t *testing.T, m api.Module, f string, x int32) int32 {
 	t.Helper()
 	m.ExportedGlobal("x").(api.MutableGlobal).Set(uint64(uint32(x)))
-	out, err := m.ExportedFunction(f).Call(context.Background(), 0, uint64(uint32(x)))
+	out, err := m.ExportedFunction(f).Call(bounded(t), 0, uint64(uint32(x)))
 	if err != nil {
 		t.Fatalf("%s(%d): %v", f, x, err)
 	}
@@ -157,9 +173,9 @@ func run(t *testing.T, m api.Module, f string, x int32) int32 {
 // Each jump forward is threaded, none back; the threaded functions compute what they did, and
 // threading again changes nothing.
 func TestThreadedFunctionsComputeTheSame(t *testing.T) {
-	module := moduleOf(goShaped(false), goShaped(true), notGoShaped())
+	module := moduleOf(goShaped(false, goJump), goShaped(true, goJump), notGoShaped())
 	threaded, count, err := wasmjump.Thread(module)
-	// goShaped(false): the first piece's to the third, the second's to the fourth; goShaped(true)
+	// goShaped(false, goJump): the first piece's to the third, the second's to the fourth; goShaped(true, goJump)
 	// also the first piece's past the table.
 	if err != nil || count != 5 {
 		t.Fatalf("Thread: %d threaded, %v; want 5", count, err)
@@ -184,26 +200,59 @@ func TestThreadedFunctionsComputeTheSame(t *testing.T) {
 	}
 }
 
-// A jump forward becomes a branch to the block that ends where it goes: in goShaped(false), the
-// first piece's jump (in an if, inside three blocks) to the end of the third block's, depth 2, and
-// the second piece's to the end of the outermost block, depth 1. The jumps back keep the loop.
+// A jump forward becomes a branch to the block that ends where it goes: in goShaped, the first
+// piece's jump (in an if, inside three blocks) to the end of the third block, depth 2, and the
+// second piece's to the end of the outermost block, depth 1. The jumps back keep the loop, the
+// third piece's from inside an if too: the threaded function is exactly that.
 func TestThreadedJumpsBranchToTheirBlock(t *testing.T) {
-	module := moduleOf(goShaped(false))
-	threaded, _, err := wasmjump.Thread(module)
+	threaded, _, err := wasmjump.Thread(moduleOf(goShaped(false, goJump)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []struct {
-		from, to []byte
-	}{
-		{jump(2, 4), jump(2, 2)},
-		{jump(3, 2), jump(3, 1)},
-		{jump(0, 3), jump(0, 3)},
-		{jump(1, 1), jump(1, 1)},
-		{jump(2, 2), jump(2, 2)},
-	} {
-		if !bytes.Contains(module, want.from) || !bytes.Contains(threaded, want.to) {
-			t.Errorf("%x: want %x in the threaded module", want.from, want.to)
+	direct := func(k int32, depth byte) []byte {
+		switch {
+		case k == 2 && depth == 4:
+			depth = 2
+		case k == 3 && depth == 2:
+			depth = 1
+		}
+		return goJump(k, depth)
+	}
+	if want := moduleOf(goShaped(false, direct)); !bytes.Equal(threaded, want) {
+		t.Fatalf("threaded:\n%x\nwant:\n%x", threaded, want)
+	}
+}
+
+// Only the jump's exact form is threaded: a number past the table (negative too) takes the
+// default, and a function whose jumps set another local than the table reads, or whose table
+// reads another local than 0, is left alone.
+func TestThreadOnlyGoJumps(t *testing.T) {
+	pastTable := func(k int32, depth byte) []byte {
+		if k == 3 {
+			k = -1 // the default: the fourth piece
+		}
+		return goJump(k, depth)
+	}
+	viaLocal2 := func(k int32, depth byte) []byte { return code(constant(k), set(2), br(depth)) }
+	tableOn1 := bytes.Replace(goShaped(false, goJump), table, append([]byte{0x20, 1}, table[2:]...), 1)
+	module := moduleOf(goShaped(false, goJump), goShaped(false, pastTable))
+	threaded, count, err := wasmjump.Thread(module)
+	if err != nil || count != 4 {
+		t.Fatalf("Thread: %d threaded, %v; want 4", count, err)
+	}
+	before, after := instance(t, module), instance(t, threaded)
+	for x := int32(-3); x <= 40; x++ {
+		if want, got := run(t, before, "f0", x), run(t, after, "f1", x); got != want {
+			t.Errorf("f1(%d), its jump to the fourth piece past the table: threaded %d, original %d", x, got, want)
+		}
+	}
+	if !bytes.Contains(tableOn1, []byte{0x20, 1, 0x0e}) {
+		t.Fatal("the table on local 1 was not made")
+	}
+	for name, body := range map[string][]byte{"jumps through local 2": goShaped(false, viaLocal2), "a table on local 1": tableOn1} {
+		m := moduleOf(body)
+		if got, count, err := wasmjump.Thread(m); err != nil || count != 0 || !bytes.Equal(got, m) {
+			t.Errorf("%s: %d threaded, %v; want the module as it was", name, count, err)
 		}
 	}
 }
@@ -218,10 +267,9 @@ func TestThreadedGoModuleComputesTheSame(t *testing.T) {
 	if count < 1000 {
 		t.Fatalf("%d jumps threaded in a Go module; Go's layout is not recognised", count)
 	}
-	ctx := context.Background()
+	ctx := bounded(t)
 	work := func(module []byte) api.Function {
-		r := wazero.NewRuntime(ctx)
-		t.Cleanup(func() { r.Close(ctx) })
+		r := runtime(t)
 		wasi_snapshot_preview1.MustInstantiate(ctx, r)
 		m, err := r.InstantiateWithConfig(ctx, module, wazero.NewModuleConfig().WithStartFunctions("_initialize"))
 		if err != nil {
@@ -278,7 +326,7 @@ func checkThread(t *testing.T, module []byte) {
 
 // The seeds, which go test runs, are every mutation of the hand-made module.
 func FuzzThread(f *testing.F) {
-	for _, m := range testbuild.Mutations(moduleOf(goShaped(false), goShaped(true), notGoShaped())) {
+	for _, m := range testbuild.Mutations(moduleOf(goShaped(false, goJump), goShaped(true, goJump), notGoShaped())) {
 		f.Add(m)
 	}
 	f.Fuzz(checkThread)

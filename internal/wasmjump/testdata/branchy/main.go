@@ -12,7 +12,8 @@ import (
 func main() {}
 
 // work formats, sorts, counts and searches: the standard library's loops and branches, and a
-// switch of its own.
+// switch of its own; then it hands its sum to another goroutine and back, and adds what a
+// recovered panic gives.
 //
 //go:wasmexport work
 func work(n int32) int64 {
@@ -37,5 +38,24 @@ func work(n int32) int64 {
 			sum += int64(seen[w])
 		}
 	}
+	// A hand-off to another goroutine and a recovered panic: the runtime leaves and enters again
+	// this function's callers through their dispatch (resumption, deferreturn).
+	ch := make(chan int64)
+	go func() { ch <- sum + int64(n) }()
+	sum = <-ch
+	sum += recovered(n)
 	return sum*int64(len(seen)) + int64(len(strings.Join(words, ",")))
+}
+
+// recovered panics for every third n, and recovers.
+func recovered(n int32) (v int64) {
+	defer func() {
+		if r := recover(); r != nil {
+			v = int64(len(r.(string)))
+		}
+	}()
+	if n%3 == 0 {
+		panic("every third " + strconv.Itoa(int(n)))
+	}
+	return int64(n) * 5
 }
