@@ -18,7 +18,7 @@ func ThreadFile(path string) (int, error) {
 }
 
 // Frames of the control stack, as threadBody tracks it. A dispatch block is its number, counted
-// from the innermost: the label of the br_table that ends it.
+// from the innermost: the br_table's label that branches to its end.
 const (
 	otherFrame = -1 // a block, loop or if of the function's own code, or the unwinding block
 	loopFrame  = -2 // the dispatch loop
