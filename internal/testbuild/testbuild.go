@@ -51,8 +51,8 @@ func Unsplit(tb testing.TB, pkg string, tags ...string) []byte {
 }
 
 // Unpacked is the module as it was built before its data segments were packed (the go build and,
-// for the filter and the floor probe, narrowaddr, threadjumps and wasm-opt; names not split): the module
-// internal/wasmdata's start function stands in for, which the start-up benchmarks compare.
+// for the filter and the floor probe, narrowaddr, threadjumps and wasm-opt; names not split): the
+// module internal/wasmdata's start function stands in for, which the start-up benchmarks compare.
 func Unpacked(tb testing.TB, pkg string, tags ...string) []byte {
 	tb.Helper()
 	return built(tb, pkg, tags).unpacked
@@ -162,8 +162,8 @@ var optimized = map[string]bool{"./filter": true, "./bench/testdata/floor": true
 
 // optimize runs the optimizer step of `make build` on a module, in place: the narrowing of its
 // address arithmetic (internal/wasmaddr) and the threading of its jumps (internal/wasmjump), then
-// wasm-opt with the Makefile's WASM_OPT_FLAGS, when
-// wasm-opt is installed (as make build, which falls back to the unoptimized module without it).
+// wasm-opt with the Makefile's WASM_OPT_FLAGS, when wasm-opt is installed (as make build, which
+// falls back to the unoptimized module without it).
 // buildModule then packs its data segments (internal/wasmdata), so that the tests run the module
 // Envoy loads.
 func optimize(module string) error {
