@@ -11,8 +11,8 @@ func Thread(module []byte) ([]byte, int, error) {
 	return wasmbin.RewriteCode(module, threadBody)
 }
 
-// ThreadFile threads the module in the file at path, in place (wasmbin.RewriteCodeFile), and returns
-// how many jumps it threaded. A module it cannot read is left as it is.
+// ThreadFile threads the module in the file at path, in place (wasmbin.RewriteCodeFile), and
+// returns how many jumps it threaded. A module it cannot read is left as it is.
 func ThreadFile(path string) (int, error) {
 	return wasmbin.RewriteCodeFile(path, threadBody)
 }

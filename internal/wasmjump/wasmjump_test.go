@@ -57,7 +57,8 @@ func constant(v int32) []byte {
 func goJump(k int32, depth byte) []byte { return code(constant(k), set(0), br(depth)) }
 
 // goShaped is a function laid out as Go lays one out: a loop around four blocks and their table,
-// its code in four pieces, its jumps made by jump (goJump, or the form a test expects). x is local 1 (a parameter, or what spCopy read), acc local 2.
+// its code in four pieces, its jumps made by jump (goJump, or the form a test expects). x is
+// local 1 (a parameter, or what spCopy read), acc local 2.
 //   - The first piece goes to the third if x is odd (forward), else adds 3x and runs on into the
 //     second.
 //   - The second adds 100, counts x down and goes back to the first while x > 0, else on to the
