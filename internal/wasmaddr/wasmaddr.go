@@ -36,8 +36,8 @@ func Narrow(module []byte) ([]byte, int, error) {
 	return wasmbin.RewriteCode(module, narrowBody)
 }
 
-// NarrowFile narrows the module in the file at path, in place (wasmbin.RewriteCodeFile), and returns
-// how many rewrites it made. A module it cannot read is left as it is.
+// NarrowFile narrows the module in the file at path, in place (wasmbin.RewriteCodeFile), and
+// returns how many rewrites it made. A module it cannot read is left as it is.
 func NarrowFile(path string) (int, error) {
 	return wasmbin.RewriteCodeFile(path, narrowBody)
 }
