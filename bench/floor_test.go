@@ -201,30 +201,35 @@ func TestKnownKeysHaveSlotsOfTheirOwn(t *testing.T) {
 // The new keys of new-key-reused-slot each find their row written, its first slot holding an idle
 // bucket of a filler key, so each bucket takes that one over: it reads the row and writes it,
 // never creating a row nor lengthening one (shared data holds as many values, and as many bytes,
-// after the request as before), and reads no overflow bucket, as no key drew from it: the request type measures what it is named
-// for, in as many reads and writes as a new key whose row was never written.
+// after the request as before), and reads no overflow bucket, as no key drew from it: the request
+// type measures what it is named for, in as many reads and writes as a new key whose row was
+// never written.
 func TestReusedSlotsAreAllWritten(t *testing.T) {
 	const n = 64
 	r := newRig(t, tollgateModule(t), rigOptions{config: reusedSlotConfig})
 	key := freshOnReusedSlots(t, r, n)
-	stored := func() (bytes int) {
-		for _, v := range r.shared.Entries("tollgate") {
+	// stored is how many values shared data holds, and their bytes.
+	stored := func() (values, bytes int) {
+		entries := r.shared.Entries("tollgate")
+		for _, v := range entries {
 			bytes += len(v)
 		}
-		return bytes
+		return len(entries), bytes
 	}
 	for i := range n {
-		before, values, size := r.shared.Stats(), r.shared.Keys("tollgate"), stored()
+		before := r.shared.Stats()
+		values, size := stored()
 		r.expect(t, key(i), 200)
 		after := r.shared.Stats()
 		if reads, writes := after.Gets-before.Gets, after.Sets-before.Sets; reads != 1 || writes != 1 {
 			t.Fatalf("new key %d read %d times and wrote %d times, want 1 and 1", i, reads, writes)
 		}
-		if now := r.shared.Keys("tollgate"); now != values {
-			t.Fatalf("new key %d: shared data holds %d values, %d before: it created a row", i, now, values)
+		nowValues, nowSize := stored()
+		if nowValues != values {
+			t.Fatalf("new key %d: shared data holds %d values, %d before: it created a row", i, nowValues, values)
 		}
-		if now := stored(); now != size {
-			t.Fatalf("new key %d: shared data holds %d bytes, %d before: it lengthened a row", i, now, size)
+		if nowSize != size {
+			t.Fatalf("new key %d: shared data holds %d bytes, %d before: it lengthened a row", i, nowSize, size)
 		}
 	}
 }

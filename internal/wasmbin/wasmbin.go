@@ -192,7 +192,7 @@ func (r *Reader) Left() []byte { return r.b[r.off:len(r.b):len(r.b)] }
 // Name reads a name: its length, then its bytes.
 func (r *Reader) Name() string { return string(r.Bytes(r.U32())) }
 
-// The kinds of import (the specification's section 5.5.5), as Import returns them.
+// The kinds of import (the specification's section 5.5.5), the indices of ImportKinds' counts.
 const (
 	ImportFunction byte = iota
 	ImportTable
@@ -200,9 +200,9 @@ const (
 	ImportGlobal
 )
 
-// Import reads an import (the specification's section 5.5.5): its module's and its own name,
+// readImport reads an import (the specification's section 5.5.5): its module's and its own name,
 // which are not kept, then its description. It returns the import's kind (ImportFunction, ...).
-func (r *Reader) Import() (kind byte) {
+func (r *Reader) readImport() (kind byte) {
 	r.Name()
 	r.Name()
 	switch kind = r.Byte(); kind {
@@ -223,11 +223,11 @@ func (r *Reader) Import() (kind byte) {
 	return kind
 }
 
-// ImportKinds reads an import section's content to its end and counts its imports by kind (see
-// Import).
+// ImportKinds reads an import section's content to its end and counts its imports by kind
+// (ImportFunction, ...).
 func (r *Reader) ImportKinds() (counts [4]uint32) {
 	for n := r.U32(); n > 0 && r.Err() == nil; n-- {
-		if kind := r.Import(); r.Err() == nil { // a kind Import knows, or it failed
+		if kind := r.readImport(); r.Err() == nil { // a kind readImport knows, or it failed
 			counts[kind]++
 		}
 	}
@@ -325,9 +325,9 @@ func (r *Reader) SkipImmediates(op byte) {
 	case op == 0x3f, op == 0x40, op == 0xd0: // memory.size, memory.grow, ref.null
 		r.Byte()
 	case op == OpI32Const:
-		r.LEB(32)
+		r.S32()
 	case op == OpI64Const:
-		r.LEB(64)
+		r.S64()
 	case op == 0x43:
 		r.Bytes(4)
 	case op == 0x44:

@@ -24,28 +24,24 @@ const (
 	loopFrame  = -2 // the dispatch loop
 )
 
-// threadBody rewrites one function body: its locals, then its instructions.
+// threadBody rewrites one function body: its locals, then its instructions. In a function whose
+// head is not Go's dispatch, no branch names a dispatch loop, and every instruction is copied.
 func threadBody(body []byte) ([]byte, int, error) {
 	r := wasmbin.NewReader(body)
 	r.SkipLocals()
-	if r.Err() != nil {
-		return nil, 0, r.Err()
-	}
+	var stack []int // the control stack after the head: the unwinding block, the loop, its blocks
 	d, ok := readDispatch(wasmbin.NewReader(body[r.Offset():]))
-	if !ok {
-		return append([]byte(nil), body...), 0, validate(r)
+	if ok {
+		r.Bytes(uint32(d.size)) // the head, copied as it is
+		if d.unwinding {
+			stack = append(stack, otherFrame)
+		}
+		stack = append(stack, loopFrame)
+		for b := d.nested - 1; b >= 0; b-- {
+			stack = append(stack, b)
+		}
 	}
-	r.Bytes(uint32(d.size)) // the head, copied as it is
 	out := append([]byte(nil), body[:r.Offset()]...)
-	// The control stack after the head: the unwinding block, the loop, its blocks.
-	var stack []int
-	if d.unwinding {
-		stack = append(stack, otherFrame)
-	}
-	stack = append(stack, loopFrame)
-	for b := d.nested - 1; b >= 0; b-- {
-		stack = append(stack, b)
-	}
 	threaded := 0
 	for r.More() {
 		start := r.Offset()
@@ -78,15 +74,6 @@ func threadBody(body []byte) ([]byte, int, error) {
 		return nil, 0, r.Err()
 	}
 	return out, threaded, nil
-}
-
-// validate reads the rest of a body that is copied as it is, so that what the rewrite cannot read
-// is an error there too.
-func validate(r *wasmbin.Reader) error {
-	for r.More() {
-		r.SkipImmediates(r.Byte())
-	}
-	return r.Err()
 }
 
 // dispatch is the head of a function that readDispatch found.

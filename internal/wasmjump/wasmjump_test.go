@@ -3,7 +3,6 @@ package wasmjump_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/tollgate-proxy/tollgate/internal/testbuild"
+	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 	"github.com/tollgate-proxy/tollgate/internal/wasmjump"
 )
 
@@ -41,17 +41,8 @@ func set(i byte) []byte           { return []byte{0x21, i} }
 func br(depth byte) []byte        { return []byte{0x0c, depth} }
 func code(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
-// constant is i32.const v: seven bits a byte, until the rest is the sign of what was written.
-func constant(v int32) []byte {
-	b := []byte{0x41}
-	for {
-		c, rest := byte(v)&0x7f, v>>7
-		if rest == 0 && c < 0x40 || rest == -1 && c >= 0x40 {
-			return append(b, c)
-		}
-		b, v = append(b, c|0x80), rest
-	}
-}
+// constant is i32.const v.
+func constant(v int32) []byte { return wasmbin.AppendS32([]byte{wasmbin.OpI32Const}, v) }
 
 // goJump is Go's jump to the code after block k, through the loop depth labels out.
 func goJump(k int32, depth byte) []byte { return code(constant(k), set(0), br(depth)) }
@@ -111,25 +102,19 @@ func notGoShaped() []byte {
 // have the given bodies (locals and instructions, without the final end), with one mutable i32
 // global, exported as "x".
 func moduleOf(bodies ...[]byte) []byte {
-	u := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
-	withSize := func(b []byte, id byte, content []byte) []byte {
-		return append(u(append(b, id), len(content)), content...)
-	}
-	functions, exports, bodiesSection := u(nil, len(bodies)), u(nil, len(bodies)+1), u(nil, len(bodies))
+	functions, exports, code := wasmbin.AppendU32(nil, uint32(len(bodies))), wasmbin.AppendU32(nil, uint32(len(bodies)+1)),
+		wasmbin.AppendU32(nil, uint32(len(bodies)))
 	for i, body := range bodies {
-		functions = u(functions, 0)
-		name := "f" + strconv.Itoa(i)
-		exports = u(append(u(exports, len(name)), name...), 0)
-		exports = u(exports, i)
-		bodiesSection = append(u(bodiesSection, len(body)+1), append(body, 0x0b)...)
+		functions = append(functions, 0) // type 0
+		exports = append(wasmbin.AppendName(exports, "f"+strconv.Itoa(i)), 0, byte(i))
+		code = append(wasmbin.AppendU32(code, uint32(len(body)+1)), append(body, wasmbin.OpEnd)...)
 	}
-	exports = append(u(exports, 1), 'x', 3, 0) // the global
-	m := []byte("\x00asm\x01\x00\x00\x00")
-	m = withSize(m, 1, []byte{1, 0x60, 2, 0x7f, 0x7f, 1, 0x7f})
-	m = withSize(m, 3, functions)
-	m = withSize(m, 6, []byte{1, 0x7f, 1, 0x41, 0, 0x0b})
-	m = withSize(m, 7, exports)
-	return withSize(m, 10, bodiesSection)
+	exports = append(wasmbin.AppendName(exports, "x"), 3, 0) // the global
+	m := wasmbin.AppendSection([]byte(wasmbin.Header), 1, []byte{1, 0x60, 2, wasmbin.TypeI32, wasmbin.TypeI32, 1, wasmbin.TypeI32})
+	m = wasmbin.AppendSection(m, 3, functions)
+	m = wasmbin.AppendSection(m, 6, []byte{1, wasmbin.TypeI32, 1, wasmbin.OpI32Const, 0, wasmbin.OpEnd})
+	m = wasmbin.AppendSection(m, wasmbin.ExportSection, exports)
+	return wasmbin.AppendSection(m, wasmbin.CodeSection, code)
 }
 
 // bounded is a context for calls into a module: a rewrite that loops forever fails the test

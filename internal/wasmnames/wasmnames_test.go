@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
@@ -150,16 +151,8 @@ func TestSplitRejectsMalformedModules(t *testing.T) {
 // Every prefix of a module and every byte of it changed is an error or a module split as the
 // properties of the fuzz target say, never a panic.
 func TestSplitSurvivesEveryCutAndEveryChangedByte(t *testing.T) {
-	module := tiny()
-	for n := range len(module) {
-		checkSplit(t, module[:n])
-	}
-	for i := range module {
-		for _, v := range []byte{0, 0x7f, 0x80, 0xff} {
-			changed := bytes.Clone(module)
-			changed[i] = v
-			checkSplit(t, changed)
-		}
+	for _, m := range testbuild.Mutations(tiny()) {
+		checkSplit(t, m)
 	}
 }
 
