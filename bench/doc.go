@@ -9,6 +9,12 @@
 //     in one whose every slot holds an idle bucket) and a request without its key (401):
 //     vs-floor, Tollgate's time over the probe's, and vs-clocked-floor over that of the probe
 //     built to also read the clock once per request.
+//   - surface_test.go: the module against the clocked floor probe and the surface probe
+//     (testdata/surface, which makes exactly the module's crossings for the request type, a test
+//     checks, and nothing else), interleaved as in floor_test.go, for an admitted request of a
+//     known key and a rejected one: surface-over-clocked-floor is the least vs-clocked-floor any
+//     module making those crossings can have in this host, vs-surface the module's time over the
+//     surface probe's.
 //   - crossings_test.go: host calls, WASI calls, callbacks and allocator callbacks per request
 //     type, from the host's counters, the module's own function calls per request (wazero's
 //     function listeners), and the guest's heap allocations per request, read from the

@@ -36,7 +36,7 @@ func main() {
 
 // The benchmarks the tables quote, by how long each runs: one `go test` each, in this order.
 var benchmarks = []struct{ pattern, benchtime string }{
-	{`^(BenchmarkFloor|BenchmarkCrossings|BenchmarkModuleSize|BenchmarkMemory|BenchmarkDecision)$`, "20000x"},
+	{`^(BenchmarkFloor|BenchmarkSurface|BenchmarkCrossings|BenchmarkModuleSize|BenchmarkMemory|BenchmarkDecision)$`, "20000x"},
 	// Ten blocks of 512 requests per load, through the gateway and around it.
 	{`^BenchmarkHTTP$`, "5120x"},
 	// A worker's start takes milliseconds with the module compiled, most of a second with its
@@ -293,6 +293,11 @@ func renderTargets(w writef, r results) {
 		w("| %s: `%s` ≤ %s | **%s** | %s |\n", label, t.unit, number(t.ratio, 1), ratio.format(2), met(ratio.ok, ratio.max <= t.ratio))
 		w("| %s: host calls ≤ %d | **%s** (floor: %s) | %s |\n", label, t.hostCalls, host.format(3),
 			r.get("Crossings/floor/"+t.request, "hostcalls/op").format(3), met(host.ok, host.median < float64(t.hostCalls)+0.5))
+		// The least vs-clocked-floor any module making Tollgate's crossings can have (BenchmarkSurface).
+		if bound := r.get("Surface/"+t.request, "surface-over-clocked-floor"); bound.ok && t.unit == "vs-clocked-floor" {
+			w("| (bound) %s: the surface probe (Tollgate's crossings, no logic) / clocked floor, same run | %s | – |\n",
+				label, bound.format(2))
+		}
 	}
 	// A baseline module (TOLLGATE_BENCH_BASELINE) interleaved in the same run: before and after.
 	for _, rt := range requestTypes {

@@ -14,6 +14,8 @@ const raw = `goos: linux
 cpu: AMD EPYC
 BenchmarkFloor/admitted-known-2   	   20000	      4000 ns/op	      2.50 vs-floor	      2.40 vs-clocked-floor
 BenchmarkFloor/admitted-known-2   	   20000	      4100 ns/op	      2.70 tollgate/floor	      2.60 tollgate/floor+clock
+BenchmarkSurface/admitted-known-2 	   20000	      4000 ns/op	      1.25 surface-over-clocked-floor	      2.20 vs-clocked-floor	      1.76 vs-surface
+BenchmarkSurface/admitted-known-2 	   20000	      4000 ns/op	      1.27 surface-over-clocked-floor	      2.30 vs-clocked-floor	      1.81 vs-surface
 PASS
 goos: linux
 cpu: AMD EPYC
@@ -70,6 +72,7 @@ func TestSectionsReplaceTheirMarkers(t *testing.T) {
 	for _, c := range []struct{ marker, want string }{
 		{"bench-report", "Run: cpu: AMD EPYC; go: "},
 		{"bench-report", "| **2.60 [2.50..2.70]** |"},
+		{"bench-report", "| (bound) admitted, known key: the surface probe (Tollgate's crossings, no logic) / clocked floor, same run | 1.26 [1.25..1.27] | – |"},
 		{"bench-report", "| **0.52** ms | yes |"},
 		{"bench-report:http", "| rejected: every key over its limit | 21,530 | 7,385 | **2.92** |"},
 		{"bench-report:startup", "| example (`examples/tollgate.json`), compiled | – | 2.88 | 0.52 | 3.40 |"},

@@ -51,7 +51,7 @@ func Unsplit(tb testing.TB, pkg string, tags ...string) []byte {
 }
 
 // Unpacked is the module as it was built before its data segments were packed (the go build and,
-// for the filter and the floor probe, narrowaddr, threadjumps and wasm-opt; names not split): the
+// for the filter and the benchmarks' probes, narrowaddr, threadjumps and wasm-opt; names not split): the
 // module internal/wasmdata's start function stands in for, which the start-up benchmarks compare.
 func Unpacked(tb testing.TB, pkg string, tags ...string) []byte {
 	tb.Helper()
@@ -156,9 +156,9 @@ func compileModule(pkg string, tags []string) ([]byte, error) {
 }
 
 // optimized are the packages built as the product is, optimizer and the split of the names
-// included: the filter, and the floor probe it is measured against. The host's own test modules
-// test the host, and skip both.
-var optimized = map[string]bool{"./filter": true, "./bench/testdata/floor": true}
+// included: the filter, and the floor and surface probes it is measured against. The host's own
+// test modules test the host, and skip both.
+var optimized = map[string]bool{"./filter": true, "./bench/testdata/floor": true, "./bench/testdata/surface": true}
 
 // optimize runs the optimizer step of `make build` on a module, in place: the narrowing of its
 // address arithmetic (internal/wasmaddr) and the threading of its jumps (internal/wasmjump), then

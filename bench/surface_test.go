@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/host"
+)
+
+// surfaceTypes are the request types whose targets are set against the clocked floor, each with
+// the surface probe's configuration.
+var surfaceTypes = []struct {
+	requestType
+	probe string // the surface probe's configuration: "reject" answers a known key 429
+}{
+	{requestType{name: "admitted-known", config: admitConfig, status: 200, prepare: known}, "admit"},
+	{requestType{name: "rejected", config: rejectConfig, status: 429, prepare: known}, "reject"},
+}
+
+// surfaceModule is the surface probe (bench/testdata/surface), built as the filter is.
+func surfaceModule(tb testing.TB) []byte { return build(tb, "./bench/testdata/surface") }
+
+// BenchmarkSurface measures how far a target against the clocked floor can be reached by making
+// Tollgate's own code cheaper. The surface probe makes exactly Tollgate's crossings for the request
+// type (TestSurfaceProbe) and nothing else, so its time is what any module making them costs in
+// this host. Tollgate, the clocked floor probe and the surface probe are interleaved in blocks of
+// requests, as in BenchmarkFloor. ns/op and vs-clocked-floor are Tollgate's, as there;
+// surface-over-clocked-floor is the surface probe's time over the clocked floor's, the least
+// vs-clocked-floor any module making Tollgate's crossings can have; vs-surface is Tollgate's time
+// over the surface probe's, its own code's share. The unit names are distinct, none a prefix of
+// another.
+func BenchmarkSurface(b *testing.B) {
+	for _, st := range surfaceTypes {
+		b.Run(st.name, func(b *testing.B) {
+			tg := newRig(b, tollgateModule(b), rigOptions{config: st.config})
+			flc := newRig(b, floorModule(b, "clock"), rigOptions{})
+			sf := newRig(b, surfaceModule(b), rigOptions{config: st.probe})
+			tgKey, flcKey, sfKey := st.prepare(b, tg, b.N), st.prepare(b, flc, b.N), st.prepare(b, sf, b.N)
+			tgBefore, sfBefore := tg.vm.Stats(), sf.vm.Stats()
+			var floorClockTime, surfaceTime time.Duration
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				n := min(block, b.N-done)
+				for i := done; i < done+n; i++ {
+					tg.expect(b, tgKey(i), st.status)
+				}
+				b.StopTimer()
+				start := time.Now()
+				for i := done; i < done+n; i++ {
+					flc.expect(b, flcKey(i), 200)
+				}
+				middle := time.Now()
+				for i := done; i < done+n; i++ {
+					sf.expect(b, sfKey(i), st.status)
+				}
+				floorClockTime += middle.Sub(start)
+				surfaceTime += time.Since(middle)
+				done += n
+				b.StartTimer()
+			}
+			b.StopTimer()
+			tgCross, sfCross := perRequest(tgBefore, tg.vm.Stats(), b.N), perRequest(sfBefore, sf.vm.Stats(), b.N)
+			b.ReportMetric(float64(floorClockTime.Nanoseconds())/float64(b.N), "floor+clock-ns/op")
+			b.ReportMetric(float64(surfaceTime.Nanoseconds())/float64(b.N), "surface-ns/op")
+			b.ReportMetric(float64(b.Elapsed())/float64(floorClockTime), "vs-clocked-floor")
+			b.ReportMetric(float64(surfaceTime)/float64(floorClockTime), "surface-over-clocked-floor")
+			b.ReportMetric(float64(b.Elapsed())/float64(surfaceTime), "vs-surface")
+			b.ReportMetric(tgCross.hostCalls, "hostcalls/op")
+			b.ReportMetric(sfCross.hostCalls, "surface-hostcalls/op")
+		})
+	}
+}
+
+// The surface probe makes Tollgate's crossings, no more and no fewer: for each request type of
+// BenchmarkSurface, a request of a known key crosses between host and module in the same sequence
+// (callbacks, host calls, allocator calls inside them) with both, and gets the same answer; and the
+// values each reads are as long.
+func TestSurfaceProbe(t *testing.T) {
+	for _, st := range surfaceTypes {
+		t.Run(st.name, func(t *testing.T) {
+			var crossings []string
+			trace := func(e host.TraceEvent) { crossings = append(crossings, e.Name) }
+			tg := newRig(t, tollgateModule(t), rigOptions{config: st.config, trace: trace})
+			sf := newRig(t, surfaceModule(t), rigOptions{config: st.probe, trace: trace})
+			sequence := func(r *rig) ([]string, *host.Response) {
+				r.req.Headers[len(r.req.Headers)-1][1] = st.prepare(t, r, 1)(0)
+				crossings = nil
+				resp, err := r.vm.Do(r.req, okUpstream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return crossings, resp
+			}
+			want, tgResp := sequence(tg)
+			got, sfResp := sequence(sf)
+			if !slices.Equal(got, want) {
+				t.Fatalf("surface probe's crossings:\n%q\nTollgate's:\n%q", got, want)
+			}
+			if sfResp.Status != st.status || tgResp.Status != st.status || !slices.Equal(sfResp.Headers, tgResp.Headers) ||
+				string(sfResp.Body) != string(tgResp.Body) {
+				t.Fatalf("surface probe's answer %d %q %q, Tollgate's %d %q %q", sfResp.Status, sfResp.Headers, sfResp.Body,
+					tgResp.Status, tgResp.Headers, tgResp.Body)
+			}
+			if len(want) < 8 {
+				t.Fatalf("only %d crossings traced: %q", len(want), want)
+			}
+			// The length most values have: a few of Tollgate's rows hold two known keys' buckets.
+			commonSize := func(r *rig) int {
+				counts := map[int]int{}
+				for name, v := range r.shared.Entries("tollgate") {
+					if name != secretKey {
+						counts[len(v)]++
+					}
+				}
+				size := -1
+				for n, c := range counts {
+					if size < 0 || c > counts[size] {
+						size = n
+					}
+				}
+				return size
+			}
+			if got, want := commonSize(sf), commonSize(tg); got != want || want <= 0 {
+				t.Errorf("surface probe's values are %d bytes long, Tollgate's rows mostly %d", got, want)
+			}
+		})
+	}
+}
