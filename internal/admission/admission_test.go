@@ -209,8 +209,8 @@ func TestMissingKeyChargesNothing(t *testing.T) {
 // storedSlot is the live bucket of a (limit, partition key), decoded, if a slot of its row holds
 // it.
 func storedSlot(g *Gate, store *memStore, l *limit, partKey string) (slot, bool) {
-	_, s, _, _, _, found, err := g.findBucket(store, g.owner(l, []byte(partKey)))
-	return s, found && err == nil
+	b, found, err := g.findBucket(store, g.owner(l, []byte(partKey)))
+	return b.slot, found && err == nil
 }
 
 // slotAt is slot index of the key table as stored, decoded; zero when it holds no bucket.

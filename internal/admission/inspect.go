@@ -151,27 +151,27 @@ func (g *Gate) visitLimit(store Store, r *rule, l *limit, key []byte, now int64,
 	ls.Capacity, _ = l.algo.policy()
 	ls.Remaining = ls.Capacity
 	for attempt := 0; attempt < MaxAttempts; attempt++ {
-		index, s, whole, part, cas, found, err := g.findBucket(store, owner)
+		b, found, err := g.findBucket(store, owner)
 		if err != nil || !found {
 			if set != nil && err == nil {
 				ls.Skipped = "no bucket: the key is whole"
 			}
 			return ls, "", err
 		}
-		writer, tier := r.writerOf(l, &s)
+		writer, tier := r.writerOf(l, &b.slot)
 		a := applied{limit: writer}
 		if writer.wall || writer.wallPeer {
 			if a.at, err = g.wallNow(); err != nil {
 				return ls, "", err
 			}
 		}
-		cells := writer.resume(&s, &a, now)
+		cells := writer.resume(&b.slot, &a, now)
 		if set != nil && !writer.isConcurrency() {
 			cells = writer.leveled(cells, a.when(now), set)
 			idleAt := a.idleOnMonotonic(writer.algo.idleAt(cells), now)
-			encodeSlot(part, &slot{kind: kindLive, algorithm: writer.tag, fingerprint: writer.fingerprint,
-				owner: owner, idleAt: idleAt, cells: cells, stamp: max(now, s.stamp)})
-			if err := store.Set(g.keyOf(writer, index), whole, cas); err != nil {
+			encodeSlot(b.part, &slot{kind: kindLive, algorithm: writer.tag, fingerprint: writer.fingerprint,
+				owner: owner, idleAt: idleAt, cells: cells, stamp: max(now, b.slot.stamp)})
+			if err := store.Set(g.keyOf(writer, b.index), b.whole, b.cas); err != nil {
 				if isCasMismatch(err) {
 					continue
 				}
@@ -187,28 +187,37 @@ func (g *Gate) visitLimit(store Store, r *rule, l *limit, key []byte, now int64,
 	return ls, "", errContended
 }
 
-// findBucket reads the owner's row and returns its live bucket: its slot's index and value, with
-// the row copied into the Gate's buffer (whole) and the bucket's part of it, for a write of that
-// slot.
-func (g *Gate) findBucket(store Store, owner uint64) (index uint64, s slot, whole, part []byte, cas uint32, found bool, err error) {
+// foundBucket is a live bucket as findBucket read it: its slot's index and value, the row copied
+// into the Gate's buffer (whole) and the bucket's part of it, for a write of that slot with the
+// CAS the row was read with.
+type foundBucket struct {
+	index       uint64
+	slot        slot
+	whole, part []byte
+	cas         uint32
+}
+
+// findBucket reads the owner's row and returns its live bucket; found is false when the row has
+// none (or is absent, or not a row).
+func (g *Gate) findBucket(store Store, owner uint64) (b foundBucket, found bool, err error) {
 	row := g.rowOf(owner)
 	value, cas, err := store.Get(g.rowKey(row))
 	switch {
 	case isNotFound(err):
-		return 0, slot{}, nil, nil, 0, false, nil
+		return foundBucket{}, false, nil
 	case err != nil:
-		return 0, slot{}, nil, nil, 0, false, wrapError("cannot read shared data", err)
+		return foundBucket{}, false, wrapError("cannot read shared data", err)
 	}
 	if !g.isRow(value) {
-		return 0, slot{}, nil, nil, 0, false, nil // not a row: no bucket of the key
+		return foundBucket{}, false, nil // not a row: no bucket of the key
 	}
 	i, s, ok := bucketIn(value, owner)
 	if !ok {
-		return 0, slot{}, nil, nil, 0, false, nil
+		return foundBucket{}, false, nil
 	}
-	index = row*uint64(g.rowSlots) + uint64(i)
-	whole, part, _ = g.slotIn(index, value)
-	return index, s, whole, part, cas, true, nil
+	b = foundBucket{index: row*uint64(g.rowSlots) + uint64(i), slot: s, cas: cas}
+	b.whole, b.part, _ = g.slotIn(b.index, value)
+	return b, true, nil
 }
 
 // writerOf is the limit (of a tier, for limits_by) whose numbers wrote a bucket at l's position,

@@ -256,11 +256,11 @@ func sameRow(g *Gate, key, prefix string) string {
 
 // slotOf is the slot that holds key's bucket for the gate's first limit (it must have one).
 func slotOf(g *Gate, store *memStore, key string) uint64 {
-	index, _, _, _, _, found, err := g.findBucket(store, g.owner(&g.rules[0].limits[0], []byte(partKey(key))))
+	b, found, err := g.findBucket(store, g.owner(&g.rules[0].limits[0], []byte(partKey(key))))
 	if !found || err != nil {
 		panic("no bucket for " + key)
 	}
-	return index
+	return b.index
 }
 
 // countingStore counts host calls.

@@ -3,7 +3,6 @@ package wasmaddr_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"math"
 	"strconv"
 	"strings"
@@ -13,53 +12,33 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/testbuild"
 	"github.com/tollgate-proxy/tollgate/internal/wasmaddr"
+	"github.com/tollgate-proxy/tollgate/internal/wasmbin"
 )
 
 // moduleOf is a hand-made module whose functions, each of type (i64) -> i32 and exported as f0,
 // f1, ..., have the given bodies (locals and instructions, without the final end).
 func moduleOf(bodies ...[]byte) []byte {
-	u := func(b []byte, v int) []byte { return binary.AppendUvarint(b, uint64(v)) }
-	withSize := func(b []byte, id byte, content []byte) []byte {
-		return append(u(append(b, id), len(content)), content...)
-	}
-	functions, exports, code := u(nil, len(bodies)), u(nil, len(bodies)), u(nil, len(bodies))
+	n := uint32(len(bodies))
+	functions, exports, code := wasmbin.AppendU32(nil, n), wasmbin.AppendU32(nil, n), wasmbin.AppendU32(nil, n)
 	for i, body := range bodies {
-		functions = u(functions, 0)
-		name := "f" + strconv.Itoa(i)
-		exports = u(append(u(exports, len(name)), name...), 0)
-		exports = u(exports, i)
-		code = append(u(code, len(body)+1), append(body, 0x0b)...)
+		functions = append(functions, 0) // type 0
+		exports = wasmbin.AppendU32(append(wasmbin.AppendName(exports, "f"+strconv.Itoa(i)), 0), uint32(i))
+		code = append(wasmbin.AppendU32(code, uint32(len(body)+1)), append(body, wasmbin.OpEnd)...)
 	}
-	m := []byte("\x00asm\x01\x00\x00\x00")
-	m = withSize(m, 1, []byte{1, 0x60, 1, 0x7e, 1, 0x7f})
-	m = withSize(m, 3, functions)
-	m = withSize(m, 5, []byte{1, 0, 1}) // a memory of one page
-	m = withSize(m, 7, exports)
-	m = withSize(m, 10, code)
+	m := wasmbin.AppendSection([]byte(wasmbin.Header), 1, []byte{1, 0x60, 1, 0x7e, 1, wasmbin.TypeI32})
+	m = wasmbin.AppendSection(m, 3, functions)
+	m = wasmbin.AppendSection(m, 5, []byte{1, 0, 1}) // a memory of one page
+	m = wasmbin.AppendSection(m, wasmbin.ExportSection, exports)
+	m = wasmbin.AppendSection(m, wasmbin.CodeSection, code)
 	// The memory's first bytes, for the loads: both signs in every byte.
-	return withSize(m, 11, append([]byte{1, 0, 0x41, 0, 0x0b, byte(len(memoryBytes))}, memoryBytes...))
+	return wasmbin.AppendSection(m, 11, append([]byte{1, 0, wasmbin.OpI32Const, 0, wasmbin.OpEnd, byte(len(memoryBytes))}, memoryBytes...))
 }
 
 var memoryBytes = []byte{0x81, 0x7f, 0xfe, 0x02, 0x93, 0x64, 0xa5, 0xb6, 0xc7, 0x18, 0xe9, 0xfa}
 
 // wrapSum is the body Go's address arithmetic reduces to: wrap(x + c), x the parameter.
 func wrapSum(c int64) []byte {
-	return append(append([]byte{0, 0x20, 0, 0x42}, sleb(c)...), 0x7c, 0xa7)
-}
-
-// sleb is v in signed LEB128: seven bits a byte, until the rest is the sign of what was written.
-func sleb(v int64) []byte {
-	var b []byte
-	for more := true; more; v >>= 7 {
-		c := byte(v) & 0x7f
-		rest := v >> 7
-		more = !(rest == 0 && c < 0x40 || rest == -1 && c >= 0x40)
-		if more {
-			c |= 0x80
-		}
-		b = append(b, c)
-	}
-	return b
+	return append(wasmbin.AppendS64([]byte{0, 0x20, 0, 0x42}, c), 0x7c, 0xa7)
 }
 
 // An extended value compared with zero: both extensions, for the parameter's low half.

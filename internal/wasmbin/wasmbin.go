@@ -446,7 +446,10 @@ func rewriteBodies(r *Reader, rewrite func(body []byte) ([]byte, int, error)) ([
 func AppendU32(b []byte, v uint32) []byte { return binary.AppendUvarint(b, uint64(v)) }
 
 // AppendS32 appends v as a signed LEB128 number (an i32.const's immediate), in its shortest form.
-func AppendS32(b []byte, v int32) []byte {
+func AppendS32(b []byte, v int32) []byte { return AppendS64(b, int64(v)) }
+
+// AppendS64 appends v as a signed LEB128 number (an i64.const's immediate), in its shortest form.
+func AppendS64(b []byte, v int64) []byte {
 	for {
 		c := byte(v & 0x7f)
 		v >>= 7

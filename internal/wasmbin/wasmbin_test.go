@@ -81,6 +81,20 @@ func TestNumbersRoundTrip(t *testing.T) {
 			t.Errorf("AppendS32(%d) took %d bytes, want %d", v, len(b), want)
 		}
 	}
+	for _, v := range []int64{0, -1, 1 << 31, -1<<31 - 1, 1<<62 + 5, math.MaxInt64, math.MinInt64} {
+		b := wasmbin.AppendS64(nil, v)
+		r := wasmbin.NewReader(b)
+		if got := r.S64(); got != v || r.Err() != nil || r.More() {
+			t.Errorf("S64 of %x (from %d) = %d, %v", b, v, got, r.Err())
+		}
+		magnitude := uint64(v)
+		if v < 0 {
+			magnitude = uint64(^v)
+		}
+		if want := (bits.Len64(magnitude) + 1 + 6) / 7; len(b) != want {
+			t.Errorf("AppendS64(%d) took %d bytes, want %d", v, len(b), want)
+		}
+	}
 }
 
 // A module's sections read back as they were appended, and a module whose header is not
