@@ -98,46 +98,16 @@ func BenchmarkFloor(b *testing.B) {
 			tg := newRig(b, tollgateModule(b), rigOptions{config: rt.config})
 			fl := newRig(b, floorModule(b), rigOptions{})
 			flc := newRig(b, floorModule(b, "clock"), rigOptions{})
-			tgKey := rt.prepare(b, tg, b.N)
-			flKey := rt.prepare(b, fl, b.N)
-			flcKey := rt.prepare(b, flc, b.N)
-			var bl *rig
-			var blKey func(int) string
+			others := []turn{{fl, rt.prepare(b, fl, b.N), 200}, {flc, rt.prepare(b, flc, b.N), 200}}
 			if baseline != nil {
-				bl = newRig(b, baseline, rigOptions{config: rt.config})
-				blKey = rt.prepare(b, bl, b.N)
+				bl := newRig(b, baseline, rigOptions{config: rt.config})
+				others = append(others, turn{bl, rt.prepare(b, bl, b.N), rt.status})
 			}
+			tgKey := rt.prepare(b, tg, b.N)
 			tgBefore, flBefore := tg.vm.Stats(), fl.vm.Stats()
-			var floorTime, floorClockTime, baselineTime time.Duration
 			b.ReportAllocs()
-			b.ResetTimer()
-			for done := 0; done < b.N; {
-				n := min(block, b.N-done)
-				for i := done; i < done+n; i++ {
-					tg.expect(b, tgKey(i), rt.status)
-				}
-				b.StopTimer()
-				start := time.Now()
-				for i := done; i < done+n; i++ {
-					fl.expect(b, flKey(i), 200)
-				}
-				middle := time.Now()
-				for i := done; i < done+n; i++ {
-					flc.expect(b, flcKey(i), 200)
-				}
-				floorTime += middle.Sub(start)
-				floorClockTime += time.Since(middle)
-				if bl != nil {
-					start := time.Now()
-					for i := done; i < done+n; i++ {
-						bl.expect(b, blKey(i), rt.status)
-					}
-					baselineTime += time.Since(start)
-				}
-				done += n
-				b.StartTimer()
-			}
-			b.StopTimer()
+			times := inTurns(b, turn{tg, tgKey, rt.status}, others...)
+			floorTime, floorClockTime := times[0], times[1]
 			tgCross, flCross := perRequest(tgBefore, tg.vm.Stats(), b.N), perRequest(flBefore, fl.vm.Stats(), b.N)
 			b.ReportMetric(float64(floorTime.Nanoseconds())/float64(b.N), "floor-ns/op")
 			b.ReportMetric(float64(floorClockTime.Nanoseconds())/float64(b.N), "floor+clock-ns/op")
@@ -146,11 +116,45 @@ func BenchmarkFloor(b *testing.B) {
 			b.ReportMetric(tgCross.hostCalls, "hostcalls/op")
 			b.ReportMetric(tgCross.allocations, "alloc-callbacks/op")
 			b.ReportMetric(flCross.hostCalls, "floor-hostcalls/op")
-			if bl != nil {
-				b.ReportMetric(float64(baselineTime)/float64(floorTime), "baseline/floor")
+			if baseline != nil {
+				b.ReportMetric(float64(times[2])/float64(floorTime), "baseline/floor")
 			}
 		})
 	}
+}
+
+// turn is one module's part in an interleaved benchmark: its rig, the key of request i, and the
+// status it answers.
+type turn struct {
+	r      *rig
+	key    func(i int) string
+	status int
+}
+
+// inTurns sends b.N requests to each turn's module, in blocks of block requests: in each block the
+// measured module's under the benchmark's timer, then every other's in order, timed with the timer
+// stopped, so that all see the same machine conditions. It returns the others' times.
+func inTurns(b *testing.B, measured turn, others ...turn) []time.Duration {
+	times := make([]time.Duration, len(others))
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		n := min(block, b.N-done)
+		for i := done; i < done+n; i++ {
+			measured.r.expect(b, measured.key(i), measured.status)
+		}
+		b.StopTimer()
+		for t, o := range others {
+			start := time.Now()
+			for i := done; i < done+n; i++ {
+				o.r.expect(b, o.key(i), o.status)
+			}
+			times[t] += time.Since(start)
+		}
+		done += n
+		b.StartTimer()
+	}
+	b.StopTimer()
+	return times
 }
 
 // The floor probe does what it claims and nothing more: per request exactly one header read, one

@@ -3,7 +3,6 @@ package bench
 import (
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
 )
@@ -36,30 +35,11 @@ func BenchmarkSurface(b *testing.B) {
 			tg := newRig(b, tollgateModule(b), rigOptions{config: st.config})
 			flc := newRig(b, floorModule(b, "clock"), rigOptions{})
 			sf := newRig(b, surfaceModule(b), rigOptions{config: st.probe})
-			tgKey, flcKey, sfKey := st.prepare(b, tg, b.N), st.prepare(b, flc, b.N), st.prepare(b, sf, b.N)
+			others := []turn{{flc, st.prepare(b, flc, b.N), 200}, {sf, st.prepare(b, sf, b.N), st.status}}
+			tgKey := st.prepare(b, tg, b.N)
 			tgBefore, sfBefore := tg.vm.Stats(), sf.vm.Stats()
-			var floorClockTime, surfaceTime time.Duration
-			b.ResetTimer()
-			for done := 0; done < b.N; {
-				n := min(block, b.N-done)
-				for i := done; i < done+n; i++ {
-					tg.expect(b, tgKey(i), st.status)
-				}
-				b.StopTimer()
-				start := time.Now()
-				for i := done; i < done+n; i++ {
-					flc.expect(b, flcKey(i), 200)
-				}
-				middle := time.Now()
-				for i := done; i < done+n; i++ {
-					sf.expect(b, sfKey(i), st.status)
-				}
-				floorClockTime += middle.Sub(start)
-				surfaceTime += time.Since(middle)
-				done += n
-				b.StartTimer()
-			}
-			b.StopTimer()
+			times := inTurns(b, turn{tg, tgKey, st.status}, others...)
+			floorClockTime, surfaceTime := times[0], times[1]
 			tgCross, sfCross := perRequest(tgBefore, tg.vm.Stats(), b.N), perRequest(sfBefore, sf.vm.Stats(), b.N)
 			b.ReportMetric(float64(floorClockTime.Nanoseconds())/float64(b.N), "floor+clock-ns/op")
 			b.ReportMetric(float64(surfaceTime.Nanoseconds())/float64(b.N), "surface-ns/op")
