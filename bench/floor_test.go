@@ -131,29 +131,37 @@ type turn struct {
 	status int
 }
 
-// inTurns sends b.N requests to each turn's module, in blocks of block requests: in each block the
-// measured module's under the benchmark's timer, then every other's in order, timed with the timer
-// stopped, so that all see the same machine conditions. It returns the others' times.
+// inTurns sends b.N requests to each turn's module, in blocks of block requests, so that all see
+// the same machine conditions: the measured module's under the benchmark's timer, every other's
+// timed with the timer stopped. The modules take their turns in an order that rotates from one
+// block to the next, so that none always runs right after the same other: which module ran after
+// which moved the ratios measurably (the caches hold the code and data of the one before). It
+// returns the others' times.
 func inTurns(b *testing.B, measured turn, others ...turn) []time.Duration {
+	turns := append([]turn{measured}, others...)
 	times := make([]time.Duration, len(others))
+	b.StopTimer()
 	b.ResetTimer()
-	for done := 0; done < b.N; {
+	for done, round := 0, 0; done < b.N; round++ {
 		n := min(block, b.N-done)
-		for i := done; i < done+n; i++ {
-			measured.r.expect(b, measured.key(i), measured.status)
-		}
-		b.StopTimer()
-		for t, o := range others {
+		for j := range turns {
+			k := (round + j) % len(turns)
+			t := turns[k]
+			if k == 0 {
+				b.StartTimer()
+			}
 			start := time.Now()
 			for i := done; i < done+n; i++ {
-				o.r.expect(b, o.key(i), o.status)
+				t.r.expect(b, t.key(i), t.status)
 			}
-			times[t] += time.Since(start)
+			if k == 0 {
+				b.StopTimer()
+			} else {
+				times[k-1] += time.Since(start)
+			}
 		}
 		done += n
-		b.StartTimer()
 	}
-	b.StopTimer()
 	return times
 }
 

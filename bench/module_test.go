@@ -112,7 +112,7 @@ func newRig(tb testing.TB, wasm []byte, o rigOptions) *rig {
 	if o.shared == nil {
 		o.shared = host.NewSharedData()
 	}
-	if o.config != "" { // Tollgate; the floor probe takes no configuration and hashes nothing
+	if o.config != "" { // Tollgate (the surface probe ignores the secret); the floor probe takes no configuration
 		seedSecret(o.shared)
 	}
 	r := &rig{clock: host.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), monotonicStart)}

@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"slices"
+	"reflect"
 	"testing"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
@@ -54,16 +54,20 @@ func BenchmarkSurface(b *testing.B) {
 
 // The surface probe makes Tollgate's crossings, no more and no fewer: for each request type of
 // BenchmarkSurface, a request of a known key crosses between host and module in the same sequence
-// (callbacks, host calls, allocator calls inside them) with both, and gets the same answer; and the
-// values each reads are as long.
+// with both (each callback with its arguments, the allocator's with the size it is asked for, each
+// host call with its result), and gets the same response, local reply details included; and every
+// value either stores is as long.
 func TestSurfaceProbe(t *testing.T) {
 	for _, st := range surfaceTypes {
 		t.Run(st.name, func(t *testing.T) {
-			var crossings []string
-			trace := func(e host.TraceEvent) { crossings = append(crossings, e.Name) }
+			var crossings []host.TraceEvent
+			trace := func(e host.TraceEvent) {
+				e.VM = 0 // each module runs in a host of its own
+				crossings = append(crossings, e)
+			}
 			tg := newRig(t, tollgateModule(t), rigOptions{config: st.config, trace: trace})
 			sf := newRig(t, surfaceModule(t), rigOptions{config: st.probe, trace: trace})
-			sequence := func(r *rig) ([]string, *host.Response) {
+			sequence := func(r *rig) ([]host.TraceEvent, *host.Response) {
 				r.req.Headers[len(r.req.Headers)-1][1] = st.prepare(t, r, 1)(0)
 				crossings = nil
 				resp, err := r.vm.Do(r.req, okUpstream)
@@ -74,35 +78,27 @@ func TestSurfaceProbe(t *testing.T) {
 			}
 			want, tgResp := sequence(tg)
 			got, sfResp := sequence(sf)
-			if !slices.Equal(got, want) {
-				t.Fatalf("surface probe's crossings:\n%q\nTollgate's:\n%q", got, want)
-			}
-			if sfResp.Status != st.status || tgResp.Status != st.status || !slices.Equal(sfResp.Headers, tgResp.Headers) ||
-				string(sfResp.Body) != string(tgResp.Body) {
-				t.Fatalf("surface probe's answer %d %q %q, Tollgate's %d %q %q", sfResp.Status, sfResp.Headers, sfResp.Body,
-					tgResp.Status, tgResp.Headers, tgResp.Body)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("surface probe's crossings:\n%+v\nTollgate's:\n%+v", got, want)
 			}
 			if len(want) < 8 {
-				t.Fatalf("only %d crossings traced: %q", len(want), want)
+				t.Fatalf("only %d crossings traced: %+v", len(want), want)
 			}
-			// The length most values have: a few of Tollgate's rows hold two known keys' buckets.
-			commonSize := func(r *rig) int {
-				counts := map[int]int{}
+			if tgResp.Status != st.status || !reflect.DeepEqual(sfResp, tgResp) {
+				t.Fatalf("surface probe's response %+v, Tollgate's %+v", sfResp, tgResp)
+			}
+			// lengths are the lengths of the values a rig stored, the secret aside.
+			lengths := func(r *rig) map[int]bool {
+				seen := map[int]bool{}
 				for name, v := range r.shared.Entries("tollgate") {
 					if name != secretKey {
-						counts[len(v)]++
+						seen[len(v)] = true
 					}
 				}
-				size := -1
-				for n, c := range counts {
-					if size < 0 || c > counts[size] {
-						size = n
-					}
-				}
-				return size
+				return seen
 			}
-			if got, want := commonSize(sf), commonSize(tg); got != want || want <= 0 {
-				t.Errorf("surface probe's values are %d bytes long, Tollgate's rows mostly %d", got, want)
+			if got, want := lengths(sf), lengths(tg); len(want) != 1 || !reflect.DeepEqual(got, want) {
+				t.Errorf("surface probe's values are %v bytes long, Tollgate's %v; want one length for all", got, want)
 			}
 		})
 	}

@@ -72,7 +72,9 @@ func TestSectionsReplaceTheirMarkers(t *testing.T) {
 	for _, c := range []struct{ marker, want string }{
 		{"bench-report", "Run: cpu: AMD EPYC; go: "},
 		{"bench-report", "| **2.60 [2.50..2.70]** |"},
-		{"bench-report", "| (bound) admitted, known key: the surface probe (Tollgate's crossings, no logic) / clocked floor, same run | 1.26 [1.25..1.27] | – |"},
+		{"bench-report", "| (bound) admitted, known key: the surface probe (Tollgate's crossings and nothing else) / clocked floor, same run | 1.26 [1.25..1.27] | – |"},
+		// 1 - (1.8-1.25)/(2.20-1.25) = 0.42, 1 - (1.8-1.27)/(2.30-1.27) = 0.49
+		{"bench-report", "| (bound) admitted, known key: Tollgate / clocked floor in the same benchmark; its time beyond the surface probe's must fall by | 2.25 [2.20..2.30]; 45 % [42..49] | – |"},
 		{"bench-report", "| **0.52** ms | yes |"},
 		{"bench-report:http", "| rejected: every key over its limit | 21,530 | 7,385 | **2.92** |"},
 		{"bench-report:startup", "| example (`examples/tollgate.json`), compiled | – | 2.88 | 0.52 | 3.40 |"},
