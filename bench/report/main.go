@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -178,32 +177,31 @@ func (r results) get(name, unit string) figure {
 	return figure{median: m, min: vs[0], max: vs[len(vs)-1], ok: true}
 }
 
-// quotient is the figure of a/b taken run by run (the values of one run are paired by order).
-func (r results) quotient(name, a, b string) figure {
+// runByRun is the figure of f(a, b) taken run by run (the values of one run are paired by order).
+func (r results) runByRun(name, a, b string, f func(a, b float64) float64) figure {
 	as, bs := r[name][a], r[name][b]
 	if len(as) == 0 || len(as) != len(bs) {
 		return figure{}
 	}
 	q := results{name: {"q": make([]float64, len(as))}}
 	for i := range as {
-		q[name]["q"][i] = as[i] / bs[i]
+		q[name]["q"][i] = f(as[i], bs[i])
 	}
 	return q.get(name, "q")
+}
+
+// quotient is the figure of a/b taken run by run.
+func (r results) quotient(name, a, b string) figure {
+	return r.runByRun(name, a, b, func(a, b float64) float64 { return a / b })
 }
 
 // cutToReach is how much of Tollgate's time beyond the surface probe's must go for its
 // vs-clocked-floor to reach target, run by run: 1 - (target - bound) / (ratio - bound). Above 1
 // when the surface probe alone is over the target.
 func (r results) cutToReach(name string, target float64) figure {
-	ratios, bounds := r[name]["vs-clocked-floor"], r[name]["surface-over-clocked-floor"]
-	if len(ratios) == 0 || len(ratios) != len(bounds) {
-		return figure{}
-	}
-	q := results{name: {"cut": make([]float64, len(ratios))}}
-	for i := range ratios {
-		q[name]["cut"][i] = 1 - (target-bounds[i])/(ratios[i]-bounds[i])
-	}
-	return q.get(name, "cut")
+	return r.runByRun(name, "vs-clocked-floor", "surface-over-clocked-floor", func(ratio, bound float64) float64 {
+		return 1 - (target-bound)/(ratio-bound)
+	})
 }
 
 // percent writes a fraction as a whole percentage, with its range when the runs differ.
@@ -211,10 +209,9 @@ func (f figure) percent() string {
 	if !f.ok {
 		return "–"
 	}
-	pc := func(v float64) string { return strconv.Itoa(int(math.Round(v * 100))) }
-	s := pc(f.median) + " %"
+	s := number(f.median*100, 0) + " %"
 	if f.min != f.max {
-		s += " [" + pc(f.min) + ".." + pc(f.max) + "]"
+		s += " [" + number(f.min*100, 0) + ".." + number(f.max*100, 0) + "]"
 	}
 	return s
 }
