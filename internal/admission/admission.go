@@ -56,6 +56,7 @@ type Gate struct {
 	buf         [maxRowSlots*SlotSize + markSize]byte // a row or a slot being written
 	// rows are the rows the decision being made has read, with what it staged in them (table.go).
 	rows    []rowCopy
+	preread prereadRow // decideFast's read, for decide (table.go)
 	hashBuf []byte
 	// ownerBufs hold each limit's owner-hash prefix (by limit.seq), followed by the last key.
 	ownerBufs [][]byte
@@ -169,7 +170,14 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	if len(g.starts) > 0 {
 		enforced = g.applied[:g.starts[0]]
 	}
-	verdict, worst, err := g.decide(store, enforced, now)
+	var verdict Verdict
+	var worst *applied
+	var err error
+	if fast == fastListed && g.fastBucket != nil && enforced[0].cost > 0 {
+		verdict, worst, err = g.decideFast(store, enforced, now)
+	} else {
+		verdict, worst, err = g.decide(store, enforced, now)
+	}
 	switch {
 	case err != nil:
 		out.Verdict, out.Err = Failed, err

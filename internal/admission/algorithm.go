@@ -233,3 +233,14 @@ func convertWindow(c cells, currentStart, window, capacity int64, sliding bool) 
 	}
 	return cells{start, count, previous}
 }
+
+// plainBucket is the limit's token bucket when it is one that only rejects, decided on the
+// monotonic clock alone: no reservations (delay.go), no debt (usage.go), no calendar window
+// beside it. Nil otherwise.
+func (l *limit) plainBucket() *tokenBucket {
+	tb, ok := l.algo.(*tokenBucket)
+	if !ok || l.wall || l.wallPeer || l.maxWait != 0 || tb.debt != 0 || l.owes {
+		return nil
+	}
+	return tb
+}

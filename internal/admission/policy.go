@@ -27,6 +27,9 @@ type Policy struct {
 	// fast is the policy's one rule when it has the common shape that Admit decides without the
 	// general machinery (fastShape), nil otherwise.
 	fast *rule
+	// fastBucket is the fast rule's one limit when it is a token bucket that only rejects
+	// (plainBucket): Admit decides it with decideFast. Nil otherwise.
+	fastBucket *limit
 	// settles: some rule has count or refund (settle.go).
 	settles bool
 	// delays: some rule holds requests over its limits (delay.go).
@@ -118,6 +121,9 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 	}
 	if fastShape(cfg) {
 		p.fast = &p.rules[0]
+		if l := &p.fast.limits[0]; len(p.fast.limits) == 1 && l.plainBucket() != nil {
+			p.fastBucket = l
+		}
 	}
 	return p, nil
 }
@@ -190,6 +196,15 @@ func fastShape(cfg *config.Config) bool {
 		len(r.Limits) > 0 && len(r.Key) == 1 && r.Key[0].Kind == config.KeyHeader && r.Cost.Header == "" && !r.Shadow &&
 		r.Global == nil && r.LimitsBy == nil && r.OnLimit.Action == config.OnLimitReject && !ruleHasConcurrency(r) &&
 		r.Usage == nil
+}
+
+// FastHeader is the header the policy's fast rule takes its key from (fastShape), "" if it has
+// none: the one header every request's decision reads, which a caller may look up beforehand.
+func (p *Policy) FastHeader() string {
+	if p.fast == nil {
+		return ""
+	}
+	return p.fast.key[0].Header
 }
 
 // fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,

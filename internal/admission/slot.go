@@ -3,6 +3,7 @@ package admission
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"unsafe"
 )
 
@@ -126,17 +127,11 @@ func (g *Gate) rowKey(index uint64) string {
 func (g *Gate) writeRowKey(index uint64) string {
 	g.rowBufIndex = index + 1
 	n := len(g.rowPrefix)
-	if len(g.rowBuf) < n { // the first call; nothing else writes the buffer
-		g.rowBuf = append(g.rowBuf[:0], g.rowPrefix...)
+	if cap(g.rowBuf) < n+16 { // the first call; nothing else writes the buffer
+		g.rowBuf = append(make([]byte, 0, n+16), g.rowPrefix...)
 	}
-	digits := 1
-	for rest := index >> 4; rest != 0; rest >>= 4 {
-		digits++
-	}
-	buf := g.rowBuf[:n]
-	for range digits {
-		buf = append(buf, 0)
-	}
+	// One loop, over the digits: their count from the highest bit set, the buffer long enough.
+	buf := g.rowBuf[:n+(bits.Len64(index|1)+3)/4]
 	for i := len(buf) - 1; i >= n; i-- {
 		buf[i] = "0123456789abcdef"[index&15]
 		index >>= 4

@@ -88,7 +88,12 @@ type rowCopy struct {
 // worker wrote one of them first, the writes already made are undone and the whole group is
 // decided again.
 func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applied, error) {
-	for attempt := 0; attempt < MaxAttempts; attempt++ {
+	return g.decideFrom(store, group, now, 0)
+}
+
+// decideFrom is decide from its attempt first on (decideFast made the first).
+func (g *Gate) decideFrom(store Store, group []applied, now int64, first int) (Verdict, *applied, error) {
+	for attempt := first; attempt < MaxAttempts; attempt++ {
 		g.rows = g.rows[:0]
 		var worst *applied
 		for i := range group {
@@ -165,6 +170,72 @@ func (g *Gate) decide(store Store, group []applied, now int64) (Verdict, *applie
 	return Failed, nil, errContended
 }
 
+// decideFast is decide for the fast rule's one limit when it is a plain token bucket
+// (Policy.fastBucket) and the key has its bucket in its row, the common case of a known key:
+// read's and decide's steps for that case written out, on the row as the Store returned it,
+// with no copy of the slot. Anything else (a row absent, unreadable or not a row, no bucket of
+// the key in it, a slot of another limit or out of range) goes to decide, with the row read
+// here, and a write that finds the row changed goes to decide's next attempt, as decide's own
+// would. TestFastPathMatchesGeneral holds both to the same Outcome and the same shared data.
+func (g *Gate) decideFast(store Store, group []applied, now int64) (Verdict, *applied, error) {
+	a := &group[0]
+	l := a.limit
+	index := g.rowOf(a.owner)
+	key := g.rowKey(index)
+	value, cas, err := store.Get(key)
+	tag := [4]byte{'T', 'G', slotVersion, kindLive<<4 | l.tag}
+	for i := 0; err == nil && g.isRow(value) && i < len(value)/SlotSize; i++ {
+		v := value[i*SlotSize : (i+1)*SlotSize]
+		if binary.LittleEndian.Uint64(v[8:]) != a.owner {
+			continue
+		}
+		tb := l.algo.(*tokenBucket)
+		state := limiter.BucketState{Tokens: int64(binary.LittleEndian.Uint64(v[24:])),
+			Last: int64(binary.LittleEndian.Uint64(v[32:])), Credits: int64(binary.LittleEndian.Uint64(v[40:]))}
+		if [4]byte(v) != tag || binary.LittleEndian.Uint32(v[4:]) != l.fingerprint || !tb.b.Valid(state) {
+			break // read decides on it, or on the slot after it
+		}
+		// What read records of a live bucket, and its decision.
+		a.skip, a.drew, a.writeOwner, a.row = false, false, a.owner, 0
+		a.place, a.slot, a.stamp = placeLive, index*uint64(g.rowSlots)+uint64(i), max(now, int64(binary.LittleEndian.Uint64(v[48:])))
+		var next limiter.BucketState
+		next, a.decision = tb.b.Take(state, now, a.cost)
+		a.next = bucketCells(next)
+		if !a.decision.Allowed {
+			return Limited, a, nil
+		}
+		// The slot as encodeSlot writes it: its tag, fingerprint and owner are as read.
+		binary.LittleEndian.PutUint64(v[16:], uint64(tb.b.IdleAt(next)))
+		binary.LittleEndian.PutUint64(v[24:], uint64(next.Tokens))
+		binary.LittleEndian.PutUint64(v[32:], uint64(next.Last))
+		binary.LittleEndian.PutUint64(v[40:], uint64(next.Credits))
+		binary.LittleEndian.PutUint64(v[48:], uint64(a.stamp))
+		switch err := store.Set(key, value, cas); {
+		case err == nil:
+			return Allow, nil, nil
+		case isCasMismatch(err):
+			return g.decideFrom(store, group, now, 1)
+		default:
+			return Failed, nil, wrapError("cannot write to shared data", err)
+		}
+	}
+	// Anything else is decide's, whose first read takes this one.
+	g.preread = prereadRow{index: index, value: value, cas: cas, err: err, ok: true}
+	verdict, worst, err := g.decide(store, group, now)
+	g.preread.ok = false
+	return verdict, worst, err
+}
+
+// prereadRow is a row decideFast read and left to decide, whose read takes it instead of
+// reading it again.
+type prereadRow struct {
+	index uint64
+	value []byte
+	cas   uint32
+	err   error
+	ok    bool
+}
+
 var errContended = errors.New("shared data stayed contended for " + strconv.Itoa(MaxAttempts) + " attempts")
 
 // read finds a limit's bucket in its owner's row and decides the limit on it: its own live
@@ -189,7 +260,15 @@ func (g *Gate) read(store Store, group []applied, a *applied, now int64) error {
 		a.row++
 	}
 	if a.row == len(g.rows) {
-		value, cas, err := store.Get(g.rowKey(index))
+		var value []byte
+		var cas uint32
+		var err error
+		if p := &g.preread; p.ok && p.index == index {
+			value, cas, err = p.value, p.cas, p.err
+			p.ok = false
+		} else {
+			value, cas, err = store.Get(g.rowKey(index))
+		}
 		absent := isNotFound(err)
 		switch {
 		case absent:
