@@ -198,15 +198,6 @@ func fastShape(cfg *config.Config) bool {
 		r.Usage == nil
 }
 
-// FastHeader is the header the policy's fast rule takes its key from (fastShape), "" if it has
-// none: the one header every request's decision reads, which a caller may look up beforehand.
-func (p *Policy) FastHeader() string {
-	if p.fast == nil {
-		return ""
-	}
-	return p.fast.key[0].Header
-}
-
 // fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,
 // whatever that does with long keys.
 const fastKeyBytes = 256
