@@ -300,21 +300,44 @@ func TestChangedLimitCarriesTokensOver(t *testing.T) {
 	}
 }
 
+// Shared data that fails or stays contended fails the decision, with the store's error as its
+// cause, for a new key (the general path) and a known one (decideFast) alike.
 func TestStoreFailures(t *testing.T) {
 	g := mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`)
+	failed := statusError(wire.StatusInternalFailure)
+	for _, known := range []bool{false, true} {
+		store := func() *memStore {
+			store := newMemStore()
+			if known {
+				if out := g.Admit(header("k", "x"), store, 0); out.Verdict != Allow {
+					t.Fatalf("first request: %+v", out)
+				}
+			}
+			return store
+		}
+		check := func(what string, out *Outcome, cause error, prefix string) {
+			t.Helper()
+			if out.Verdict != Failed || !errors.Is(out.Err, cause) || !strings.HasPrefix(out.Err.Error(), prefix) {
+				t.Errorf("known key %v, %s: %+v, want Failed with %q, caused by %v", known, what, out, prefix, cause)
+			}
+		}
 
-	store := newMemStore()
-	store.failGets()
-	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Failed || out.Err == nil {
-		t.Fatalf("get failure: %+v", out)
-	}
+		s := store()
+		s.failGets()
+		check("get failure", g.Admit(header("k", "x"), s, sec), failed, "cannot read shared data: ")
 
-	// Another worker wins every race: the loop gives up after MaxAttempts.
-	store = newMemStore()
-	sets := 0
-	store.onSet(func(string) error { sets++; return ErrCasMismatch })
-	if out := g.Admit(header("k", "x"), store, sec); out.Verdict != Failed || sets != MaxAttempts {
-		t.Fatalf("contention: %+v after %d sets", out, sets)
+		s = store()
+		s.onSet(func(string) error { return failed })
+		check("set failure", g.Admit(header("k", "x"), s, sec), failed, "cannot write to shared data: ")
+
+		// Another worker wins every race: the loop gives up after MaxAttempts.
+		s = store()
+		sets := 0
+		s.onSet(func(string) error { sets++; return ErrCasMismatch })
+		check("contention", g.Admit(header("k", "x"), s, sec), errContended, "shared data stayed contended")
+		if sets != MaxAttempts {
+			t.Errorf("known key %v: %d sets under contention, want %d", known, sets, MaxAttempts)
+		}
 	}
 }
 

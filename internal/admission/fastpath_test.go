@@ -153,7 +153,8 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 	}
 }
 
-// corruptRow changes one byte of one stored row, the same on every store (which hold the same).
+// corruptRow changes one stored row the same way on every store (which hold the same): one bit
+// of one byte, or its length by one byte.
 func corruptRow(r *rand.Rand, stores [2]*memStore) {
 	var rows []string
 	for key := range stores[0].entries() {
@@ -167,10 +168,17 @@ func corruptRow(r *rand.Rand, stores [2]*memStore) {
 	slices.Sort(rows)
 	key := rows[r.IntN(len(rows))]
 	value := stores[0].value(key)
-	at, bit := r.IntN(len(value)), byte(1)<<r.IntN(8)
+	at, bit, change := r.IntN(len(value)), byte(1)<<r.IntN(8), r.IntN(4)
 	for _, store := range stores {
 		v := store.value(key)
-		v[at] ^= bit
+		switch change {
+		case 0:
+			v = append(v, bit)
+		case 1:
+			v = v[:len(v)-1]
+		default:
+			v[at] ^= bit
+		}
 		store.put(key, v)
 	}
 }
