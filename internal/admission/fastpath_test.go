@@ -95,8 +95,8 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		}
 		keys := []string{"alice", "bob", "carol", "", longKey, strings.Repeat("x", 14)}
 		// Now and then a write loses its race (every seventh, counted alike on both stores if both
-		// paths write alike), and a stored row has one byte changed on both: a tag, a fingerprint,
-		// a level out of range, an owner that is no longer the key's.
+		// paths write alike), and a stored row is changed alike on both (corruptRow): a tag, a
+		// fingerprint, a level out of range, an owner that is no longer the key's, a length.
 		var sets [2]int
 		for i := range stores {
 			stores[i].onSet(func(string) error {
