@@ -154,7 +154,8 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 }
 
 // corruptRow changes one stored row the same way on every store (which hold the same): one bit
-// of one byte, or its length by one byte.
+// of one byte, one bit of a slot's whole tokens' top byte (a level out of range), or its length
+// by one byte.
 func corruptRow(r *rand.Rand, stores [2]*memStore) {
 	var rows []string
 	for key := range stores[0].entries() {
@@ -168,7 +169,10 @@ func corruptRow(r *rand.Rand, stores [2]*memStore) {
 	slices.Sort(rows)
 	key := rows[r.IntN(len(rows))]
 	value := stores[0].value(key)
-	at, bit, change := r.IntN(len(value)), byte(1)<<r.IntN(8), r.IntN(4)
+	at, bit, change := r.IntN(len(value)), byte(1)<<r.IntN(8), r.IntN(5)
+	if tokensTop := at/SlotSize*SlotSize + 31; change == 2 && tokensTop < len(value) {
+		at = tokensTop
+	}
 	for _, store := range stores {
 		v := store.value(key)
 		switch change {

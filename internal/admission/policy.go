@@ -27,9 +27,9 @@ type Policy struct {
 	// fast is the policy's one rule when it has the common shape that Admit decides without the
 	// general machinery (fastShape), nil otherwise.
 	fast *rule
-	// fastBucket is the fast rule's one limit when it is a token bucket that only rejects
+	// fastBucket is the token bucket of the fast rule's one limit when it only rejects
 	// (plainBucket): Admit decides it with decideFast. Nil otherwise.
-	fastBucket *limit
+	fastBucket *tokenBucket
 	// settles: some rule has count or refund (settle.go).
 	settles bool
 	// delays: some rule holds requests over its limits (delay.go).
@@ -121,8 +121,8 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 	}
 	if fastShape(cfg) {
 		p.fast = &p.rules[0]
-		if l := &p.fast.limits[0]; len(p.fast.limits) == 1 && l.plainBucket() != nil {
-			p.fastBucket = l
+		if len(p.fast.limits) == 1 {
+			p.fastBucket = p.fast.limits[0].plainBucket()
 		}
 	}
 	return p, nil

@@ -79,13 +79,11 @@ func hasTag(value []byte, size int, letter, version byte) bool {
 }
 
 func encodeSlot(dst []byte, s *slot) {
-	putTag(dst, SlotSize, 'G', slotVersion, s.kind<<4|s.algorithm&0x0f)
+	putTag(dst, SlotSize, 'G', slotVersion, slotKind(s.kind, s.algorithm))
 	binary.LittleEndian.PutUint32(dst[4:], s.fingerprint)
 	binary.LittleEndian.PutUint64(dst[8:], s.owner)
 	binary.LittleEndian.PutUint64(dst[16:], uint64(s.idleAt))
-	for i, v := range s.cells {
-		binary.LittleEndian.PutUint64(dst[24+8*i:], uint64(v))
-	}
+	putSlotCells(dst, s.cells)
 	binary.LittleEndian.PutUint64(dst[48:], uint64(s.stamp))
 }
 
@@ -102,11 +100,26 @@ func decodeSlot(value []byte) (s slot, ok bool) {
 	s.fingerprint = binary.LittleEndian.Uint32(value[4:])
 	s.owner = binary.LittleEndian.Uint64(value[8:])
 	s.idleAt = int64(binary.LittleEndian.Uint64(value[16:]))
-	for i := range s.cells {
-		s.cells[i] = int64(binary.LittleEndian.Uint64(value[24+8*i:]))
-	}
+	s.cells = slotCells(value)
 	s.stamp = int64(binary.LittleEndian.Uint64(value[48:]))
 	return s, true
+}
+
+// slotKind is a slot's fourth byte: its kind and its algorithm.
+func slotKind(kind, algorithm uint8) uint8 { return kind<<4 | algorithm&0x0f }
+
+// slotCells reads the cells of a slot (value is SlotSize bytes); putSlotCells writes them. Written
+// out, not looped: they run on every request, where a loop is a jump back through its function's
+// dispatch in upstream Go's Wasm.
+func slotCells(value []byte) cells {
+	return cells{int64(binary.LittleEndian.Uint64(value[24:])), int64(binary.LittleEndian.Uint64(value[32:])),
+		int64(binary.LittleEndian.Uint64(value[40:]))}
+}
+
+func putSlotCells(dst []byte, c cells) {
+	binary.LittleEndian.PutUint64(dst[24:], uint64(c[0]))
+	binary.LittleEndian.PutUint64(dst[32:], uint64(c[1]))
+	binary.LittleEndian.PutUint64(dst[40:], uint64(c[2]))
 }
 
 // rowKey is the shared-data key of a row, built in a buffer of the Gate's: it is valid until
