@@ -32,7 +32,7 @@ func (g *Gate) decideFast(store Store, group []applied, now int64) (Verdict, *ap
 		if binary.LittleEndian.Uint64(v[8:]) != a.owner {
 			continue
 		}
-		state := bucketState(slotCells(v))
+		state := bucketState(cells{cell(v, 0), cell(v, 1), cell(v, 2)})
 		if [4]byte(v) != tag || binary.LittleEndian.Uint32(v[4:]) != l.fingerprint || !tb.b.Valid(state) {
 			break // read decides on it, or on the slot after it
 		}
@@ -47,7 +47,9 @@ func (g *Gate) decideFast(store Store, group []applied, now int64) (Verdict, *ap
 		}
 		// The slot as encodeSlot writes it: its tag, fingerprint and owner are as read.
 		binary.LittleEndian.PutUint64(v[16:], uint64(tb.b.IdleAt(next)))
-		putSlotCells(v, a.next)
+		putCell(v, 0, a.next[0])
+		putCell(v, 1, a.next[1])
+		putCell(v, 2, a.next[2])
 		binary.LittleEndian.PutUint64(v[48:], uint64(a.stamp))
 		switch err := store.Set(key, value, cas); {
 		case err == nil:

@@ -83,7 +83,9 @@ func encodeSlot(dst []byte, s *slot) {
 	binary.LittleEndian.PutUint32(dst[4:], s.fingerprint)
 	binary.LittleEndian.PutUint64(dst[8:], s.owner)
 	binary.LittleEndian.PutUint64(dst[16:], uint64(s.idleAt))
-	putSlotCells(dst, s.cells)
+	for i, v := range s.cells {
+		putCell(dst, i, v)
+	}
 	binary.LittleEndian.PutUint64(dst[48:], uint64(s.stamp))
 }
 
@@ -100,7 +102,9 @@ func decodeSlot(value []byte) (s slot, ok bool) {
 	s.fingerprint = binary.LittleEndian.Uint32(value[4:])
 	s.owner = binary.LittleEndian.Uint64(value[8:])
 	s.idleAt = int64(binary.LittleEndian.Uint64(value[16:]))
-	s.cells = slotCells(value)
+	for i := range s.cells {
+		s.cells[i] = cell(value, i)
+	}
 	s.stamp = int64(binary.LittleEndian.Uint64(value[48:]))
 	return s, true
 }
@@ -108,19 +112,12 @@ func decodeSlot(value []byte) (s slot, ok bool) {
 // slotKind is a slot's fourth byte: its kind and its algorithm.
 func slotKind(kind, algorithm uint8) uint8 { return kind<<4 | algorithm&0x0f }
 
-// slotCells reads the cells of a slot (value is SlotSize bytes); putSlotCells writes them. Written
-// out, not looped: they run on every request, where a loop is a jump back through its function's
-// dispatch in upstream Go's Wasm.
-func slotCells(value []byte) cells {
-	return cells{int64(binary.LittleEndian.Uint64(value[24:])), int64(binary.LittleEndian.Uint64(value[32:])),
-		int64(binary.LittleEndian.Uint64(value[40:]))}
-}
+// cell reads cell i of a slot (value is SlotSize bytes); putCell writes it. One cell each, so
+// that the Wasm build inlines them (three would be past the inliner's budget there, and a call on
+// every request).
+func cell(value []byte, i int) int64 { return int64(binary.LittleEndian.Uint64(value[24+8*i:])) }
 
-func putSlotCells(dst []byte, c cells) {
-	binary.LittleEndian.PutUint64(dst[24:], uint64(c[0]))
-	binary.LittleEndian.PutUint64(dst[32:], uint64(c[1]))
-	binary.LittleEndian.PutUint64(dst[40:], uint64(c[2]))
-}
+func putCell(dst []byte, i int, v int64) { binary.LittleEndian.PutUint64(dst[24+8*i:], uint64(v)) }
 
 // rowKey is the shared-data key of a row, built in a buffer of the Gate's: it is valid until
 // the next call, which is enough for a Store call (see Store).
