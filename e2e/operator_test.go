@@ -93,3 +93,47 @@ func TestOperatorTopOffendersAcrossWorkers(t *testing.T) {
 		})
 	}
 }
+
+// An operator's reset through one worker reaches a worker that remembers the key as over its
+// limit (it answers such a key from its memory, without reading shared data) at that worker's
+// next tick, and the worker that made it at once; until the tick, the other only rejects more,
+// never admits more.
+func TestOperatorResetReachesEveryWorkerByItsTick(t *testing.T) {
+	t.Parallel()
+	config := `{"rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "24h"}]}],
+	  "operator": {"path_prefix": "/.tollgate/", "client_cidrs": ["192.0.2.0/24"], "token_sha256": ["` + operatorDigest + `"]}}`
+	for _, profile := range profiles {
+		t.Run(profile.String(), func(t *testing.T) {
+			g := newRig(t, profile, config, 2)
+			a, b := g.vms[0], g.vms[1]
+			alice := [2]string{"x-api-key", "alice"}
+			statuses := func(steps ...*host.VM) string {
+				got := ""
+				for _, vm := range steps {
+					got += strconv.Itoa(g.request(vm, alice).Status) + " "
+				}
+				return got
+			}
+			if got := statuses(a, a, a, b); got != "200 200 429 429 " {
+				t.Fatalf("before the reset: %s", got)
+			}
+			resp := g.send(b, host.Request{Headers: [][2]string{{":method", "POST"}, {":path", "/.tollgate/reset?key=alice"},
+				{":authority", "example.test"}, {":scheme", "http"}, {"authorization", "Bearer " + operatorToken}},
+				SourceAddress: "192.0.2.10:40000", EndOfStream: true}, nil)
+			if resp.Status != 200 {
+				t.Fatalf("reset: %d %s", resp.Status, resp.Body)
+			}
+			// b made the reset and takes a token; a still answers from its memory.
+			if got := statuses(b, a); got != "200 429 " {
+				t.Fatalf("after the reset, before a's tick: %s", got)
+			}
+			if err := g.host.Tick(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if got := statuses(a, a, b); got != "200 429 429 " {
+				t.Errorf("after the tick: %s, want a to take the last token of the reset", got)
+			}
+		})
+	}
+}

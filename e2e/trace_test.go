@@ -50,7 +50,7 @@ func TestCrossingTrace(t *testing.T) {
 	var got []string
 	for _, step := range []struct{ name, key string }{
 		{"admitted, new key", "alice"}, {"admitted, known key", "alice"}, {"admitted, known key", "alice"},
-		{"rejected", "alice"}, {"missing key", ""},
+		{"rejected", "alice"}, {"rejected again", "alice"}, {"missing key", ""},
 	} {
 		var headers [][2]string
 		if step.key != "" {
@@ -66,7 +66,7 @@ func TestCrossingTrace(t *testing.T) {
 		record = false
 		mu.Unlock()
 	}
-	// The counters of those five requests reach the host on the tick, one call per counter that
+	// The counters of those six requests reach the host on the tick, one call per counter that
 	// counted something.
 	mu.Lock()
 	lines, record = nil, true

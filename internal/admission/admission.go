@@ -57,7 +57,10 @@ type Gate struct {
 	// rows are the rows the decision being made has read, with what it staged in them (table.go).
 	rows    []rowCopy
 	preread prereadRow // decideFast's read, for decide (table.go)
-	hashBuf []byte
+	// rejected remembers the buckets of the fast rule found too low (rejected.go); nil when
+	// the policy has no such rule.
+	rejected *rejectedBuckets
+	hashBuf  []byte
 	// ownerBufs hold each limit's owner-hash prefix (by limit.seq), followed by the last key.
 	ownerBufs [][]byte
 	keyBuf    []byte
@@ -87,6 +90,9 @@ type Gate struct {
 // NewGate returns a Gate that decides by p.
 func NewGate(p *Policy) *Gate {
 	g := &Gate{Policy: p, ownerBufs: make([][]byte, p.limitCount)}
+	if p.fast != nil && p.fastBucket != nil && p.fast.settle == nil {
+		g.rejected = new(rejectedBuckets)
+	}
 	for i := range p.rules {
 		for _, l := range p.rules[i].limits {
 			g.ownerBufs[l.seq] = []byte(l.ownerPrefix)

@@ -13,7 +13,8 @@
 // A decision reads top-down: request.go (the request's attributes, rule matching, partition
 // keys), admission.go (Admit: the limits the request's rules apply, the enforced ones decided
 // all or nothing, then each shadow rule), decidefast.go (a known key's decision, written out for
-// the common shape), table.go (the key table in shared data: find, decide, write, refund), slot.go (a slot's value, a row's key, the row of a bucket). Beside
+// the common shape; a key whose bucket it found too low is answered from the VM's memory until
+// the refill could admit it, rejected.go), table.go (the key table in shared data: find, decide, write, refund), slot.go (a slot's value, a row's key, the row of a bucket). Beside
 // them, policy.go compiles a configuration into a Policy, outcome.go is what Admit returns,
 // algorithm.go adapts package limiter to the cells a slot stores, hash.go holds the keyed
 // hashes, global.go what an admitted request still owes the rate limit service, and settle.go

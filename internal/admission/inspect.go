@@ -112,6 +112,7 @@ func (g *Gate) Inspect(store Store, rule int, key []byte, now int64) (RuleState,
 // state. A key without a bucket is whole already and is left alone, as are concurrency limits,
 // whose slots the requests in flight give back themselves.
 func (g *Gate) Reset(store Store, rule int, key []byte, whole bool, level int64, now int64) (RuleState, error) {
+	g.ForgetRejected() // this VM sees the reset at once; the others at their tick
 	return g.visit(store, rule, key, now, &resetTo{whole: whole, level: max(level, 0)})
 }
 

@@ -63,6 +63,9 @@ func (p *pluginContext) OnTick() {
 	if p.operator != nil {
 		p.operator.flushTop()
 	}
+	if p.gate != nil {
+		p.gate.ForgetRejected() // an operator's reset through another worker is seen from now
+	}
 	p.flushCounters()
 }
 
