@@ -137,3 +137,46 @@ func TestOperatorResetReachesEveryWorkerByItsTick(t *testing.T) {
 		})
 	}
 }
+
+// Without an operator endpoint too, every worker forgets on its tick the buckets it remembers as
+// over their limit: a bucket written from outside the rule's requests (here its row put back as
+// it was after the key's first request, as another configuration of the plugin could write it
+// during a rollout) is decided on from the next tick on, and until then the key is only rejected
+// more, never admitted more.
+func TestForeignWriteSeenAtTheTick(t *testing.T) {
+	t.Parallel()
+	config := `{"rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "24h"}]}]}`
+	for _, profile := range profiles {
+		t.Run(profile.String(), func(t *testing.T) {
+			g := newRig(t, profile, config, 1)
+			vm := g.vms[0]
+			alice := [2]string{"x-api-key", "alice"}
+			if status := g.request(vm, alice).Status; status != 200 {
+				t.Fatalf("first request: %d", status)
+			}
+			key, oneLeft := g.onlyRow()
+			got := ""
+			for range 3 {
+				got += strconv.Itoa(g.request(vm, alice).Status) + " "
+			}
+			if got != "200 429 429 " {
+				t.Fatalf("before the write: %s", got)
+			}
+			reads := g.host.SharedData().Stats().Gets
+			if st := g.host.SharedData().Set("tollgate", key, oneLeft, 0); st != 0 {
+				t.Fatalf("writing the row: status %d", st)
+			}
+			if status := g.request(vm, alice).Status; status != 429 || g.host.SharedData().Stats().Gets != reads {
+				t.Fatalf("before the tick: %d, %d reads; want 429 from the worker's memory",
+					status, g.host.SharedData().Stats().Gets-reads)
+			}
+			if err := g.host.Tick(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if status := g.request(vm, alice).Status; status != 200 {
+				t.Errorf("after the tick: %d, want the token the write put back", status)
+			}
+		})
+	}
+}

@@ -57,8 +57,9 @@ type Gate struct {
 	// rows are the rows the decision being made has read, with what it staged in them (table.go).
 	rows    []rowCopy
 	preread prereadRow // decideFast's read, for decide (table.go)
-	// rejected remembers the buckets of the fast rule found too low (rejected.go); nil when
-	// the policy has no such rule.
+	// rejected is the VM's memory of the fast rule's buckets found too low (rejected.go), nil
+	// when the policy has no such rule or the Gate runs natively; the Gate remembers in it while
+	// it holds it.
 	rejected *rejectedBuckets
 	hashBuf  []byte
 	// ownerBufs hold each limit's owner-hash prefix (by limit.seq), followed by the last key.
@@ -90,8 +91,8 @@ type Gate struct {
 // NewGate returns a Gate that decides by p.
 func NewGate(p *Policy) *Gate {
 	g := &Gate{Policy: p, ownerBufs: make([][]byte, p.limitCount)}
-	if p.fast != nil && p.fastBucket != nil && p.fast.settle == nil {
-		g.rejected = new(rejectedBuckets)
+	if p.remembersRejected {
+		g.holdRejected(vmRejectedBuckets())
 	}
 	for i := range p.rules {
 		for _, l := range p.rules[i].limits {

@@ -95,3 +95,29 @@ func TestMissingKeyDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// A rejection allocates nothing, whether the key's bucket is read and remembered or answered
+// from the memory of rejected buckets, with and without rate-limit headers.
+func TestRejectionDoesNotAllocate(t *testing.T) {
+	for _, headers := range []bool{false, true} {
+		for _, remembered := range []bool{false, true} {
+			g := ownMemory(mustGate(t, `{"rules": [{"name": "r", "key": [{"header": "k"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`))
+			setCollectStatus(g.Policy, headers)
+			store := &steadyStore{values: map[string][]byte{}, cas: map[string]uint32{}}
+			var r Request = req("192.0.2.1:1", "k", "alice") // boxed once: the test's own allocation
+			g.Admit(r, store, sec)                           // the bucket's only token
+			g.Admit(r, store, sec)                           // rejected, and remembered
+			allocs := testing.AllocsPerRun(100, func() {
+				if !remembered {
+					g.ForgetRejected()
+				}
+				if out := g.Admit(r, store, sec); out.Verdict != Limited {
+					t.Fatalf("%+v", out)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("headers %v, from the memory %v: %.1f allocations per rejection, want 0", headers, remembered, allocs)
+			}
+		}
+	}
+}

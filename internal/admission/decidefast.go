@@ -19,7 +19,7 @@ import (
 // would. TestFastPathMatchesGeneral holds both to the same Outcome and the same shared data.
 func (g *Gate) decideFast(store Store, group []applied, now int64) (Verdict, *applied, error) {
 	a, l, tb := &group[0], group[0].limit, g.fastBucket
-	if m := g.rejected; m != nil {
+	if m := g.remembered(); m != nil {
 		if e := m.find(a.owner); e != nil && g.rejectedAgain(a, e, now) {
 			return Limited, a, nil // from the VM's memory (rejected.go)
 		}
@@ -48,8 +48,8 @@ func (g *Gate) decideFast(store Store, group []applied, now int64) (Verdict, *ap
 		next, a.decision = tb.b.Take(state, now, a.cost)
 		a.next = bucketCells(next)
 		if !a.decision.Allowed {
-			if g.rejected != nil {
-				g.rejected.remember(a.owner, state)
+			if m := g.remembered(); m != nil {
+				m.remember(a.owner, state)
 			}
 			return Limited, a, nil
 		}

@@ -87,7 +87,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 			if i == 1 {
 				p.fast = nil // the general path
 			}
-			gates[i] = NewGate(p)
+			gates[i] = ownMemory(NewGate(p)) // the general path never looks into it
 			gates[i].SetWallClock(wall)
 		}
 		if gates[0].fast == nil {

@@ -30,6 +30,9 @@ type Policy struct {
 	// fastBucket is the token bucket of the fast rule's one limit when it only rejects
 	// (plainBucket): Admit decides it with decideFast. Nil otherwise.
 	fastBucket *tokenBucket
+	// remembersRejected: the fast rule's plain token bucket gives nothing back (no count or
+	// refund), so a VM may remember the buckets it finds too low (rejected.go).
+	remembersRejected bool
 	// settles: some rule has count or refund (settle.go).
 	settles bool
 	// delays: some rule holds requests over its limits (delay.go).
@@ -124,6 +127,7 @@ func Compile(cfg *config.Config, namespace string) (*Policy, error) {
 		if len(p.fast.limits) == 1 {
 			p.fastBucket = p.fast.limits[0].plainBucket()
 		}
+		p.remembersRejected = p.fastBucket != nil && p.fast.settle == nil
 	}
 	return p, nil
 }

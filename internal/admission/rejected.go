@@ -8,23 +8,32 @@ import (
 // bucket is empty (a client hammering its limit, a flood) is rejected from the VM's memory, with
 // no read of shared data, until its bucket could admit it again.
 //
-// This is exact, not a cache that may be stale, for the one limit it is kept for: the fast
-// rule's plain token bucket (Policy.fastBucket), whose requests all cost the same and whose
-// rule gives nothing back (no count, refund, global limit, delay or debt). Such a bucket only
-// ever gains by its refill, and loses only by a request it admits. Its level at any later instant
-// is therefore at most the level remembered refilled to that instant; while that is below the
-// cost, no worker can admit a request of the key (each would need the cost), so nothing is taken
-// either, and the level is exactly the remembered one refilled: the decision and its Retry-After
-// are those a read of shared data would give. The first instant the refill reaches the cost, the
-// memory answers nothing and the decision reads shared data again.
+// It is kept for one limit: the fast rule's plain token bucket (Policy.fastBucket), whose
+// requests all cost the same and whose rule gives nothing back (no count, refund, global limit,
+// delay or debt). Such a bucket only ever gains by its refill, and loses only by a request it
+// admits. Its level at any later instant is therefore at most the level remembered refilled to
+// that instant; while that is below the cost, no worker can admit a request of the key (each
+// would need the cost), so nothing is taken either, and the level is exactly the remembered one
+// refilled: the decision and its Retry-After are those a read of shared data would give, in the
+// order of the workers' clock readings. (A worker whose reading is older than a write another
+// worker made since is decided at its own reading, where a read would decide at the write's: it
+// may then be rejected where the read would admit it, never the other way.) The first instant
+// the refill reaches the cost, the memory answers nothing and the decision reads shared data
+// again. A remembered rejection needs no shared data, so it stands while shared data fails.
 //
 // What can add to a bucket from outside that argument is an operator's reset (Gate.Reset,
 // through any worker) and a bucket written by another configuration of the same namespace during
 // a rollout. The VM that resets forgets at once; every other forgets all it remembers on its tick
 // (ForgetRejected), so a reset reaches every worker within one tick period.
+//
+// A VM has one memory, in the module's static memory (vmrejected_wasm.go: a heap object of its
+// size grows every VM's linear memory by far more), and the newest Gate holds it: a Gate of the
+// plugin's previous configuration, still deciding while its streams finish, then remembers
+// nothing. Natively (tests, the simulator, many Gates on goroutines of their own) a Gate
+// remembers only in a memory it is given (holdRejected): its decisions are a read's anyway.
 
-// The memory's shape: rejectedSets sets of rejectedWays buckets, chosen by the owner's top
-// bits (the owner is a keyed hash, so clients cannot aim at a set).
+// The memory's shape: 1 << rejectedSetBits sets of rejectedWays buckets, a set chosen by the
+// owner's top bits (the owner is a keyed hash, so clients cannot aim at a set).
 const (
 	rejectedSetBits = 10
 	rejectedWays    = 4
@@ -37,13 +46,33 @@ type rejectedBucket struct {
 	state limiter.BucketState
 }
 
-// rejectedBuckets is the memory: 4,096 buckets, 128 KiB, allocated once per Gate.
+// rejectedBuckets is the memory: 4,096 buckets, 128 KiB.
 type rejectedBuckets struct {
+	holder  *Gate // the Gate that remembers in it (holdRejected)
 	entries [rejectedWays << rejectedSetBits]rejectedBucket
 	// victim is the way of each set that the next bucket remembered there replaces.
 	victim [1 << rejectedSetBits]uint8
 	// count is how many buckets were remembered since the memory was last emptied.
 	count int
+}
+
+// holdRejected makes g remember in m, emptied (nil: nowhere): a Gate that remembered in m before
+// no longer does (remembered), and nothing it remembered is used.
+func (g *Gate) holdRejected(m *rejectedBuckets) {
+	if m == nil {
+		return
+	}
+	clear(m.entries[:])
+	m.holder, m.count = g, 0
+	g.rejected = m
+}
+
+// remembered is g's memory of rejected buckets, nil when it holds none.
+func (g *Gate) remembered() *rejectedBuckets {
+	if m := g.rejected; m != nil && m.holder == g {
+		return m
+	}
+	return nil
 }
 
 // set is the ways of owner's set.
@@ -117,7 +146,7 @@ func (g *Gate) rejectedAgain(a *applied, e *rejectedBucket, now int64) bool {
 // key reads shared data: the plugin calls it on every tick, which bounds how long a bucket
 // written from outside (an operator's reset through another worker) goes unseen.
 func (g *Gate) ForgetRejected() {
-	if g.rejected != nil {
-		g.rejected.forget()
+	if m := g.remembered(); m != nil {
+		m.forget()
 	}
 }

@@ -15,13 +15,22 @@ import (
 const perKey = `{"rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
   "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`
 
+// ownMemory gives g a memory of rejected buckets of its own, as a Gate in a VM of its own has
+// when its policy lets it remember (natively, NewGate gives none).
+func ownMemory(g *Gate) *Gate {
+	if g.remembersRejected {
+		g.holdRejected(new(rejectedBuckets))
+	}
+	return g
+}
+
 // Two worker VMs (gates a and b) share one bucket. A rejected key is answered from the VM's
 // memory until its refill reaches the cost, with the Retry-After a read would give; each VM
 // remembers on its own; a reset is seen at once by the VM that made it and by the other at its
 // tick (ForgetRejected).
 func TestRejectedBucketsAreRemembered(t *testing.T) {
 	p := mustGate(t, perKey).Policy
-	gates := map[string]*Gate{"a": NewGate(p), "b": NewGate(p)}
+	gates := map[string]*Gate{"a": ownMemory(NewGate(p)), "b": ownMemory(NewGate(p))}
 	store := newMemStore()
 	base := 1000 * sec
 	ms := int64(time.Millisecond)
@@ -103,7 +112,7 @@ func TestRejectedBucketsOnlyForPlainBuckets(t *testing.T) {
 		  {"name": "s", "key": [{"header": "x-user"}], "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1s"}]}]}`, false},
 	} {
 		g := mustGate(t, c.doc)
-		if got := g.rejected != nil; got != c.remember {
+		if got := g.remembersRejected; got != c.remember {
 			t.Errorf("%s: remembers rejections %v, want %v", c.name, got, c.remember)
 		}
 	}
@@ -168,13 +177,13 @@ func TestRememberedRejectionsMatchReads(t *testing.T) {
 			}
 			p.collectStatus = cfg.RateLimitHeaders != config.HeadersOff
 			for j := range gates[i] {
-				gates[i][j] = NewGate(p)
+				gates[i][j] = ownMemory(NewGate(p))
 				if i == 1 {
 					gates[i][j].rejected = nil
 				}
 			}
 		}
-		if gates[0][0].rejected == nil {
+		if gates[0][0].remembered() == nil {
 			t.Fatalf("%s: no memory", doc)
 		}
 		now := 1000 * sec
@@ -217,5 +226,106 @@ func TestRememberedRejectionsMatchReads(t *testing.T) {
 	}
 	if reads[0] >= reads[1]*9/10 {
 		t.Errorf("with the memory %d reads, without %d: the memory saved less than a tenth", reads[0], reads[1])
+	}
+}
+
+// A VM has one memory of rejected buckets, held by its newest Gate: a Gate of the plugin's
+// previous configuration, still deciding while its streams finish, reads shared data for every
+// request (and decides as before), and the new Gate starts with nothing remembered.
+func TestNewestGateHoldsTheVMsMemory(t *testing.T) {
+	p := mustGate(t, perKey).Policy
+	store := newMemStore()
+	alice := header("x-api-key", "alice")
+	admit := func(g *Gate) (Verdict, int64) {
+		before := store.data.Stats().Gets
+		out := g.Admit(alice, store, sec)
+		return out.Verdict, store.data.Stats().Gets - before
+	}
+	vm := new(rejectedBuckets) // the VM's, as NewGate gives it in the module
+	old := NewGate(p)
+	old.holdRejected(vm)
+	for _, want := range []struct {
+		verdict Verdict
+		reads   int64
+	}{{Allow, 1}, {Allow, 1}, {Limited, 1}, {Limited, 0}} {
+		if v, reads := admit(old); v != want.verdict || reads != want.reads {
+			t.Fatalf("old Gate: %v with %d reads, want %v with %d", v, reads, want.verdict, want.reads)
+		}
+	}
+	newer := NewGate(p)
+	newer.holdRejected(vm)
+	for i, want := range []struct {
+		g     *Gate
+		reads int64
+	}{{old, 1}, {newer, 1}, {newer, 0}, {old, 1}} {
+		if v, reads := admit(want.g); v != Limited || reads != want.reads {
+			t.Fatalf("step %d after the new Gate: %v with %d reads, want Limited with %d", i, v, reads, want.reads)
+		}
+	}
+	old.ForgetRejected() // forgets nothing of the new Gate's
+	if _, reads := admit(newer); reads != 0 {
+		t.Errorf("the new Gate read shared data after the old one forgot")
+	}
+	if NewGate(p).rejected != nil {
+		t.Errorf("natively, NewGate gave a Gate a memory")
+	}
+}
+
+// With each VM's clock read a little before it decides (readings up to 2 ms old, in any order
+// across VMs), a rejection from the memory differs from what a read would give only where the
+// bucket as stored was written at a later reading than the request's: then it is a rejection,
+// decided at the request's own reading. Each decision of three VMs with the memory is compared
+// with a read of the same shared data at that moment (a Gate without the memory, on a copy).
+func TestRememberedRejectionsWithStaleClocks(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"rules": [{"name": "r", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1ms"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(cfg, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vms [3]*Gate
+	for i := range vms {
+		vms[i] = ownMemory(NewGate(p))
+	}
+	reader := NewGate(p)
+	reader.rejected = nil
+	store := newMemStore()
+	r := rand.New(rand.NewPCG(7, 8))
+	now := 1000 * sec
+	differed, hits := 0, 0
+	for step := range 100_000 {
+		now += r.Int64N(int64(300 * time.Microsecond))
+		at := now - r.Int64N(int64(2*time.Millisecond)) // the VM's clock, read a while ago
+		key := "k" + strconv.Itoa(r.IntN(3))
+		copied := newMemStore()
+		for k, v := range store.entries() {
+			copied.put(k, v)
+		}
+		read := *reader.Admit(header("x-api-key", key), copied, at)
+		before := store.data.Stats().Gets
+		got := *vms[r.IntN(len(vms))].Admit(header("x-api-key", key), store, at)
+		if store.data.Stats().Gets != before {
+			continue // decided on a read
+		}
+		hits++
+		if got.Verdict != Limited {
+			t.Fatalf("step %d: the memory answered %v", step, got.Verdict)
+		}
+		if reflect.DeepEqual(got, read) {
+			continue
+		}
+		differed++
+		st, ok := storedSlot(reader, store, &reader.rules[0].limits[0], strconv.Itoa(len(key))+":"+key)
+		if last := bucketState(st.cells).Last; !ok || last <= at {
+			t.Fatalf("step %d at %d: the memory gave %+v, a read %+v, and the bucket was last written at %d, not after the request's clock",
+				step, at, got, read, last)
+		}
+	}
+	t.Logf("%d decisions from the memory, %d of them unlike a read", hits, differed)
+	if hits == 0 || differed == 0 {
+		t.Fatalf("%d decisions from the memory, %d unlike a read: the test exercises neither", hits, differed)
 	}
 }

