@@ -48,8 +48,12 @@ type rejectedBucket struct {
 
 // rejectedBuckets is the memory: 4,096 buckets, 128 KiB.
 type rejectedBuckets struct {
-	holder  *Gate // the Gate that remembers in it (holdRejected)
-	entries [rejectedWays << rejectedSetBits]rejectedBucket
+	holder *Gate // the Gate that remembers in it (holdRejected)
+	sets   [1 << rejectedSetBits][rejectedWays]rejectedBucket
+	// used has a bit per set that a bucket was remembered in since the memory was last emptied:
+	// a request whose set has none (all of them while no key is limited) looks no further, and
+	// the set's line of memory is not read.
+	used [1 << rejectedSetBits / 64]uint64
 	// victim is the way of each set that the next bucket remembered there replaces.
 	victim [1 << rejectedSetBits]uint8
 	// count is how many buckets were remembered since the memory was last emptied.
@@ -62,7 +66,8 @@ func (g *Gate) holdRejected(m *rejectedBuckets) {
 	if m == nil {
 		return
 	}
-	clear(m.entries[:])
+	clear(m.sets[:])
+	clear(m.used[:])
 	m.holder, m.count = g, 0
 	g.rejected = m
 }
@@ -77,16 +82,16 @@ func (g *Gate) remembered() *rejectedBuckets {
 
 // set is the ways of owner's set.
 func (m *rejectedBuckets) set(owner uint64) *[rejectedWays]rejectedBucket {
-	i := (owner >> (64 - rejectedSetBits)) * rejectedWays
-	return (*[rejectedWays]rejectedBucket)(m.entries[i : i+rejectedWays])
+	return &m.sets[owner>>(64-rejectedSetBits)]
 }
 
 // find is owner's remembered bucket, or nil.
 func (m *rejectedBuckets) find(owner uint64) *rejectedBucket {
-	if owner == 0 {
-		return nil // the owner of an empty place
+	s := owner >> (64 - rejectedSetBits)
+	if m.used[s/64]&(1<<(s%64)) == 0 || owner == 0 { // 0: the owner of an empty place
+		return nil
 	}
-	set := m.set(owner)
+	set := &m.sets[s]
 	for i := range set {
 		if set[i].owner == owner {
 			return &set[i]
@@ -116,13 +121,16 @@ func (m *rejectedBuckets) remember(owner uint64, state limiter.BucketState) {
 		place, *v = int(*v), (*v+1)%rejectedWays
 	}
 	set[place] = rejectedBucket{owner: owner, state: state}
+	s := owner >> (64 - rejectedSetBits)
+	m.used[s/64] |= 1 << (s % 64)
 	m.count++
 }
 
 // forget empties the memory.
 func (m *rejectedBuckets) forget() {
 	if m.count > 0 {
-		clear(m.entries[:])
+		clear(m.sets[:])
+		clear(m.used[:])
 		m.count = 0
 	}
 }
