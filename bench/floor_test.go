@@ -31,6 +31,16 @@ func known(tb testing.TB, r *rig, n int) func(int) string {
 	return func(i int) string { return ks[i%knownKeys] }
 }
 
+// knownRejected is known with each key rejected once more: its bucket empty, and remembered as
+// such by the VM, as it is for a client that keeps coming back over its limit.
+func knownRejected(tb testing.TB, r *rig, n int) func(int) string {
+	key := known(tb, r, n)
+	for i := range knownKeys {
+		r.expect(tb, key(i), 429)
+	}
+	return key
+}
+
 // fresh gives every request a key never seen.
 func fresh(tb testing.TB, r *rig, n int) func(int) string {
 	ks := keys("new", n)
@@ -57,8 +67,9 @@ func freshOnReusedSlots(tb testing.TB, r *rig, n int) func(int) string {
 
 var requestTypes = []requestType{
 	{name: "admitted-known", config: admitConfig, status: 200, prepare: known},
-	// The keys' only token is spent when they are written once: every later request is rejected.
-	{name: "rejected", config: rejectConfig, status: 429, prepare: known},
+	// The keys' only token is spent when they are written once: every later request is rejected,
+	// and each key is rejected once before the measurement.
+	{name: "rejected", config: rejectConfig, status: 429, prepare: knownRejected},
 	// A key never seen in a table that is all but empty: its row was never written.
 	{name: "new-key", config: admitConfig, status: 200, prepare: fresh},
 	{name: "new-key-reused-slot", config: reusedSlotConfig, status: 200, prepare: freshOnReusedSlots},

@@ -205,3 +205,41 @@ func TestReconfigureMaxKeysStartsBucketsAfresh(t *testing.T) {
 		t.Fatalf("%d admitted right after the push, want a fresh bucket's 3", got)
 	}
 }
+
+// After a push, the new configuration's Gate holds the worker's memory of rejected buckets: a
+// key found over its limit is rejected again without a read of shared data, by the new
+// configuration as by the one it replaced.
+func TestReconfigureKeepsRememberingRejections(t *testing.T) {
+	t.Parallel()
+	config := func(capacity string) string {
+		return `{"rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
+		  "limits": [{"capacity": ` + capacity + `, "refill_tokens": 1, "refill_interval": "24h"}]}]}`
+	}
+	g := newRig(t, host.Envoy139, config("1"), 1)
+	vm := g.vms[0]
+	alice := [2]string{"x-api-key", "alice"}
+	// rejectedReads sends two requests of alice, both to be rejected, and returns how many
+	// reads of shared data the second made.
+	rejectedReads := func(when string) int64 {
+		for i := range 2 {
+			before := g.host.SharedData().Stats().Gets
+			if status := g.request(vm, alice).Status; status != 429 {
+				t.Fatalf("%s, request %d: %d, want 429", when, i, status)
+			}
+			if i == 1 {
+				return g.host.SharedData().Stats().Gets - before
+			}
+		}
+		return -1
+	}
+	if status := g.request(vm, alice).Status; status != 200 {
+		t.Fatalf("first request: %d", status)
+	}
+	if reads := rejectedReads("before the push"); reads != 0 {
+		t.Errorf("before the push, a repeated rejection read shared data %d time(s), want none", reads)
+	}
+	g.reconfigure(config("1")) // the same limit: alice's bucket is still empty
+	if reads := rejectedReads("after the push"); reads != 0 {
+		t.Errorf("after the push, a repeated rejection read shared data %d time(s), want none", reads)
+	}
+}

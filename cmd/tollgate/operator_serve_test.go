@@ -87,7 +87,9 @@ func tick(t *testing.T, admin string) string {
 }
 
 // TestServeOperatorEndpoint: who is limited, a key's state and its reset, through the commands;
-// the reset is seen by both workers at once; the endpoint's requests never reach the upstream.
+// the reset is seen by both workers at once (each has ticked since it last rejected alice, so
+// neither answers her from its memory of rejected buckets); the endpoint's requests never reach
+// the upstream.
 func TestServeOperatorEndpoint(t *testing.T) {
 	var upstreamHits atomic.Int64
 	front, admin, token := operatorServe(t, 3, `["127.0.0.0/8", "::1"]`, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -171,12 +173,14 @@ func TestServeOperatorPeerIsTheConnection(t *testing.T) {
 }
 
 // TestServeOperatorResetUnderLoad: requests of a key race a reset on both workers, then more
-// follow it. Before the reset the bucket is empty and nothing refills, so every admission takes a
-// token the reset put back, and the requests after it are enough to take them all: exactly
-// capacity requests are admitted, never more, and none is left.
+// follow it, once both workers have ticked (the one that did not make the reset answers the key
+// from its memory of rejected buckets until its tick). Before the reset the bucket is empty and
+// nothing refills, so every admission takes a token the reset put back, and the requests after
+// it are enough to take them all: exactly capacity requests are admitted, never more, and none
+// is left.
 func TestServeOperatorResetUnderLoad(t *testing.T) {
 	const capacity, senders = 40, 8
-	front, _, token := operatorServe(t, capacity, `["127.0.0.0/8", "::1"]`, "", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	front, admin, token := operatorServe(t, capacity, `["127.0.0.0/8", "::1"]`, "", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for range capacity {
 		keyedStatus(t, front, "alice")
 	}
@@ -206,8 +210,9 @@ func TestServeOperatorResetUnderLoad(t *testing.T) {
 	during := wave(20, senders*20/4, halfway)
 	<-halfway
 	code, stdout, stderr := runCLI("", "reset", "--key", "alice", "--url", front, "--token-file", token)
-	after := wave(capacity/senders+1, -1, nil)
 	during.Wait()
+	tick(t, admin)
+	after := wave(capacity/senders+1, -1, nil)
 	after.Wait()
 	if code != 0 || !strings.Contains(stdout, "reset") {
 		t.Fatalf("reset: exit %d %q %q", code, stdout, stderr)

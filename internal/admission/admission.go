@@ -91,9 +91,6 @@ type Gate struct {
 // NewGate returns a Gate that decides by p.
 func NewGate(p *Policy) *Gate {
 	g := &Gate{Policy: p, ownerBufs: make([][]byte, p.limitCount)}
-	if p.remembersRejected {
-		g.holdRejected(vmRejectedBuckets())
-	}
 	for i := range p.rules {
 		for _, l := range p.rules[i].limits {
 			g.ownerBufs[l.seq] = []byte(l.ownerPrefix)

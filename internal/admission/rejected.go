@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"math/bits"
+
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
@@ -27,10 +29,12 @@ import (
 // (ForgetRejected), so a reset reaches every worker within one tick period.
 //
 // A VM has one memory, in the module's static memory (vmrejected_wasm.go: a heap object of its
-// size grows every VM's linear memory by far more), and the newest Gate holds it: a Gate of the
-// plugin's previous configuration, still deciding while its streams finish, then remembers
-// nothing. Natively (tests, the simulator, many Gates on goroutines of their own) a Gate
-// remembers only in a memory it is given (holdRejected): its decisions are a read's anyway.
+// size grows every VM's linear memory by far more), held by the Gate of the configuration that
+// started last (RememberRejected): a Gate of the plugin's previous configuration, still deciding
+// while its streams finish, then remembers nothing, and neither does a second plugin of the
+// module in the same VM; both read shared data, as without the memory. Natively (tests, the
+// simulator, many Gates on goroutines of their own) a Gate remembers only in a memory it is
+// given (holdRejected): its decisions are a read's anyway.
 
 // The memory's shape: 1 << rejectedSetBits sets of rejectedWays buckets, a set chosen by the
 // owner's top bits (the owner is a keyed hash, so clients cannot aim at a set).
@@ -54,22 +58,28 @@ type rejectedBuckets struct {
 	// a request whose set has none (all of them while no key is limited) looks no further, and
 	// the set's line of memory is not read.
 	used [1 << rejectedSetBits / 64]uint64
-	// victim is the way of each set that the next bucket remembered there replaces.
+	// victim is the way of each set that the next bucket remembered there replaces, in turn.
 	victim [1 << rejectedSetBits]uint8
-	// count is how many buckets were remembered since the memory was last emptied.
-	count int
 }
 
-// holdRejected makes g remember in m, emptied (nil: nowhere): a Gate that remembered in m before
-// no longer does (remembered), and nothing it remembered is used.
+// holdRejected makes g remember in m, emptied, or in no memory if m is nil: a Gate that
+// remembered in m before no longer does (remembered), and nothing it remembered is used.
 func (g *Gate) holdRejected(m *rejectedBuckets) {
-	if m == nil {
-		return
-	}
-	clear(m.sets[:])
-	clear(m.used[:])
-	m.holder, m.count = g, 0
 	g.rejected = m
+	if m != nil {
+		m.holder = g
+		m.forget()
+	}
+}
+
+// RememberRejected makes g the Gate that remembers, in the VM's memory, the buckets it finds too
+// low, if its policy allows (a rule of the fast shape with a plain token bucket): the plugin
+// calls it once its configuration has started, so a configuration that fails to start takes the
+// memory from none. Natively there is no VM's memory, and g remembers nothing.
+func (g *Gate) RememberRejected() {
+	if g.remembersRejected {
+		g.holdRejected(vmRejectedBuckets())
+	}
 }
 
 // remembered is g's memory of rejected buckets, nil when it holds none.
@@ -80,14 +90,12 @@ func (g *Gate) remembered() *rejectedBuckets {
 	return nil
 }
 
-// set is the ways of owner's set.
-func (m *rejectedBuckets) set(owner uint64) *[rejectedWays]rejectedBucket {
-	return &m.sets[owner>>(64-rejectedSetBits)]
-}
+// setOf is the number of owner's set: its top bits.
+func setOf(owner uint64) uint64 { return owner >> (64 - rejectedSetBits) }
 
 // find is owner's remembered bucket, or nil.
 func (m *rejectedBuckets) find(owner uint64) *rejectedBucket {
-	s := owner >> (64 - rejectedSetBits)
+	s := setOf(owner)
 	if m.used[s/64]&(1<<(s%64)) == 0 || owner == 0 { // 0: the owner of an empty place
 		return nil
 	}
@@ -106,7 +114,8 @@ func (m *rejectedBuckets) remember(owner uint64, state limiter.BucketState) {
 	if owner == 0 {
 		return
 	}
-	set, place := m.set(owner), -1
+	s := setOf(owner)
+	set, place := &m.sets[s], -1
 	for i := range set {
 		switch {
 		case set[i].owner == owner:
@@ -117,21 +126,20 @@ func (m *rejectedBuckets) remember(owner uint64, state limiter.BucketState) {
 		}
 	}
 	if place < 0 {
-		v := &m.victim[owner>>(64-rejectedSetBits)]
+		v := &m.victim[s]
 		place, *v = int(*v), (*v+1)%rejectedWays
 	}
 	set[place] = rejectedBucket{owner: owner, state: state}
-	s := owner >> (64 - rejectedSetBits)
 	m.used[s/64] |= 1 << (s % 64)
-	m.count++
 }
 
-// forget empties the memory.
+// forget empties the memory: the sets used since it was last emptied.
 func (m *rejectedBuckets) forget() {
-	if m.count > 0 {
-		clear(m.sets[:])
-		clear(m.used[:])
-		m.count = 0
+	for w, word := range m.used {
+		for ; word != 0; word &= word - 1 {
+			m.sets[w*64+bits.TrailingZeros64(word)] = [rejectedWays]rejectedBucket{}
+		}
+		m.used[w] = 0
 	}
 }
 
@@ -144,7 +152,8 @@ func (g *Gate) rejectedAgain(a *applied, e *rejectedBucket, now int64) bool {
 		e.owner = 0
 		return false
 	}
-	// What decideFast records of a live bucket that rejects.
+	// What decideFast records of a live bucket that rejects, as far as a rejection's Outcome
+	// reads it (the slot and its stamp are only read to write it).
 	a.skip, a.drew, a.writeOwner, a.row, a.place = false, false, a.owner, 0, placeLive
 	a.next, a.decision = bucketCells(next), decision
 	return true

@@ -16,7 +16,7 @@ const perKey = `{"rules": [{"name": "per-key", "key": [{"header": "x-api-key"}],
   "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "1s"}]}]}`
 
 // ownMemory gives g a memory of rejected buckets of its own, as a Gate in a VM of its own has
-// when its policy lets it remember (natively, NewGate gives none).
+// when its policy lets it remember (natively, RememberRejected gives none).
 func ownMemory(g *Gate) *Gate {
 	if g.remembersRejected {
 		g.holdRejected(new(rejectedBuckets))
@@ -118,9 +118,9 @@ func TestRejectedBucketsOnlyForPlainBuckets(t *testing.T) {
 	}
 }
 
-// The memory holds rejectedWays buckets per set, the oldest replaced first, and an owner of 0
+// The memory holds rejectedWays buckets per set, replaced in turn, and an owner of 0
 // (no owner) is never remembered.
-func TestRejectedBucketsReplaceTheOldest(t *testing.T) {
+func TestRejectedBucketsReplacedInTurn(t *testing.T) {
 	m := new(rejectedBuckets)
 	const top = uint64(5) << (64 - rejectedSetBits) // one set, whatever the low bits
 	for i := range uint64(rejectedWays + 2) {
@@ -179,7 +179,7 @@ func TestRememberedRejectionsMatchReads(t *testing.T) {
 			for j := range gates[i] {
 				gates[i][j] = ownMemory(NewGate(p))
 				if i == 1 {
-					gates[i][j].rejected = nil
+					gates[i][j].holdRejected(nil)
 				}
 			}
 		}
@@ -229,8 +229,8 @@ func TestRememberedRejectionsMatchReads(t *testing.T) {
 	}
 }
 
-// A VM has one memory of rejected buckets, held by its newest Gate: a Gate of the plugin's
-// previous configuration, still deciding while its streams finish, reads shared data for every
+// A VM has one memory of rejected buckets, held by the Gate that took it last: a Gate of the
+// plugin's previous configuration, still deciding while its streams finish, reads shared data for every
 // request (and decides as before), and the new Gate starts with nothing remembered.
 func TestNewestGateHoldsTheVMsMemory(t *testing.T) {
 	p := mustGate(t, perKey).Policy
@@ -241,7 +241,7 @@ func TestNewestGateHoldsTheVMsMemory(t *testing.T) {
 		out := g.Admit(alice, store, sec)
 		return out.Verdict, store.data.Stats().Gets - before
 	}
-	vm := new(rejectedBuckets) // the VM's, as NewGate gives it in the module
+	vm := new(rejectedBuckets) // the VM's, as RememberRejected gives it in the module
 	old := NewGate(p)
 	old.holdRejected(vm)
 	for _, want := range []struct {
@@ -266,8 +266,10 @@ func TestNewestGateHoldsTheVMsMemory(t *testing.T) {
 	if _, reads := admit(newer); reads != 0 {
 		t.Errorf("the new Gate read shared data after the old one forgot")
 	}
-	if NewGate(p).rejected != nil {
-		t.Errorf("natively, NewGate gave a Gate a memory")
+	native := NewGate(p)
+	native.RememberRejected()
+	if native.rejected != nil {
+		t.Errorf("natively, RememberRejected gave a Gate a memory")
 	}
 }
 
@@ -291,7 +293,7 @@ func TestRememberedRejectionsWithStaleClocks(t *testing.T) {
 		vms[i] = ownMemory(NewGate(p))
 	}
 	reader := NewGate(p)
-	reader.rejected = nil
+	reader.holdRejected(nil)
 	store := newMemStore()
 	r := rand.New(rand.NewPCG(7, 8))
 	now := 1000 * sec

@@ -164,6 +164,7 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		abi.Log(abi.LogLevelCritical, "tollgate: cannot set the tick period, on which counters are flushed: "+err.Error())
 		return types.OnPluginStartStatusFailed
 	}
+	p.gate.RememberRejected() // started: this configuration's rejections are remembered from now
 	abi.Log(abi.LogLevelInfo, "tollgate "+version.Version+": started with "+strconv.Itoa(len(cfg.Rules))+" rule(s), failure_mode "+cfg.FailureMode.String())
 	return types.OnPluginStartStatusOK
 }

@@ -131,8 +131,9 @@ func onRequestHeaders(contextID, numHeaders, endOfStream uint32) uint32 {
 	key := lastValue(unsafe.Slice(headers, headersSize))
 	clockTimeGet(1, 0, unsafe.Pointer(&now))
 	var seen *uint64
+	var h uint64
 	if reject {
-		if seen = answered(key); *seen == hash(key) {
+		if seen, h = answered(key); *seen == h {
 			return reply()
 		}
 	}
@@ -144,7 +145,7 @@ func onRequestHeaders(contextID, numHeaders, endOfStream uint32) uint32 {
 		return 0
 	}
 	if reject {
-		*seen = hash(key)
+		*seen = h
 		return reply()
 	}
 	setSharedData(unsafe.Pointer(&name[0]), uint32(len(name)), unsafe.Pointer(data), size, cas)
@@ -163,17 +164,18 @@ func reply() uint32 {
 // keeps its place, as each keeps its bucket in Tollgate's memory (4,096 buckets in sets of 4).
 var answeredKeys [1 << 16]uint64
 
-// answered is key's place among the keys answered: its own, or an empty one to take (or, with
-// no empty place among the 64 after its hash's, never in the benchmarks, a spare one).
-func answered(key []byte) *uint64 {
+// answered is key's place among the keys answered, and key's hash: its own place, or an empty
+// one to take (or, with no empty place among the 64 after its hash's, never in the benchmarks, a
+// spare one).
+func answered(key []byte) (*uint64, uint64) {
 	h := hash(key)
 	for i := range uint64(64) {
 		p := &answeredKeys[(h+i)%uint64(len(answeredKeys))]
 		if *p == h || *p == 0 {
-			return p
+			return p, h
 		}
 	}
-	return &spare
+	return &spare, h
 }
 
 var spare uint64
