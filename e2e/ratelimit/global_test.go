@@ -117,6 +117,15 @@ func TestTwoReplicasShareOneGlobalLimit(t *testing.T) {
 		e.startReplica(t, "replica B", tollgateConfig, up, svc.GrpcAddr),
 	}
 
+	// Each replica's first call opens its connection to the service, which takes longer than a
+	// call: made during the burst, it would leave the other replica to admit the whole limit
+	// before the first answers at all. One request of another key on each opens them first.
+	for i, r := range replicas {
+		if status, _, body := r.get(t, "/shared", "warm-up-"+strconv.Itoa(i)); status != 200 {
+			t.Fatalf("replica %d's first request: %d %q", i, status, body)
+		}
+	}
+
 	// The exact total holds within one window of the service. Every answer the service gives
 	// during a burst is decided between its first send and its last answer; when those fall in
 	// one hour, so does every decision. A burst that spans the turn of the hour proves nothing
