@@ -19,9 +19,10 @@ import (
 // would. TestFastPathMatchesGeneral holds both to the same Outcome and the same shared data.
 func (g *Gate) decideFast(store Store, group []applied, now int64) (Verdict, *applied, error) {
 	a, l, tb := &group[0], group[0].limit, g.fastBucket
-	if m := g.remembered(); m != nil {
+	m := g.remembered() // the VM's memory of buckets found too low (rejected.go), or nil
+	if m != nil {
 		if e := m.find(a.owner); e != nil && g.rejectedAgain(a, e, now) {
-			return Limited, a, nil // from the VM's memory (rejected.go)
+			return Limited, a, nil
 		}
 	}
 	index := g.rowOf(a.owner)
@@ -48,7 +49,7 @@ func (g *Gate) decideFast(store Store, group []applied, now int64) (Verdict, *ap
 		next, a.decision = tb.b.Take(state, now, a.cost)
 		a.next = bucketCells(next)
 		if !a.decision.Allowed {
-			if m := g.remembered(); m != nil {
+			if m != nil {
 				m.remember(a.owner, state)
 			}
 			return Limited, a, nil
