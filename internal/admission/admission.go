@@ -83,6 +83,8 @@ type Gate struct {
 	settleBuf, oweBuf []applied
 	settledRules      []int
 
+	leanOut leanOutcomes // the lean shape's answers (lean.go)
+
 	// reserveBy bounds the reservations of the decisions made inside AdmitBy (slotwait.go).
 	reserveBy int64
 	bounded   bool
@@ -91,6 +93,9 @@ type Gate struct {
 // NewGate returns a Gate that decides by p.
 func NewGate(p *Policy) *Gate {
 	g := &Gate{Policy: p, ownerBufs: make([][]byte, p.limitCount)}
+	if p.fast != nil && p.fastBucket != nil {
+		g.newLeanOutcomes()
+	}
 	for i := range p.rules {
 		for _, l := range p.rules[i].limits {
 			g.ownerBufs[l.seq] = []byte(l.ownerPrefix)
@@ -148,22 +153,33 @@ type applied struct {
 // still to make (Global) and what was charged (Charge), to give back if the request is rejected
 // after all.
 func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
-	out := &g.out
-	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
-		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
-		Global: out.Global[:0], shadowCharged: out.shadowCharged[:0], inFlight: out.inFlight[:0]}
-	g.wallRead = false
+	// A policy of the lean shape decides its common case in one function (lean.go); a request
+	// whose key header it cannot take goes the general way, with the header as read.
+	lean := g.lean()
+	if lean {
+		if out := g.admitLean(req, store, now); out != nil {
+			return out
+		}
+		req = &g.held
+	}
+	return g.admitGeneral(req, store, now, lean)
+}
+
+// admitGeneral is Admit for every request admitLean leaves (lean is set when it read the key
+// header, kept in g.held, req).
+func (g *Gate) admitGeneral(req Request, store Store, now int64, lean bool) *Outcome {
+	out := g.resetOutcome()
 	// The limits to charge: a policy of the fast shape takes its one key straight from the
 	// request (gatherFast), unless the key needs the general way.
 	fast := fastGeneral
-	if g.fast != nil {
+	if g.fast != nil && !lean {
 		fast = g.gatherFast(req)
 	}
 	switch fast {
 	case fastDecided:
 		return out // its key is missing, which the rule refuses
 	case fastGeneral:
-		if g.fast != nil {
+		if g.fast != nil && !lean {
 			req = &g.held // the header gatherFast read, not read again
 		}
 		if !g.gather(req) {
@@ -182,6 +198,23 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	} else {
 		verdict, worst, err = g.decide(store, enforced, now)
 	}
+	return g.finish(store, enforced, verdict, worst, err, now)
+}
+
+// resetOutcome empties the Outcome for the next decision, keeping its slices' arrays.
+func (g *Gate) resetOutcome() *Outcome {
+	out := &g.out
+	*out = Outcome{Rule: -1, Admitted: out.Admitted[:0], ShadowLimited: out.ShadowLimited[:0],
+		MissingKeys: out.MissingKeys[:0], InvalidCost: out.InvalidCost[:0], Limits: out.Limits[:0],
+		Global: out.Global[:0], shadowCharged: out.shadowCharged[:0], inFlight: out.inFlight[:0]}
+	g.wallRead = false
+	return out
+}
+
+// finish completes the Outcome of the enforced limits' decision, and decides the shadow rules
+// if it admitted the request.
+func (g *Gate) finish(store Store, enforced []applied, verdict Verdict, worst *applied, err error, now int64) *Outcome {
+	out := &g.out
 	switch {
 	case err != nil:
 		out.Verdict, out.Err = Failed, err

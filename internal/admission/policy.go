@@ -202,6 +202,14 @@ func fastShape(cfg *config.Config) bool {
 		r.Usage == nil
 }
 
+// lean reports whether the policy has the lean shape, whose common case admitLean decides
+// (lean.go): the fast rule's plain token bucket, remembered when too low, at a constant cost above
+// 0, and no rate-limit headers. (Derived on each use: tests turn the fast path and the headers on
+// and off after Compile.)
+func (p *Policy) lean() bool {
+	return p.fast != nil && p.remembersRejected && !p.collectStatus && p.fast.cost.Units > 0
+}
+
 // fastKeyBytes bounds the header values the fast path takes: a longer one goes the general way,
 // whatever that does with long keys.
 const fastKeyBytes = 256

@@ -1,0 +1,156 @@
+package admission
+
+import (
+	"encoding/binary"
+
+	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/limiter"
+)
+
+// The lean shape's common case, decided in one function: the shape of the default configuration
+// (one rule, one header key, one plain token bucket at a constant cost, nothing settled at the
+// response, no rate-limit headers), for a key whose bucket is live in its row or remembered as
+// too low. It does what gatherFast, decideFast and Admit do for that case, top-down, without
+// listing the limit in Gate.applied or emptying the whole Outcome first: its answers are two
+// Outcomes kept for it, whose few varying fields it sets. In Tollgate's module, where every
+// function entered and every field stored costs more than natively, that is a sixteenth of an
+// admitted or rejected request's time (BENCHMARKS.md, section 1, and docs/design.md, "The lean
+// path"). Anything else goes the way it went before; TestFastPathMatchesGeneral holds both ways
+// to the same answers, reads and shared data.
+
+// leanOutcomes are the lean shape's Outcomes and its one limit as applied, made by NewGate for
+// a policy whose fast rule has a plain token bucket (whether or not the rest of the lean shape
+// holds: Policy.lean is read on every decision).
+type leanOutcomes struct {
+	allowed, limited Outcome
+	// charged is the limit as the last admission charged it: enforced of allowed, which
+	// Charge reads.
+	charged [1]applied
+}
+
+// newLeanOutcomes fills the Outcomes a policy of the lean shape answers with.
+func (g *Gate) newLeanOutcomes() {
+	r := g.fast
+	o := &g.leanOut
+	o.charged[0] = applied{rule: r, limit: &r.limits[0], cost: r.cost.Units, place: placeLive}
+	o.allowed = Outcome{Verdict: Allow, Rule: -1, Admitted: []int{r.index}, enforced: o.charged[:]}
+	o.limited = Outcome{Verdict: Limited, Rule: r.index}
+}
+
+// admitLean decides req when its policy has the lean shape. It returns nil when the key header
+// is missing or empty and the rule lets such requests through, or is too long, having kept it in
+// g.held for Admit's general way; any other case it decides itself, the uncommon ones as
+// gatherFast and decideFast would (a missing key refused, a row without the key's live bucket
+// decided by decide).
+func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
+	r, tb := g.fast, g.fastBucket
+	l := &r.limits[0]
+	name := r.key[0].Header
+	value, found := req.Header(name)
+	if !found || value == "" || len(value) > fastKeyBytes {
+		if (!found || value == "") && r.missingKey.Action == config.MissingKeyReject {
+			out := g.resetOutcome() // refused as gatherFast refuses it: a flood of keyless requests
+			g.refuseMissing(r, g.describe(&r.key[0]))
+			return out
+		}
+		g.held = heldHeader{Request: req, name: name, value: value, found: found}
+		return nil
+	}
+	// The partition key, written after the owner-hash prefix and hashed there (gatherFast).
+	buf := appendDecimal(g.ownerBufs[l.seq][:len(l.ownerPrefix)], len(value))
+	buf = append(buf, ':')
+	buf = append(buf, value...)
+	g.ownerBufs[l.seq] = buf
+	if len(buf)-len(l.ownerPrefix) > g.table.MaxKeyBytes {
+		g.held = heldHeader{Request: req, name: name, value: value, found: found}
+		return nil
+	}
+	owner, cost := sipHash24(g.secret[0], g.secret[1], buf), r.cost.Units
+
+	m := g.remembered()
+	if m != nil {
+		if e := m.find(owner); e != nil {
+			_, decision := tb.b.Take(e.state, now, cost)
+			if !decision.Allowed {
+				return g.leanLimited(decision)
+			}
+			e.owner = 0 // the refill reaches the cost: shared data decides (rejectedAgain)
+		}
+	}
+	index := g.rowOf(owner)
+	key := g.rowKey(index)
+	row, cas, err := store.Get(key)
+	slots := 0
+	if err == nil && g.isRow(row) {
+		slots = len(row) / SlotSize
+	}
+	tag := [4]byte{'T', 'G', slotVersion, slotKind(kindLive, l.tag)}
+	for i := 0; i < slots; i++ {
+		v := row[i*SlotSize : (i+1)*SlotSize]
+		if binary.LittleEndian.Uint64(v[8:]) != owner {
+			continue
+		}
+		state := bucketState(cells{cell(v, 0), cell(v, 1), cell(v, 2)})
+		if [4]byte(v) != tag || binary.LittleEndian.Uint32(v[4:]) != l.fingerprint || !tb.b.Valid(state) {
+			break // decide decides on it, or on the slot after it
+		}
+		next, decision := tb.b.Take(state, now, cost)
+		if !decision.Allowed {
+			if m != nil {
+				m.remember(owner, state)
+			}
+			return g.leanLimited(decision)
+		}
+		stamp := max(now, int64(binary.LittleEndian.Uint64(v[48:])))
+		// The slot as encodeSlot writes it: its tag, fingerprint and owner are as read.
+		binary.LittleEndian.PutUint64(v[16:], uint64(tb.b.IdleAt(next)))
+		c := bucketCells(next)
+		putCell(v, 0, c[0])
+		putCell(v, 1, c[1])
+		putCell(v, 2, c[2])
+		binary.LittleEndian.PutUint64(v[48:], uint64(stamp))
+		switch err := store.Set(key, row, cas); {
+		case err == nil:
+			return g.leanAllowed(owner, index*uint64(g.rowSlots)+uint64(i), next, now)
+		case isCasMismatch(err): // decide's next attempt, as decideFast's
+			group := g.leanApplied(owner)
+			g.resetOutcome()
+			verdict, worst, err := g.decideFrom(store, group, now, 1)
+			return g.finish(store, group, verdict, worst, err, now)
+		default:
+			g.resetOutcome()
+			return g.finish(store, g.leanApplied(owner), Failed, nil, wrapError("cannot write to shared data", err), now)
+		}
+	}
+	// Anything else is decide's, whose first read takes this one.
+	group := g.leanApplied(owner)
+	g.resetOutcome()
+	g.preread = prereadRow{index: index, value: row, cas: cas, err: err, ok: true}
+	verdict, worst, err := g.decide(store, group, now)
+	g.preread.ok = false
+	return g.finish(store, group, verdict, worst, err, now)
+}
+
+// leanLimited is the Outcome of a lean rejection.
+func (g *Gate) leanLimited(decision limiter.Decision) *Outcome {
+	out := &g.leanOut.limited
+	out.RetryAfter = decision.RetryAfter
+	return out
+}
+
+// leanAllowed is the Outcome of a lean admission, which charged the bucket at slot.
+func (g *Gate) leanAllowed(owner, slot uint64, next limiter.BucketState, now int64) *Outcome {
+	a := &g.leanOut.charged[0]
+	a.owner, a.writeOwner, a.slot, a.next = owner, owner, slot, bucketCells(next)
+	out := &g.leanOut.allowed
+	out.decidedAt = now
+	return out
+}
+
+// leanApplied lists the lean rule's limit in g.applied, as gatherFast would, for decide.
+func (g *Gate) leanApplied(owner uint64) []applied {
+	r := g.fast
+	g.applied = append(g.applied[:0], applied{rule: r, limit: &r.limits[0], owner: owner, cost: r.cost.Units})
+	g.starts = g.starts[:0]
+	return g.applied
+}
