@@ -13,10 +13,10 @@ import (
 // too low. It does what gatherFast, decideFast and Admit do for that case, top-down, without
 // listing the limit in Gate.applied or emptying the whole Outcome first: its answers are two
 // Outcomes kept for it, whose few varying fields it sets. In Tollgate's module, where every
-// function entered and every field stored costs more than natively, that is a sixteenth of an
-// admitted or rejected request's time (BENCHMARKS.md, section 1, and docs/design.md, "The lean
-// path"). Anything else goes the way it went before; TestFastPathMatchesGeneral holds both ways
-// to the same answers, reads and shared data.
+// function entered and every field stored costs more than natively, that saves about a tenth of
+// an admitted request's time (BENCHMARKS.md, section 1, has the figures; docs/design.md, "The
+// lean path", the reasons). Anything else goes the way it went before; TestFastPathMatchesGeneral
+// holds all ways to the same answers, reads and shared data.
 
 // leanOutcomes are the lean shape's Outcomes and its one limit as applied, made by NewGate for
 // a policy whose fast rule has a plain token bucket (whether or not the rest of the lean shape
