@@ -165,8 +165,8 @@ func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
 	return g.admitGeneral(req, store, now, lean)
 }
 
-// admitGeneral is Admit for every request admitLean leaves (lean is set when it read the key
-// header, kept in g.held, req).
+// admitGeneral is Admit for every request admitLean leaves. lean: admitLean read the key header
+// already, and req is g.held, which answers it.
 func (g *Gate) admitGeneral(req Request, store Store, now int64, lean bool) *Outcome {
 	out := g.resetOutcome()
 	// The limits to charge: a policy of the fast shape takes its one key straight from the

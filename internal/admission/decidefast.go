@@ -45,7 +45,8 @@ func (g *Gate) decideFast(store Store, group []applied, now int64) (Verdict, *ap
 		if [4]byte(v) != tag || binary.LittleEndian.Uint32(v[4:]) != l.fingerprint || !tb.b.Valid(state) {
 			break // read decides on it, or on the slot after it
 		}
-		// What read records of a live bucket, and its decision.
+		// What read records of a live bucket, and its decision. From here to the write, admitLean
+		// (lean.go) does the same on the lean shape: a change to one is a change to both.
 		a.skip, a.drew, a.writeOwner, a.row = false, false, a.owner, 0
 		a.place, a.slot, a.stamp = placeLive, index*uint64(g.rowSlots)+uint64(i), max(now, int64(binary.LittleEndian.Uint64(v[48:])))
 		var next limiter.BucketState

@@ -7,10 +7,10 @@ import (
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
-// The lean shape's common case, decided in one function: the shape of the default configuration
-// (one rule, one header key, one plain token bucket at a constant cost, nothing settled at the
-// response, no rate-limit headers), for a key whose bucket is live in its row or remembered as
-// too low. It does what gatherFast, decideFast and Admit do for that case, top-down, without
+// The lean shape's common case, decided in one function: one rule, one header key, one plain
+// token bucket at a constant cost, nothing settled at the response and no rate-limit headers
+// (every option at its default), for a key whose bucket is live in its row or remembered as too
+// low. It does what gatherFast, decideFast and Admit do for that case, top-down, without
 // listing the limit in Gate.applied or emptying the whole Outcome first: its answers are two
 // Outcomes kept for it, whose few varying fields it sets. In Tollgate's module, where every
 // function entered and every field stored costs more than natively, that saves about a tenth of
@@ -49,7 +49,9 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 	value, found := req.Header(name)
 	if !found || value == "" || len(value) > fastKeyBytes {
 		if (!found || value == "") && r.missingKey.Action == config.MissingKeyReject {
-			out := g.resetOutcome() // refused as gatherFast refuses it: a flood of keyless requests
+			// Refused here, as gatherFast refuses it: not the general way's matcher and key
+			// builder for every request of a flood without the key.
+			out := g.resetOutcome()
 			g.refuseMissing(r, g.describe(&r.key[0]))
 			return out
 		}
@@ -94,6 +96,8 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 		if [4]byte(v) != tag || binary.LittleEndian.Uint32(v[4:]) != l.fingerprint || !tb.b.Valid(state) {
 			break // decide decides on it, or on the slot after it
 		}
+		// From here to the write, what decideFast does on a live bucket: a change to one is a
+		// change to both.
 		next, decision := tb.b.Take(state, now, cost)
 		if !decision.Allowed {
 			if m != nil {
@@ -119,7 +123,8 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 			return g.finish(store, group, verdict, worst, err, now)
 		default:
 			g.resetOutcome()
-			return g.finish(store, g.leanApplied(owner), Failed, nil, wrapError("cannot write to shared data", err), now)
+			err = wrapError("cannot write to shared data", err)
+			return g.finish(store, g.leanApplied(owner), Failed, nil, err, now)
 		}
 	}
 	// Anything else is decide's, whose first read takes this one.
@@ -150,7 +155,8 @@ func (g *Gate) leanAllowed(owner, slot uint64, next limiter.BucketState, now int
 // leanApplied lists the lean rule's limit in g.applied, as gatherFast would, for decide.
 func (g *Gate) leanApplied(owner uint64) []applied {
 	r := g.fast
-	g.applied = append(g.applied[:0], applied{rule: r, limit: &r.limits[0], owner: owner, cost: r.cost.Units})
+	a := applied{rule: r, limit: &r.limits[0], owner: owner, cost: r.cost.Units}
+	g.applied = append(g.applied[:0], a)
 	g.starts = g.starts[:0]
 	return g.applied
 }

@@ -41,9 +41,11 @@ type LimitStatus struct {
 	PartitionHash uint64
 }
 
-// Outcome is the decision for one request, with what the caller needs next. Its slices belong to
-// the Gate that made it and are valid until that Gate's next Admit; Charge makes a copy that
-// outlives it.
+// Outcome is the decision for one request, with what the caller needs next. It and its slices
+// belong to the Gate that made it and are valid until that Gate's next Admit; Charge makes a copy
+// that outlives it. A caller does not write to it: the lean shape's two Outcomes (lean.go) are
+// kept from one decision to the next, with only the fields that vary set. (The plugin rewrites
+// the verdict of a delaying rule's Outcome, which is never of that shape.)
 type Outcome struct {
 	Verdict Verdict
 	// Rule is the index of the rule that limited the request, whose key was missing, or whose
