@@ -13,9 +13,9 @@ import (
 // low. It does what gatherFast, decideFast and Admit do for that case, top-down, without
 // listing the limit in Gate.applied or emptying the whole Outcome first: its answers are two
 // Outcomes kept for it, whose few varying fields it sets. In Tollgate's module, where every
-// function entered and every field stored costs more than natively, that saves about a tenth of
-// an admitted request's time (BENCHMARKS.md, section 1, has the figures; docs/design.md, "The
-// lean path", the reasons). Anything else goes the way it went before; TestFastPathMatchesGeneral
+// function entered and every field stored costs more than natively, that saves 6 to 9 % of an
+// admitted request's time (BENCHMARKS.md, section 1, has the figures; docs/design.md, "The lean
+// path", the reasons). Anything else goes the way it went before; TestFastPathMatchesGeneral
 // holds all ways to the same answers, reads and shared data.
 
 // leanOutcomes are the lean shape's Outcomes and its one limit as applied, made by NewGate for
