@@ -72,11 +72,9 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 	m := g.remembered()
 	if m != nil {
 		if e := m.find(owner); e != nil {
-			_, decision := tb.b.Take(e.state, now, cost)
-			if !decision.Allowed {
+			if _, decision, rejected := e.takeAgain(tb, now, cost); rejected {
 				return g.leanLimited(decision)
 			}
-			e.owner = 0 // the refill reaches the cost: shared data decides (rejectedAgain)
 		}
 	}
 	index := g.rowOf(owner)

@@ -143,13 +143,24 @@ func (m *rejectedBuckets) forget() {
 	}
 }
 
+// takeAgain decides a request of cost at now on e, a bucket remembered as too low, with tb, the
+// bucket's algorithm: rejected while e still rejects it (next and decision say how), not once
+// the refill since reaches the cost, when e is forgotten and shared data is to decide. Small
+// enough to be inlined in both its callers, decideFast's rejectedAgain and admitLean.
+func (e *rejectedBucket) takeAgain(tb *tokenBucket, now, cost int64) (next limiter.BucketState, decision limiter.Decision, rejected bool) {
+	next, decision = tb.b.Take(e.state, now, cost)
+	if decision.Allowed {
+		e.owner = 0
+	}
+	return next, decision, !decision.Allowed
+}
+
 // rejectedAgain decides a's request on e, the bucket remembered of its owner: true when that
 // still rejects it (a.decision says how), false when the refill since reaches the cost, and
 // shared data is to decide (e is then forgotten).
 func (g *Gate) rejectedAgain(a *applied, e *rejectedBucket, now int64) bool {
-	next, decision := g.fastBucket.b.Take(e.state, now, a.cost)
-	if decision.Allowed {
-		e.owner = 0
+	next, decision, rejected := e.takeAgain(g.fastBucket, now, a.cost)
+	if !rejected {
 		return false
 	}
 	// What decideFast records of a live bucket that rejects, as far as a rejection's Outcome
