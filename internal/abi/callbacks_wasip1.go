@@ -203,6 +203,9 @@ func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action ui
 //
 //go:wasmexport proxy_on_response_headers
 func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
+	if !responseHeaders {
+		return uint32(types.ActionContinue)
+	}
 	resetArena()
 	running = "proxy_on_response_headers"
 	defer recovered()

@@ -23,6 +23,17 @@ var responseBodies bool
 // long as the VM lives (another plugin of the same VM may need them).
 func ReadResponseBodies() { responseBodies = true }
 
+// responseHeaders is set once a plugin of the VM acts on response headers (ReadResponseHeaders).
+// Until then the response headers callback returns Continue at once, as the body callbacks do
+// before ReadResponseBodies: Envoy makes it for every response, a local reply's included, and a
+// plugin that adds no header and settles nothing at the response would only be called to do
+// nothing.
+var responseHeaders bool
+
+// ReadResponseHeaders makes the response headers callback reach the streams' contexts, for as
+// long as the VM lives (another plugin of the same VM may need it).
+func ReadResponseHeaders() { responseHeaders = true }
+
 // streamTable maps stream context ids to their contexts. Envoy usually runs a stream's callbacks
 // one after the other (create, request headers, response headers, delete), so the newest stream
 // sits in a slot of its own and costs no map operation; when another stream is created while it

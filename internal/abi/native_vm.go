@@ -81,7 +81,7 @@ func StartNativeVM(host NativeHost, root types.VMContext) *NativeVM {
 	if root == nil {
 		root = registered
 	}
-	responseBodies = false // a new VM's
+	responseBodies, responseHeaders = false, false // a new VM's
 	vm = &NativeVM{host: host, root: root, plugins: map[uint32]types.PluginContext{},
 		streams: streamTable{spilled: map[uint32]types.HttpContext{}}}
 	calls = map[uint32]pendingCall{}
@@ -174,6 +174,9 @@ func (v *NativeVM) RequestHeaders(contextID uint32, numHeaders int, endOfStream 
 
 // ResponseHeaders is proxy_on_response_headers.
 func (v *NativeVM) ResponseHeaders(contextID uint32, numHeaders int, endOfStream bool) types.Action {
+	if !responseHeaders {
+		return types.ActionContinue
+	}
 	return v.streamCallback("proxy_on_response_headers", contextID, func(stream types.HttpContext) types.Action {
 		return stream.OnHttpResponseHeaders(numHeaders, endOfStream)
 	})

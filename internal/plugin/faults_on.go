@@ -25,6 +25,10 @@ import (
 
 const faultHeader = "x-tollgate-fault"
 
+// faultsBuilt is whether this is the test build that forces panics: its response headers
+// callback reaches the plugin whatever the configuration, so that "response" can panic there.
+const faultsBuilt = true
+
 // contextArmed makes the next NewHttpContext panic.
 var contextArmed bool
 

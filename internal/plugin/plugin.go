@@ -155,6 +155,11 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	if p.hasUsage {
 		abi.ReadResponseBodies() // the body and trailer callbacks reach the streams from now on
 	}
+	// OnHttpResponseHeaders settles charges and adds the rate-limit headers; without either it
+	// has nothing to do, and the callback returns at once in the ABI layer.
+	if p.settles || p.hasUsage || cfg.RateLimitHeaders != config.HeadersOff || faultsBuilt {
+		abi.ReadResponseHeaders()
+	}
 	if !p.startOperator(cfg, namespace, define) {
 		return types.OnPluginStartStatusFailed
 	}

@@ -203,6 +203,21 @@ func TestResponseHeaders(t *testing.T) {
 	}
 }
 
+// Until a plugin asks for them (abi.ReadResponseHeaders), response headers go out without a call
+// to its streams: the callback answers Continue at once. The stream still ends as usual.
+func TestResponseHeadersUnread(t *testing.T) {
+	host, vm := start(t, abitest.Options{Configuration: []byte("no-response-headers")})
+	s, _ := host.Request(mode("go"))
+	s.ResponseHeaders(201, [][2]string{{"Content-Type", "text/plain"}})
+	if got := fmt.Sprint(s.ResponseHeadersSent()); got != "[[:status 201] [content-type text/plain]]" {
+		t.Fatalf("response headers %s, want them as the upstream sent them", got)
+	}
+	s.End()
+	if len(vm.plugin.done) != 1 {
+		t.Errorf("streams done: %v, want the one", vm.plugin.done)
+	}
+}
+
 // Counters and gauges by name, and logs by level.
 func TestMetricsAndLogs(t *testing.T) {
 	host, _ := start(t, abitest.Options{LogLevel: abi.LogLevelWarn})

@@ -47,6 +47,9 @@ func (p *probePlugin) OnPluginStart(int) types.OnPluginStartStatus {
 	if err != nil || string(config) == "refuse" {
 		return types.OnPluginStartStatusFailed
 	}
+	if string(config) != "no-response-headers" {
+		abi.ReadResponseHeaders()
+	}
 	name, _ := abi.GetProperty("plugin_name")
 	p.config, p.name = string(config), string(name)
 	p.requests, _ = abi.DefineCounter("probe.requests")

@@ -39,7 +39,8 @@ type plugin struct {
 }
 
 func (p *plugin) OnPluginStart(int) types.OnPluginStartStatus {
-	abi.ReadResponseBodies() // the body and trailer modes read them
+	abi.ReadResponseBodies()  // the body and trailer modes read them
+	abi.ReadResponseHeaders() // and every mode sees the response headers
 	cfg, err := abi.GetPluginConfiguration()
 	if err != nil || string(cfg) == "reject" {
 		abi.Log(abi.LogLevelCritical, "probe: rejecting configuration")
