@@ -25,6 +25,10 @@ func surfaceTypes() []requestType {
 // surfaceModule is the surface probe (bench/testdata/surface), built as the filter is.
 func surfaceModule(tb testing.TB) []byte { return build(tb, "./bench/testdata/surface") }
 
+// glueModule is the glue probe (bench/testdata/glue): the surface probe's crossings through
+// Tollgate's ABI layer, built as the filter is.
+func glueModule(tb testing.TB) []byte { return build(tb, "./bench/testdata/glue") }
+
 // BenchmarkSurface measures how far a target against the clocked floor can be reached by making
 // Tollgate's own code cheaper. The surface probe makes exactly Tollgate's crossings for the request
 // type (TestSurfaceProbe) and nothing else, so its time is what any module making them costs in
@@ -32,81 +36,99 @@ func surfaceModule(tb testing.TB) []byte { return build(tb, "./bench/testdata/su
 // requests, as in BenchmarkFloor. ns/op and vs-clocked-floor are Tollgate's, as there;
 // surface-over-clocked-floor is the surface probe's time over the clocked floor's, the least
 // vs-clocked-floor any module making Tollgate's crossings can have; vs-surface is Tollgate's time
-// over the surface probe's, its own code's share. The unit names are distinct, none a prefix of
-// another.
+// over the surface probe's, its own code's share. The glue probe makes the same crossings through
+// Tollgate's ABI layer, deciding nothing: glue-over-clocked-floor is the least vs-clocked-floor
+// Tollgate can have while its callbacks go through that layer, and vs-glue Tollgate's time over
+// the glue probe's, the decision's share. The unit names are distinct, none a prefix of another.
 func BenchmarkSurface(b *testing.B) {
 	for _, st := range surfaceTypes() {
 		b.Run(st.name, func(b *testing.B) {
 			tg := newRig(b, tollgateModule(b), rigOptions{config: st.config})
 			flc := newRig(b, floorModule(b, "clock"), rigOptions{})
 			sf := newRig(b, surfaceModule(b), rigOptions{config: surfaceProbe[st.name]})
-			others := []turn{{flc, st.prepare(b, flc, b.N), 200}, {sf, st.prepare(b, sf, b.N), st.status}}
+			gl := newRig(b, glueModule(b), rigOptions{config: surfaceProbe[st.name]})
+			others := []turn{{flc, st.prepare(b, flc, b.N), 200}, {sf, st.prepare(b, sf, b.N), st.status},
+				{gl, st.prepare(b, gl, b.N), st.status}}
 			tgKey := st.prepare(b, tg, b.N)
-			tgBefore, sfBefore := tg.vm.Stats(), sf.vm.Stats()
+			tgBefore, sfBefore, glBefore := tg.vm.Stats(), sf.vm.Stats(), gl.vm.Stats()
 			times := inTurns(b, turn{tg, tgKey, st.status}, others...)
-			floorClockTime, surfaceTime := times[0], times[1]
+			floorClockTime, surfaceTime, glueTime := times[0], times[1], times[2]
 			tgCross, sfCross := perRequest(tgBefore, tg.vm.Stats(), b.N), perRequest(sfBefore, sf.vm.Stats(), b.N)
+			glCross := perRequest(glBefore, gl.vm.Stats(), b.N)
 			b.ReportMetric(float64(floorClockTime.Nanoseconds())/float64(b.N), "floor+clock-ns/op")
 			b.ReportMetric(float64(surfaceTime.Nanoseconds())/float64(b.N), "surface-ns/op")
+			b.ReportMetric(float64(glueTime.Nanoseconds())/float64(b.N), "glue-ns/op")
 			b.ReportMetric(float64(b.Elapsed())/float64(floorClockTime), "vs-clocked-floor")
 			b.ReportMetric(float64(surfaceTime)/float64(floorClockTime), "surface-over-clocked-floor")
+			b.ReportMetric(float64(glueTime)/float64(floorClockTime), "glue-over-clocked-floor")
 			b.ReportMetric(float64(b.Elapsed())/float64(surfaceTime), "vs-surface")
+			b.ReportMetric(float64(b.Elapsed())/float64(glueTime), "vs-glue")
 			b.ReportMetric(tgCross.hostCalls, "hostcalls/op")
 			b.ReportMetric(sfCross.hostCalls, "surface-hostcalls/op")
+			b.ReportMetric(glCross.hostCalls, "glue-hostcalls/op")
 		})
 	}
 }
 
-// The surface probe makes Tollgate's crossings, no more and no fewer: for each request type of
-// BenchmarkSurface, a request of a known key crosses between host and module in the same sequence
-// with both (each callback with its arguments, the allocator's with the size it is asked for, each
-// host call with its result), and gets the same response, local reply details included; and every
-// value either stores is as long.
+// The surface and glue probes make Tollgate's crossings, no more and no fewer: for each request
+// type of BenchmarkSurface, a request of a known key crosses between host and module in the same
+// sequence with Tollgate and each probe (each callback with its arguments, the allocator's with the
+// size it is asked for, each host call with its result), and gets the same response, local reply
+// details included; and every value either stores is as long.
 func TestSurfaceProbe(t *testing.T) {
+	probes := []struct {
+		name   string
+		module func(testing.TB) []byte
+	}{{"surface", surfaceModule}, {"glue", glueModule}}
 	for _, st := range surfaceTypes() {
-		t.Run(st.name, func(t *testing.T) {
-			var crossings []host.TraceEvent
-			trace := func(e host.TraceEvent) {
-				e.VM = 0 // each module runs in a host of its own
-				crossings = append(crossings, e)
+		for _, probe := range probes {
+			t.Run(st.name+"/"+probe.name, func(t *testing.T) { probeMakesTollgatesCrossings(t, st, probe.module(t)) })
+		}
+	}
+}
+
+// probeMakesTollgatesCrossings compares a request of st's type to Tollgate and to the probe.
+func probeMakesTollgatesCrossings(t *testing.T, st requestType, probe []byte) {
+	var crossings []host.TraceEvent
+	trace := func(e host.TraceEvent) {
+		e.VM = 0 // each module runs in a host of its own
+		crossings = append(crossings, e)
+	}
+	tg := newRig(t, tollgateModule(t), rigOptions{config: st.config, trace: trace})
+	pr := newRig(t, probe, rigOptions{config: surfaceProbe[st.name], trace: trace})
+	// The keys are prepared as the benchmarks prepare them (a rejected key was rejected once:
+	// Tollgate remembers its bucket as too low, and the probe the key).
+	sequence := func(r *rig) ([]host.TraceEvent, *host.Response) {
+		r.req.Headers[len(r.req.Headers)-1][1] = st.prepare(t, r, 1)(0)
+		crossings = nil
+		resp, err := r.vm.Do(r.req, okUpstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return crossings, resp
+	}
+	want, tgResp := sequence(tg)
+	got, prResp := sequence(pr)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("probe's crossings:\n%+v\nTollgate's:\n%+v", got, want)
+	}
+	if len(want) < 8 {
+		t.Fatalf("only %d crossings traced: %+v", len(want), want)
+	}
+	if tgResp.Status != st.status || !reflect.DeepEqual(prResp, tgResp) {
+		t.Fatalf("probe's response %+v, Tollgate's %+v", prResp, tgResp)
+	}
+	// lengths are the lengths of the values a rig stored, the secret aside.
+	lengths := func(r *rig) map[int]bool {
+		seen := map[int]bool{}
+		for name, v := range r.shared.Entries("tollgate") {
+			if name != secretKey {
+				seen[len(v)] = true
 			}
-			tg := newRig(t, tollgateModule(t), rigOptions{config: st.config, trace: trace})
-			sf := newRig(t, surfaceModule(t), rigOptions{config: surfaceProbe[st.name], trace: trace})
-			// The keys are prepared as the benchmarks prepare them (a rejected key was rejected
-			// once: Tollgate remembers its bucket as too low, and the probe the key).
-			sequence := func(r *rig) ([]host.TraceEvent, *host.Response) {
-				r.req.Headers[len(r.req.Headers)-1][1] = st.prepare(t, r, 1)(0)
-				crossings = nil
-				resp, err := r.vm.Do(r.req, okUpstream)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return crossings, resp
-			}
-			want, tgResp := sequence(tg)
-			got, sfResp := sequence(sf)
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("surface probe's crossings:\n%+v\nTollgate's:\n%+v", got, want)
-			}
-			if len(want) < 8 {
-				t.Fatalf("only %d crossings traced: %+v", len(want), want)
-			}
-			if tgResp.Status != st.status || !reflect.DeepEqual(sfResp, tgResp) {
-				t.Fatalf("surface probe's response %+v, Tollgate's %+v", sfResp, tgResp)
-			}
-			// lengths are the lengths of the values a rig stored, the secret aside.
-			lengths := func(r *rig) map[int]bool {
-				seen := map[int]bool{}
-				for name, v := range r.shared.Entries("tollgate") {
-					if name != secretKey {
-						seen[len(v)] = true
-					}
-				}
-				return seen
-			}
-			if got, want := lengths(sf), lengths(tg); len(want) != 1 || !reflect.DeepEqual(got, want) {
-				t.Errorf("surface probe's values are %v bytes long, Tollgate's %v; want one length for all", got, want)
-			}
-		})
+		}
+		return seen
+	}
+	if got, want := lengths(pr), lengths(tg); len(want) != 1 || !reflect.DeepEqual(got, want) {
+		t.Errorf("probe's values are %v bytes long, Tollgate's %v; want one length for all", got, want)
 	}
 }

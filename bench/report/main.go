@@ -195,11 +195,12 @@ func (r results) quotient(name, a, b string) figure {
 	return r.runByRun(name, a, b, func(a, b float64) float64 { return a / b })
 }
 
-// cutToReach is how much of Tollgate's time beyond the surface probe's must go for its
-// vs-clocked-floor to reach target, run by run: 1 - (target - bound) / (ratio - bound). Above 1
-// when the surface probe alone is over the target.
-func (r results) cutToReach(name string, target float64) figure {
-	return r.runByRun(name, "vs-clocked-floor", "surface-over-clocked-floor", func(ratio, bound float64) float64 {
+// cutToReach is how much of Tollgate's time beyond a probe's must go for its vs-clocked-floor
+// to reach target, run by run: 1 - (target - bound) / (ratio - bound), where bound is the
+// probe's time over the clocked floor's (the unit boundUnit of BenchmarkSurface). Above 1 when
+// the probe alone is over the target.
+func (r results) cutToReach(name, boundUnit string, target float64) figure {
+	return r.runByRun(name, "vs-clocked-floor", boundUnit, func(ratio, bound float64) float64 {
 		return 1 - (target-bound)/(ratio-bound)
 	})
 }
@@ -322,10 +323,21 @@ func renderTargets(w writef, r results) {
 		// The least vs-clocked-floor any module making Tollgate's crossings can have, and how much
 		// less of Tollgate's own time the target leaves, both from BenchmarkSurface alone.
 		if bound := r.get("Surface/"+t.request, "surface-over-clocked-floor"); bound.ok && t.unit == "vs-clocked-floor" {
+			surface := "Surface/" + t.request
 			w("| (bound) %s: the surface probe (Tollgate's crossings and nothing else) / clocked floor, same run | %s | – |\n",
 				label, bound.format(2))
+			// The same crossings through Tollgate's ABI layer, deciding nothing: what is left
+			// for the decision itself.
+			if glue := r.get(surface, "glue-over-clocked-floor"); glue.ok {
+				w("| (bound) %s: the glue probe (the same crossings through Tollgate's ABI layer, deciding nothing) / clocked floor, same run | %s | – |\n",
+					label, glue.format(2))
+			}
 			w("| (bound) %s: Tollgate / clocked floor in the same benchmark; its time beyond the surface probe's must fall by | %s; %s | – |\n",
-				label, r.get("Surface/"+t.request, "vs-clocked-floor").format(2), r.cutToReach("Surface/"+t.request, t.ratio).percent())
+				label, r.get(surface, "vs-clocked-floor").format(2), r.cutToReach(surface, "surface-over-clocked-floor", t.ratio).percent())
+			if cut := r.cutToReach(surface, "glue-over-clocked-floor", t.ratio); cut.ok {
+				w("| (bound) %s: with the ABI layer as it is, the decision's time (Tollgate's beyond the glue probe's) must fall by | %s | – |\n",
+					label, cut.percent())
+			}
 		}
 	}
 	// A baseline module (TOLLGATE_BENCH_BASELINE) interleaved in the same run: before and after.
