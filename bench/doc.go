@@ -17,7 +17,8 @@
 //     surface probe's. The glue probe (testdata/glue) makes the same crossings through the
 //     module's own ABI layer (internal/abi) with a plugin that decides nothing:
 //     glue-over-clocked-floor is the least vs-clocked-floor the module can have with that layer
-//     as it is, vs-glue the module's time over the glue probe's, the decision's share.
+//     as it is, vs-glue the module's time over the glue probe's, the decision's share. The two
+//     probes share what they do between their crossings (testdata/probes).
 //   - crossings_test.go: host calls, WASI calls, callbacks and allocator callbacks per request
 //     type, from the host's counters, the module's own function calls per request (wazero's
 //     function listeners), and the guest's heap allocations per request, read from the

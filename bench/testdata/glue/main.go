@@ -18,6 +18,7 @@ import (
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
 
+	"github.com/tollgate-proxy/tollgate/bench/testdata/probes"
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
@@ -49,21 +50,11 @@ func (p *pluginContext) NewHttpContext(uint32) types.HttpContext { return &p.str
 
 type httpContext struct{ types.DefaultHttpContext }
 
-// slotSize is the length of one slot of Tollgate's key table (admission.SlotSize): a row holding
-// one bucket, what Tollgate reads and writes for each of the benchmarks' known keys.
-const slotSize = 56
-
 // row is the value written for a key without one.
-var row [slotSize]byte
+var row [probes.SlotSize]byte
 
 // The reply, the surface probe's: Tollgate's for the benchmark's limit.
-var (
-	replyHeaders = []byte("\x02\x00\x00\x00\x0b\x00\x00\x00\x05\x00\x00\x00\x0c\x00\x00\x00\x19\x00\x00\x00" +
-		"retry-after\x0086400\x00content-type\x00text/plain; charset=utf-8\x00")
-	replyBody = []byte("Too Many Requests: retry after 86400 s\n")
-)
-
-const details = "tollgate_rate_limited"
+var replyHeaders, replyBody = []byte(probes.ReplyHeaders), []byte(probes.ReplyBody)
 
 // keyPrefix makes the shared-data names as long as Tollgate's rows' for the benchmarks' keys (30
 // bytes), as the surface probe's.
@@ -76,14 +67,14 @@ func (*httpContext) OnHttpRequestHeaders(int, bool) types.Action {
 	if err != nil {
 		return types.ActionContinue
 	}
-	key := lastValue(headers)
+	key := probes.LastValue(headers)
 	if _, err := abi.MonotonicNanos(); err != nil {
 		return types.ActionContinue
 	}
 	var seen *uint64
 	var h uint64
 	if reject {
-		if seen, h = answered(key); *seen == h {
+		if seen, h = probes.Answered(key); *seen == h {
 			return replied()
 		}
 	}
@@ -105,54 +96,6 @@ func (*httpContext) OnHttpRequestHeaders(int, bool) types.Action {
 
 // replied answers with Tollgate's 429.
 func replied() types.Action {
-	_ = abi.SendEncodedLocalReply(429, details, replyHeaders, replyBody, -1)
+	_ = abi.SendEncodedLocalReply(429, probes.Details, replyHeaders, replyBody, -1)
 	return types.ActionPause
-}
-
-// The keys answered 429, as the surface probe keeps them.
-var answeredKeys [1 << 16]uint64
-
-var spare uint64
-
-// answered is key's place among the keys answered, and key's hash (the surface probe's).
-func answered(key []byte) (*uint64, uint64) {
-	h := hash(key)
-	for i := range uint64(64) {
-		p := &answeredKeys[(h+i)%uint64(len(answeredKeys))]
-		if *p == h || *p == 0 {
-			return p, h
-		}
-	}
-	return &spare, h
-}
-
-// hash is FNV-1a of key, never 0.
-func hash(key []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, b := range key {
-		h = (h ^ uint64(b)) * 1099511628211
-	}
-	return h | 1
-}
-
-// lastValue is the value of the last header in the ABI's encoding of header pairs (the surface
-// probe's).
-func lastValue(pairs []byte) []byte {
-	if len(pairs) < 12 {
-		return nil
-	}
-	count := int(le32(pairs))
-	if count == 0 || 4+8*count > len(pairs) {
-		return nil
-	}
-	size := int(le32(pairs[4+8*count-4:]))
-	end := len(pairs) - 1
-	if size > end-(4+8*count) {
-		return nil
-	}
-	return pairs[end-size : end]
-}
-
-func le32(b []byte) uint32 {
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }

@@ -16,7 +16,11 @@
 // code can make cheaper.
 package main
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/tollgate-proxy/tollgate/bench/testdata/probes"
+)
 
 func main() {}
 
@@ -102,21 +106,8 @@ var (
 	keyBuf                 [256]byte
 )
 
-// slotSize is the length of one slot of Tollgate's key table (admission.SlotSize): a row holding
-// one bucket, what Tollgate reads and writes for each of the benchmarks' known keys.
-const slotSize = 56
-
 // row is the value written for a key without one.
-var row [slotSize]byte
-
-// The reply, Tollgate's for the benchmark's limit: its headers in the ABI's encoding of header
-// pairs (a count, each name's and value's size, then each NUL-terminated), and its body.
-var (
-	replyHeaders = "\x02\x00\x00\x00\x0b\x00\x00\x00\x05\x00\x00\x00\x0c\x00\x00\x00\x19\x00\x00\x00" +
-		"retry-after\x0086400\x00content-type\x00text/plain; charset=utf-8\x00"
-	replyBody = "Too Many Requests: retry after 86400 s\n"
-	details   = "tollgate_rate_limited"
-)
+var row [probes.SlotSize]byte
 
 // keyPrefix makes the shared-data names as long as Tollgate's rows' for the benchmarks' keys (30
 // bytes), so that the host copies as much for both.
@@ -128,12 +119,12 @@ func onRequestHeaders(contextID, numHeaders, endOfStream uint32) uint32 {
 	if getHeaderMapPairs(0, unsafe.Pointer(&headers), unsafe.Pointer(&headersSize)) != 0 {
 		return 0
 	}
-	key := lastValue(unsafe.Slice(headers, headersSize))
+	key := probes.LastValue(unsafe.Slice(headers, headersSize))
 	clockTimeGet(1, 0, unsafe.Pointer(&now))
 	var seen *uint64
 	var h uint64
 	if reject {
-		if seen, h = answered(key); *seen == h {
+		if seen, h = probes.Answered(key); *seen == h {
 			return reply()
 		}
 	}
@@ -154,60 +145,8 @@ func onRequestHeaders(contextID, numHeaders, endOfStream uint32) uint32 {
 
 // reply answers with Tollgate's 429.
 func reply() uint32 {
-	sendLocalResponse(429, unsafe.Pointer(unsafe.StringData(details)), uint32(len(details)),
-		unsafe.Pointer(unsafe.StringData(replyBody)), uint32(len(replyBody)),
-		unsafe.Pointer(unsafe.StringData(replyHeaders)), uint32(len(replyHeaders)), -1)
+	sendLocalResponse(429, unsafe.Pointer(unsafe.StringData(probes.Details)), uint32(len(probes.Details)),
+		unsafe.Pointer(unsafe.StringData(probes.ReplyBody)), uint32(len(probes.ReplyBody)),
+		unsafe.Pointer(unsafe.StringData(probes.ReplyHeaders)), uint32(len(probes.ReplyHeaders)), -1)
 	return 1 // Pause
-}
-
-// The keys answered 429, by a hash of each, in open addressing: every key the benchmarks answer
-// keeps its place, as each keeps its bucket in Tollgate's memory (4,096 buckets in sets of 4).
-var answeredKeys [1 << 16]uint64
-
-// answered is key's place among the keys answered, and key's hash: its own place, or an empty
-// one to take (or, with no empty place among the 64 after its hash's, never in the benchmarks, a
-// spare one).
-func answered(key []byte) (*uint64, uint64) {
-	h := hash(key)
-	for i := range uint64(64) {
-		p := &answeredKeys[(h+i)%uint64(len(answeredKeys))]
-		if *p == h || *p == 0 {
-			return p, h
-		}
-	}
-	return &spare, h
-}
-
-var spare uint64
-
-// hash is FNV-1a of key, never 0 (the hash of no key answered).
-func hash(key []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, b := range key {
-		h = (h ^ uint64(b)) * 1099511628211
-	}
-	return h | 1
-}
-
-// lastValue is the value of the last header in the ABI's encoding of header pairs (a count, each
-// name's and value's size, then each NUL-terminated): the value ends one byte before the data, and
-// its size is the last of the sizes. Nil for anything shorter than that says.
-func lastValue(pairs []byte) []byte {
-	if len(pairs) < 12 {
-		return nil
-	}
-	count := int(le32(pairs))
-	if count == 0 || 4+8*count > len(pairs) {
-		return nil
-	}
-	size := int(le32(pairs[4+8*count-4:]))
-	end := len(pairs) - 1
-	if size > end-(4+8*count) {
-		return nil
-	}
-	return pairs[end-size : end]
-}
-
-func le32(b []byte) uint32 {
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
