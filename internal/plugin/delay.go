@@ -87,7 +87,7 @@ func (h *httpContext) delay(out *admission.Outcome, now int64) types.Action {
 		h.markShadow(out)
 	}
 	if len(out.Limits) > 0 {
-		h.responseHeaders = rateLimitHeaders(p.cfg.RateLimitHeaders, p.rules, out)
+		h.responseHeaders = h.rateLimit.render(p.cfg.RateLimitHeaders, p.rules, out)
 	}
 	p.countDelay(rule, out.Delay+h.slotWaited(now)) // with the wait for a slot before, if any
 	if p.debug {

@@ -82,7 +82,7 @@ func (h *httpContext) checkGlobal(out *admission.Outcome, now int64) (action typ
 	if p.shadowRules {
 		h.markShadow(out)
 	}
-	h.responseHeaders = rateLimitHeaders(p.cfg.RateLimitHeaders, p.rules, out)
+	h.responseHeaders = h.rateLimit.render(p.cfg.RateLimitHeaders, p.rules, out)
 	return h.askGlobal(out.Global, out.Charge(), append([]int(nil), out.Admitted...), now)
 }
 

@@ -2,14 +2,24 @@ package plugin
 
 import (
 	"strconv"
+	"unsafe"
 
 	"github.com/tollgate-proxy/tollgate/config"
 	"github.com/tollgate-proxy/tollgate/internal/admission"
 	"github.com/tollgate-proxy/tollgate/internal/duration"
 )
 
-// rateLimitHeaders renders the rate-limit headers of the configured style for an outcome's limits
-// (which admission collects when a style is configured). Policies are named after their rule,
+// rateLimitText holds the rate-limit headers of one answer: the pairs and the bytes their values
+// are views of. A stream renders its own (httpContext.rateLimit) and reuses them for its context's
+// next request, so that once they have grown an answer with the headers allocates nothing, under
+// a flood of rejections as for admitted requests.
+type rateLimitText struct {
+	pairs [][2]string
+	text  []byte
+}
+
+// render renders the rate-limit headers of the configured style for an outcome's limits (which
+// admission collects when a style is configured) into t: they are valid until t renders again. Policies are named after their rule,
 // with "/<limit index>" when the rule has several limits ('/' cannot occur in a rule name, so
 // names never collide).
 //
@@ -27,34 +37,35 @@ import (
 // the fewest units left) as X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
 // (seconds until it is whole again, on a rejection as on an admitted response; Retry-After says
 // when a rejected request would be admitted).
-func rateLimitHeaders(style config.HeaderStyle, rules []rule, out *admission.Outcome) [][2]string {
+func (t *rateLimitText) render(style config.HeaderStyle, rules []rule, out *admission.Outcome) [][2]string {
 	if len(out.Limits) == 0 {
 		return nil
 	}
 	switch style {
 	case config.HeadersDraft:
 		rejected := out.Verdict == admission.Limited
-		var policy, state []byte
+		policy := t.text[:0]
 		for i, l := range out.Limits {
 			if i > 0 {
 				policy = append(policy, ", "...)
 			}
-			name := rules[l.Rule].policyNames[l.Limit]
 			policy = append(policy, '"')
-			policy = append(policy, name...)
+			policy = append(policy, rules[l.Rule].policyNames[l.Limit]...)
 			policy = append(policy, `";q=`...)
 			policy = strconv.AppendInt(policy, l.Quota, 10)
 			policy = append(policy, ";w="...)
 			policy = strconv.AppendInt(policy, l.WindowSeconds, 10)
-
+		}
+		state := policy
+		for _, l := range out.Limits {
 			if rejected && !l.Rejecting {
 				continue
 			}
-			if len(state) > 0 {
+			if len(state) > len(policy) {
 				state = append(state, ", "...)
 			}
 			state = append(state, '"')
-			state = append(state, name...)
+			state = append(state, rules[l.Rule].policyNames[l.Limit]...)
 			state = append(state, `";r=`...)
 			state = strconv.AppendInt(state, l.Remaining, 10)
 			state = append(state, ";t="...)
@@ -63,7 +74,10 @@ func rateLimitHeaders(style config.HeaderStyle, rules []rule, out *admission.Out
 			state = appendBase64(state, l.PartitionHash)
 			state = append(state, ':')
 		}
-		return [][2]string{{"ratelimit-policy", string(policy)}, {"ratelimit", string(state)}}
+		t.text = state
+		t.pairs = append(t.pairs[:0], [2]string{"ratelimit-policy", t.view(0, len(policy))},
+			[2]string{"ratelimit", t.view(len(policy), len(state))})
+		return t.pairs
 	case config.HeadersXRateLimit:
 		tightest := out.Limits[0]
 		for _, l := range out.Limits[1:] {
@@ -73,13 +87,23 @@ func rateLimitHeaders(style config.HeaderStyle, rules []rule, out *admission.Out
 				tightest = l
 			}
 		}
-		return [][2]string{
-			{"x-ratelimit-limit", strconv.FormatInt(tightest.Quota, 10)},
-			{"x-ratelimit-remaining", strconv.FormatInt(tightest.Remaining, 10)},
-			{"x-ratelimit-reset", strconv.FormatInt(secondsUp(tightest.Reset), 10)},
-		}
+		limit := strconv.AppendInt(t.text[:0], tightest.Quota, 10)
+		remaining := strconv.AppendInt(limit, tightest.Remaining, 10)
+		t.text = strconv.AppendInt(remaining, secondsUp(tightest.Reset), 10)
+		t.pairs = append(t.pairs[:0], [2]string{"x-ratelimit-limit", t.view(0, len(limit))},
+			[2]string{"x-ratelimit-remaining", t.view(len(limit), len(remaining))},
+			[2]string{"x-ratelimit-reset", t.view(len(remaining), len(t.text))})
+		return t.pairs
 	}
 	return nil
+}
+
+// view is t.text[from:to] as a string, without a copy.
+func (t *rateLimitText) view(from, to int) string {
+	if from == to {
+		return ""
+	}
+	return unsafe.String(&t.text[from], to-from)
 }
 
 // policyNames are the names of a rule's limits in the draft headers: the rule's name, or

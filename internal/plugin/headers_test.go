@@ -19,6 +19,13 @@ func (r headerRequest) HeaderValues(name string) (string, bool) { v, ok := r[nam
 func (headerRequest) SourceAddress() (string, bool)             { return "192.0.2.1:1", true }
 func (headerRequest) Property([]string) (string, bool)          { return "", false }
 
+// rateLimitHeaders renders the headers into a buffer of their own: the results of two calls do
+// not share bytes.
+func rateLimitHeaders(style config.HeaderStyle, rules []rule, out *admission.Outcome) [][2]string {
+	var t rateLimitText
+	return t.render(style, rules, out)
+}
+
 func TestRateLimitHeaders(t *testing.T) {
 	cfg, err := config.Parse([]byte(`{"rate_limit_headers": "draft", "rules": [
 	  {"name": "burst", "key": [{"header": "k"}], "limits": [{"capacity": 10, "refill_tokens": 10, "refill_interval": "1m"}]},
@@ -86,6 +93,21 @@ func TestRateLimitHeaders(t *testing.T) {
 	off.RateLimitHeaders = config.HeadersOff
 	if got := rateLimitHeaders(off.RateLimitHeaders, compiledNames(cfg), out); got != nil {
 		t.Fatalf("headers off: %q", got)
+	}
+
+	// Rendered again into the buffer that rendered them before, they allocate nothing, and the
+	// buffer's last rendering is whole.
+	var buf rateLimitText
+	names := compiledNames(cfg)
+	buf.render(config.HeadersDraft, names, out)
+	if n := testing.AllocsPerRun(100, func() {
+		buf.render(config.HeadersXRateLimit, names, out)
+		buf.render(config.HeadersDraft, names, out)
+	}); n != 0 {
+		t.Errorf("rendering into a grown buffer: %.1f allocations, want 0", n)
+	}
+	if got := buf.render(config.HeadersDraft, names, out); got[0][1] != wantPolicy || got[1][1] != `"daily/1";r=0;t=1;pk=`+dailyPK {
+		t.Errorf("rendered again: %q", got)
 	}
 }
 

@@ -269,6 +269,9 @@ type httpContext struct {
 	plugin *pluginContext
 	// responseHeaders are added to the response of an admitted request.
 	responseHeaders [][2]string
+	// rateLimit holds the rate-limit headers of the stream's answer, which responseHeaders or the
+	// rejection shows; the context's next request renders them again in place.
+	rateLimit rateLimitText
 
 	id     uint32
 	global *globalWait // a request held for the rate limit service (global.go)
@@ -366,7 +369,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 			h.markShadow(out)
 		}
 		if len(out.Limits) > 0 { // rate-limit headers are configured
-			h.responseHeaders = rateLimitHeaders(p.cfg.RateLimitHeaders, p.rules, out)
+			h.responseHeaders = h.rateLimit.render(p.cfg.RateLimitHeaders, p.rules, out)
 		}
 		return types.ActionContinue
 	case admission.Exempt:

@@ -164,7 +164,7 @@ const retryAfterPlaceholder = "{retry_after}"
 func (h *httpContext) rejectLimited(out *admission.Outcome) {
 	var more [][2]string
 	if len(out.Limits) > 0 { // rate-limit headers are configured
-		more = rateLimitHeaders(h.plugin.cfg.RateLimitHeaders, h.plugin.rules, out)
+		more = h.rateLimit.render(h.plugin.cfg.RateLimitHeaders, h.plugin.rules, out)
 	}
 	h.sendRejection(detailsRateLimited, out.RetryAfterSeconds(), more)
 }
