@@ -127,7 +127,7 @@ func TestRateLimitHeadersAllocateNothing(t *testing.T) {
 	for _, style := range []string{"x-ratelimit", "draft"} {
 		for _, rt := range requestTypes[:2] { // admitted-known, rejected
 			t.Run(style+"/"+rt.name, func(t *testing.T) {
-				config := strings.Replace(rt.config, "{", `{"rate_limit_headers": "`+style+`", `, 1)
+				config := strings.Replace(withHeaders(rt.config), "x-ratelimit", style, 1)
 				r := newRig(t, wasm, rigOptions{config: config})
 				const warmup, requests = 2_000, 2_000
 				key := rt.prepare(t, r, warmup+requests)

@@ -6,7 +6,8 @@
 //     proxy-wasm module that only reads the key header, reads the shared value and writes it back
 //     with CAS), in the same host and the same run, interleaved in blocks, for an admitted request
 //     of a known key, a rejected request, a request with a new key (in a table all but empty, and
-//     in one whose every slot holds an idle bucket) and a request without its key (401):
+//     in one whose every slot holds an idle bucket), a request without its key (401), and the
+//     first two again with the example configuration's rate-limit headers:
 //     vs-floor, Tollgate's time over the probe's, and vs-clocked-floor over that of the probe
 //     built to also read the clock once per request.
 //   - surface_test.go: the module against the clocked floor probe and the surface probe

@@ -81,6 +81,10 @@ var requestTypes = []requestType{
 	// Requests without their key (the header empty, which is missing): the rule refuses them
 	// with 401, as it would a flood of clients that send none.
 	{name: "missing-key", config: admitConfig, status: 401, prepare: noKey},
+	// The first two with the example configuration's rate-limit headers: rendered for each answer,
+	// and added to an admitted request's response with three host calls more.
+	{name: "admitted-known-headers", config: withHeaders(admitConfig), status: 200, prepare: known},
+	{name: "rejected-headers", config: withHeaders(rejectConfig), status: 429, prepare: knownRejected},
 }
 
 // noKey gives every request an empty key.

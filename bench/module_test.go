@@ -68,6 +68,12 @@ func hostOptions(config string) host.Options {
 // with idle buckets (freshOnReusedSlots).
 var reusedSlotConfig = strings.Replace(admitConfig, `"max_keys": 10000000`, `"max_keys": `+strconv.Itoa(reusedSlots), 1)
 
+// withHeaders is a configuration with the example configuration's rate-limit headers
+// (examples/tollgate.json: "x-ratelimit"), which the response to each request carries.
+func withHeaders(config string) string {
+	return strings.Replace(config, "{", `{"rate_limit_headers": "x-ratelimit", `, 1)
+}
+
 // benchSecret is the key table's hash secret in every benchmark, stored before the first VM
 // starts: which slots a key set's buckets take is then the same on every run, and
 // TestKnownKeysHaveSlotsOfTheirOwn checks that the known keys never share one.

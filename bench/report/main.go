@@ -269,6 +269,8 @@ var requestTypes = []struct{ name, label string }{
 	{"new-key", "new key, row never written"},
 	{"new-key-reused-slot", "new key, idle slot in a row written before"},
 	{"missing-key", "no key (401)"},
+	{"admitted-known-headers", "admitted, known key, rate-limit headers"},
+	{"rejected-headers", "rejected (bucket empty), rate-limit headers"},
 }
 
 // section is the tables of one generated section of the document, by its marker's name.
