@@ -124,13 +124,17 @@ func logCounts(b *testing.B, title string, counts map[string]int64, n int) {
 // as BenchmarkCrossings counts them, over requests after a warm-up.
 func TestRateLimitHeadersAllocateNothing(t *testing.T) {
 	wasm := tollgateModule(t, statsTag)
-	for _, style := range []string{"x-ratelimit", "draft"} {
-		for _, rt := range requestTypes[:2] { // admitted-known, rejected
+	// The header each style's answer carries, admitted or rejected.
+	for style, header := range map[string]string{"x-ratelimit": "x-ratelimit-remaining", "draft": "ratelimit"} {
+		for _, rt := range requestTypes {
+			if rt.name != "admitted-known" && rt.name != "rejected" {
+				continue
+			}
 			t.Run(style+"/"+rt.name, func(t *testing.T) {
 				config := strings.Replace(withHeaders(rt.config), "x-ratelimit", style, 1)
 				r := newRig(t, wasm, rigOptions{config: config})
 				const warmup, requests = 2_000, 2_000
-				key := rt.prepare(t, r, warmup+requests)
+				key := rt.prepare(t, r, warmup+requests+1)
 				for i := 0; i < warmup; i++ {
 					r.expect(t, key(i), rt.status)
 				}
@@ -140,6 +144,11 @@ func TestRateLimitHeadersAllocateNothing(t *testing.T) {
 				}
 				if n := guestStat(t, r, 0) - mallocs; n != 0 {
 					t.Errorf("%d heap allocations in %d requests, want none", n, requests)
+				}
+				r.req.Headers[len(r.req.Headers)-1][1] = key(warmup + requests)
+				resp, err := r.vm.Do(r.req, okUpstream)
+				if err != nil || resp.Status != rt.status || resp.Header(header) == "" {
+					t.Fatalf("the answer lacks %s: %+v, %v", header, resp, err)
 				}
 			})
 		}

@@ -19,9 +19,9 @@ type rateLimitText struct {
 }
 
 // render renders the rate-limit headers of the configured style for an outcome's limits (which
-// admission collects when a style is configured) into t: they are valid until t renders again. Policies are named after their rule,
-// with "/<limit index>" when the rule has several limits ('/' cannot occur in a rule name, so
-// names never collide).
+// admission collects when a style is configured) into t: they are valid until t renders again.
+// Policies are named after their rule, with "/<limit index>" when the rule has several limits
+// ('/' cannot occur in a rule name, so names never collide).
 //
 // HeadersDraft follows draft-ietf-httpapi-ratelimit-headers: RateLimit-Policy lists each limit
 // with its quota q and window w (seconds to restore the whole quota; a token bucket admits a

@@ -109,6 +109,16 @@ func TestRateLimitHeaders(t *testing.T) {
 	if got := buf.render(config.HeadersDraft, names, out); got[0][1] != wantPolicy || got[1][1] != `"daily/1";r=0;t=1;pk=`+dailyPK {
 		t.Errorf("rendered again: %q", got)
 	}
+	// A rejection that no limit decided (a delay whose queue is full) has an empty RateLimit,
+	// into a buffer that never grew too.
+	burst := out.Limits[0]
+	burst.Rejecting = false
+	queueFull := &admission.Outcome{Verdict: admission.Limited, Limits: []admission.LimitStatus{burst}}
+	var fresh rateLimitText
+	if got := fresh.render(config.HeadersDraft, names, queueFull); len(got) != 2 || got[1] != [2]string{"ratelimit", ""} ||
+		got[0] != [2]string{"ratelimit-policy", `"burst";q=10;w=60`} {
+		t.Errorf("a rejection no limit decided: %q", got)
+	}
 }
 
 // Long and calendar windows in the headers: a month's RateLimit-Policy window is that month's

@@ -1,6 +1,8 @@
 package abitest
 
 import (
+	"strings"
+
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/hostcore"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
@@ -130,7 +132,8 @@ func (c hostcalls) HeaderValue(m abi.MapType, name string) (string, wire.Status)
 func (c hostcalls) AddHeader(m abi.MapType, name, value string) wire.Status {
 	headers, st := c.headerMap(m, true)
 	if st == wire.StatusOK {
-		*headers = hostcore.AddHeader(*headers, name, value)
+		// Copied, as Envoy copies them out of the module's memory: the module may reuse its bytes.
+		*headers = hostcore.AddHeader(*headers, strings.Clone(name), strings.Clone(value))
 	}
 	return st
 }
@@ -139,7 +142,7 @@ func (c hostcalls) AddHeader(m abi.MapType, name, value string) wire.Status {
 func (c hostcalls) ReplaceHeader(m abi.MapType, name, value string) wire.Status {
 	headers, st := c.headerMap(m, true)
 	if st == wire.StatusOK {
-		*headers = hostcore.ReplaceHeader(*headers, name, value)
+		*headers = hostcore.ReplaceHeader(*headers, strings.Clone(name), strings.Clone(value)) // copied, as AddHeader
 	}
 	return st
 }
