@@ -352,14 +352,9 @@ func (g *Gate) gatherFast(req Request) int {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
 		return fastGeneral
 	}
-	// The partition key of one part: its length, ':', the value (appendPartitionKey). It is
-	// written straight after the first limit's owner-hash prefix (Gate.owner), so that limit's
-	// owner is hashed where the key was built, with no copy.
+	// The partition key, written after the first limit's owner-hash prefix (writeOneKey).
 	first := &r.limits[0]
-	buf := appendDecimal(g.ownerBufs[first.seq][:len(first.ownerPrefix)], len(value))
-	buf = append(buf, ':')
-	buf = append(buf, value...)
-	g.ownerBufs[first.seq] = buf
+	buf := g.writeOneKey(first, value)
 	key := buf[len(first.ownerPrefix):]
 	if len(key) > g.table.MaxKeyBytes {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
@@ -425,6 +420,17 @@ func appendDecimal(dst []byte, n int) []byte {
 		dst = append(dst, byte('0'+u/div%10))
 	}
 	return dst
+}
+
+// writeOneKey writes the partition key of one part, its length, ':' and the value
+// (appendPartitionKey), straight after l's owner-hash prefix in its buffer (Gate.owner), so that
+// l's owner is hashed where the key was built, with no copy. It returns the buffer.
+func (g *Gate) writeOneKey(l *limit, value string) []byte {
+	buf := appendDecimal(g.ownerBufs[l.seq][:len(l.ownerPrefix)], len(value))
+	buf = append(buf, ':')
+	buf = append(buf, value...)
+	g.ownerBufs[l.seq] = buf
+	return buf
 }
 
 // describe is describePart of a key part of the policy, the description of the last one kept:

@@ -58,11 +58,8 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
 		return nil
 	}
-	// The partition key, written after the owner-hash prefix and hashed there (gatherFast).
-	buf := appendDecimal(g.ownerBufs[l.seq][:len(l.ownerPrefix)], len(value))
-	buf = append(buf, ':')
-	buf = append(buf, value...)
-	g.ownerBufs[l.seq] = buf
+	// The partition key, written after the owner-hash prefix and hashed there (writeOneKey).
+	buf := g.writeOneKey(l, value)
 	if len(buf)-len(l.ownerPrefix) > g.table.MaxKeyBytes {
 		g.held = heldHeader{Request: req, name: name, value: value, found: found}
 		return nil
