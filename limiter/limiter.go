@@ -39,6 +39,10 @@ type Bucket struct {
 	limit           BucketLimit
 	creditsPerToken int64 // RefillInterval/g: one token, in credits
 	creditsPerNano  int64 // RefillTokens/g: credits added per elapsed nanosecond
+	// Of a narrow bucket (narrow.go), computed once rather than on every decision: Go's Wasm
+	// divides in an instruction that costs tens of cycles on some processors.
+	fullCredits uint64 // Capacity×CreditsPerToken, a full bucket's credits; 0 when not narrow
+	fillBound   uint64 // the longest refill whose credits fit in 64 bits: 2^64-1 / CreditsPerNano
 }
 
 // BucketState is what is persisted per key. The level, in credits, is
@@ -82,11 +86,16 @@ func NewBucket(l BucketLimit) (Bucket, error) {
 		return Bucket{}, errRefillInterval
 	}
 	g := gcd(uint64(l.RefillTokens), uint64(l.RefillInterval))
-	return Bucket{
+	b := Bucket{
 		limit:           l,
 		creditsPerToken: int64(uint64(l.RefillInterval) / g),
 		creditsPerNano:  int64(uint64(l.RefillTokens) / g),
-	}, nil
+	}
+	if uint64(l.Capacity) <= math.MaxUint64/uint64(b.creditsPerToken) {
+		b.fullCredits = uint64(l.Capacity) * uint64(b.creditsPerToken)
+	}
+	b.fillBound = math.MaxUint64 / uint64(b.creditsPerNano)
+	return b, nil
 }
 
 // BucketLimit returns the BucketLimit the bucket was made from.
@@ -115,14 +124,17 @@ func (b Bucket) Take(s BucketState, now int64, n int64) (BucketState, Decision) 
 		// The common case, in 64 bits and in line (narrow.go). A refill shorter than the time
 		// to fill the bucket adds fewer credits than are missing: their sum with Credits fits.
 		if now > s.Last {
-			elapsed, fill := uint64(now)-uint64(s.Last), b.fillNarrow(s)
+			elapsed := uint64(now) - uint64(s.Last)
 			s.Last = now
-			if elapsed >= fill {
+			// Full once the refill's credits reach the missing ones (fillNarrow's test, without
+			// its division); a refill beyond fillBound is more than any narrow bucket misses.
+			if elapsed > b.fillBound || elapsed*uint64(b.creditsPerNano) >= b.missingNarrow(s) {
 				s.Tokens, s.Credits = b.limit.Capacity, 0
 			} else {
 				sum := elapsed*uint64(b.creditsPerNano) + uint64(s.Credits)
-				s.Tokens += int64(sum / uint64(b.creditsPerToken))
-				s.Credits = int64(sum % uint64(b.creditsPerToken))
+				tokens := sum / uint64(b.creditsPerToken)
+				s.Tokens += int64(tokens)
+				s.Credits = int64(sum - tokens*uint64(b.creditsPerToken))
 			}
 		}
 		d := Decision{Allowed: s.Tokens >= n}

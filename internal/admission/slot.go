@@ -123,10 +123,11 @@ func putCell(dst []byte, i int, v int64) { binary.LittleEndian.PutUint64(dst[24+
 // the next call, which is enough for a Store call (see Store).
 //
 // The buffer keeps the prefix from one call to the next, and the index is written after it in
-// lower-case hexadecimal (strconv.FormatUint(index, 16)) a digit at a time: on the request path
-// this runs for every read and write, and appending with strconv costs several calls in Go's Wasm.
-// The key of the row last named is still in the buffer: a write after the read of the same row,
-// the common case, takes it as it is (a check small enough to inline, so no call at all).
+// lower-case hexadecimal (strconv.FormatUint(index, 16)), all its digits at once: on
+// the request path this runs for every read and write, and appending with strconv costs several
+// calls in Go's Wasm, a loop over the digits a pass through the function's dispatch loop for
+// each. The key of the row last named is still in the buffer: a write after the read of the same
+// row, the common case, takes it as it is (a check small enough to inline, so no call at all).
 func (g *Gate) rowKey(index uint64) string {
 	if index+1 == g.rowBufIndex {
 		return unsafe.String(unsafe.SliceData(g.rowBuf), len(g.rowBuf))
@@ -140,12 +141,30 @@ func (g *Gate) writeRowKey(index uint64) string {
 	if cap(g.rowBuf) < n+16 { // the first call; nothing else writes the buffer
 		g.rowBuf = append(make([]byte, 0, n+16), g.rowPrefix...)
 	}
-	// One loop, over the digits: their count from the highest bit set, the buffer long enough.
-	buf := g.rowBuf[:n+(bits.Len64(index|1)+3)/4]
-	for i := len(buf) - 1; i >= n; i-- {
-		buf[i] = "0123456789abcdef"[index&15]
-		index >>= 4
+	digits := (bits.Len64(index|1) + 3) / 4
+	buf := g.rowBuf[:n+digits]
+	if digits > 8 {
+		for i := len(buf) - 1; i >= n; i-- {
+			buf[i] = "0123456789abcdef"[index&15]
+			index >>= 4
+		}
+		g.rowBuf = buf
+		return unsafe.String(unsafe.SliceData(buf), len(buf))
 	}
+	// The eight digits of 32 bits, each computed in its own byte of one number, with no loop and
+	// no table (and no function: one would not be inlined): the nibbles spread one to a byte, the
+	// lowest in the lowest byte, then the bytes reversed, so that the highest digit comes first.
+	x := index
+	x = (x | x<<16) & 0x0000ffff0000ffff
+	x = (x | x<<8) & 0x00ff00ff00ff00ff
+	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f
+	x = bits.ReverseBytes64(x)
+	// A byte is '0' plus its nibble, and 'a'-'0'-10 more where the nibble is 10 or more (where
+	// adding 6 carries into the byte's fifth bit).
+	letters := ((x + 0x0606060606060606) >> 4) & 0x0101010101010101
+	x += 0x3030303030303030 + letters*('a'-'0'-10)
+	// Written little-endian, the leading zeros shifted out; the bytes past the digits are spare.
+	binary.LittleEndian.PutUint64(g.rowBuf[n:n+8], x>>(64-8*digits))
 	g.rowBuf = buf
 	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }

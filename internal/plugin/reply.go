@@ -33,13 +33,16 @@ const (
 
 // isGrpcRequest is Envoy's test for a gRPC request: content-type application/grpc, alone or
 // with a "+" suffix (application/grpc-web is not gRPC to Envoy). Only then does Envoy use the
-// grpc_status of a local reply.
+// grpc_status of a local reply. The headers are the ones the ABI read for the decision.
 func isGrpcRequest() bool {
-	ct, err := abi.GetHttpRequestHeader("content-type")
-	if err != nil {
-		return false
-	}
-	rest, ok := strings.CutPrefix(ct, "application/grpc")
+	headers, err := abi.GetHttpRequestHeaders()
+	ct, _ := wire.PairsValue(headers, "content-type")
+	return err == nil && grpcContentType(ct)
+}
+
+// grpcContentType is whether a request with content type ct is gRPC (isGrpcRequest).
+func grpcContentType(ct []byte) bool {
+	rest, ok := strings.CutPrefix(arenaString(ct), "application/grpc")
 	return ok && (rest == "" || rest[0] == '+')
 }
 
@@ -153,7 +156,12 @@ func (h *httpContext) answerLimited(out *admission.Outcome) {
 	if out.InFlightLimited {
 		p.rules[out.Rule].inFlightLimited.add(1)
 	}
-	h.rejectLimited(out)
+	// rejectLimited written out: one guest call fewer on every rejection.
+	var more [][2]string
+	if len(out.Limits) > 0 { // rate-limit headers are configured
+		more = h.rateLimit.render(p.cfg.RateLimitHeaders, p.rules, out)
+	}
+	h.sendRejection(detailsRateLimited, out.RetryAfterSeconds(), more)
 }
 
 // retryAfterPlaceholder is replaced in a rejection's body with the Retry-After seconds.
@@ -189,7 +197,10 @@ func (h *httpContext) sendRejection(details string, retryAfter int64, more [][2]
 			buf.builtFor = notBuilt // the next rejection has headers of its own
 		}
 	}
-	grpc := isGrpcRequest()
+	// isGrpcRequest written out: two guest calls fewer on every rejection.
+	headers, err := abi.GetHttpRequestHeaders()
+	ct, _ := wire.PairsValue(headers, "content-type")
+	grpc := err == nil && grpcContentType(ct)
 	if err := abi.SendEncodedLocalReply(uint32(p.cfg.Response.Status), details, buf.encoded, grpcBody(grpc, buf.body),
 		replyGrpcStatus(grpc, buf.grpcStatus)); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())

@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // EncodePairs serializes header pairs in the proxy-wasm map format (spec "Serialization"):
 // u32 count, count × (u32 key length, u32 value length), then each key and value followed by NUL.
@@ -104,6 +107,10 @@ func DecodePairs(buf []byte) (pairs [][2]string, ok bool) {
 // slice of buf: no copy, no allocation. Read on every request for each header a decision needs, it
 // checks only the entries it walks through, so a map DecodePairs would refuse for a later entry
 // still answers for an earlier key; an entry that does not fit ends the search (not found).
+//
+// It reads buf through a pointer, where the checks it makes bound every read: in upstream Go's
+// Wasm each bounds check the compiler would add is a branch and a place the function can be
+// resumed at, and this walk runs several times on every request.
 func PairsValue(buf []byte, key string) (value []byte, found bool) {
 	if len(buf) < 4 {
 		return nil, false
@@ -112,36 +119,57 @@ func PairsValue(buf []byte, key string) (value []byte, found bool) {
 	if count*8 > uint64(len(buf)-4) {
 		return nil, false
 	}
-	sizes := buf[4 : 4+8*count]
-	data := buf[4+8*count:]
-	for len(sizes) >= 8 {
-		keyLen := uint64(binary.LittleEndian.Uint32(sizes))
-		valueLen := uint64(binary.LittleEndian.Uint32(sizes[4:]))
-		sizes = sizes[8:]
-		end := keyLen + valueLen + 2
-		if end > uint64(len(data)) || data[keyLen] != 0 || data[end-1] != 0 {
+	base, n := unsafe.Pointer(unsafe.SliceData(buf)), uint64(len(buf))
+	// sizes is the offset of the entry's two sizes, at of its name; both stay within buf.
+	sizes, at := uint64(4), 4+8*count
+	for ; count > 0; count-- {
+		s := (*[8]byte)(unsafe.Add(base, sizes))
+		keyLen, valueLen := uint64(binary.LittleEndian.Uint32(s[:4])), uint64(binary.LittleEndian.Uint32(s[4:]))
+		sizes += 8
+		end := at + keyLen + valueLen + 2 // no overflow: every term is below 2^34
+		if end > n || *(*byte)(unsafe.Add(base, at+keyLen)) != 0 || *(*byte)(unsafe.Add(base, end-1)) != 0 {
 			return nil, false
 		}
-		if keyLen == uint64(len(key)) && sameBytes(data[:keyLen], key) {
-			return data[keyLen+1 : end-1], true
+		if keyLen == uint64(len(key)) && sameName(unsafe.Add(base, at), key) {
+			return buf[at+keyLen+1 : end-1], true
 		}
-		data = data[end:]
+		at = end
 	}
 	return nil, false
 }
 
-// sameBytes is b == key for a header name: a loop, where == would call the runtime's memequal
-// (two more calls per compared name in upstream Go's Wasm).
-func sameBytes(b []byte, key string) bool {
-	if len(b) != len(key) {
-		return false
+// sameName is whether the len(key) bytes at p, which are readable, are key: compared eight bytes
+// at a time (the last eight overlapping the ones before), where a loop over bytes would go
+// through the function's dispatch loop for each byte in upstream Go's Wasm.
+func sameName(p unsafe.Pointer, key string) bool {
+	k, n := unsafe.Pointer(unsafe.StringData(key)), uintptr(len(key))
+	switch {
+	case n >= 8:
+		for i := uintptr(0); i < n-8; i += 8 {
+			if word64(p, i) != word64(k, i) {
+				return false
+			}
+		}
+		return word64(p, n-8) == word64(k, n-8)
+	case n >= 4:
+		return word32(p, 0) == word32(k, 0) && word32(p, n-4) == word32(k, n-4)
 	}
-	for i := range b {
-		if b[i] != key[i] {
+	for i := uintptr(0); i < n; i++ {
+		if *(*byte)(unsafe.Add(p, i)) != *(*byte)(unsafe.Add(k, i)) {
 			return false
 		}
 	}
 	return true
+}
+
+// word64 and word32 read the bytes at p+i as one number, to compare: one load where the
+// architecture allows unaligned ones (Wasm does).
+func word64(p unsafe.Pointer, i uintptr) uint64 {
+	return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(p, i))[:])
+}
+
+func word32(p unsafe.Pointer, i uintptr) uint32 {
+	return binary.LittleEndian.Uint32((*[4]byte)(unsafe.Add(p, i))[:])
 }
 
 // PropertyPath joins property path segments with NUL, the form proxy_get_property expects.

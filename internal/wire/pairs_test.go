@@ -1,9 +1,11 @@
 package wire
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -91,13 +93,61 @@ func TestPairsValue(t *testing.T) {
 	}
 }
 
-// FuzzPairsValue: arbitrary bytes never panic, and on a map DecodePairs accepts, every key
-// gets the first value DecodePairs gives it.
+// pairsValueReference is PairsValue as its documentation says, with indexes into buf: the
+// entries walked in order, an entry that does not fit (its name and value with their NULs) ending
+// the search, the first entry named key answering.
+func pairsValueReference(buf []byte, key string) ([]byte, bool) {
+	if len(buf) < 4 {
+		return nil, false
+	}
+	count := int(binary.LittleEndian.Uint32(buf))
+	if count > (len(buf)-4)/8 {
+		return nil, false
+	}
+	at := 4 + 8*count
+	for i := 0; i < count; i++ {
+		keyLen := int(binary.LittleEndian.Uint32(buf[4+8*i:]))
+		valueLen := int(binary.LittleEndian.Uint32(buf[8+8*i:]))
+		if keyLen+valueLen+2 > len(buf)-at || buf[at+keyLen] != 0 || buf[at+keyLen+1+valueLen] != 0 {
+			return nil, false
+		}
+		if string(buf[at:at+keyLen]) == key {
+			return buf[at+keyLen+1 : at+keyLen+1+valueLen], true
+		}
+		at += keyLen + valueLen + 2
+	}
+	return nil, false
+}
+
+// Names are compared whole, whatever their length: a name that differs from the key in any one
+// byte is not the key (PairsValue compares eight bytes at a time, the last eight overlapping).
+func TestPairsValueComparesWholeNames(t *testing.T) {
+	for n := 0; n <= 40; n++ {
+		key := strings.Repeat("k", n)
+		for i := 0; i < n; i++ {
+			other := []byte(key)
+			other[i] = 'x'
+			buf := EncodePairs([][2]string{{string(other), "wrong"}, {key, "right"}})
+			if got, found := PairsValue(buf, key); !found || string(got) != "right" {
+				t.Fatalf("key of %d bytes, a name differing at byte %d first: PairsValue = %q, %v", n, i, got, found)
+			}
+		}
+	}
+}
+
+// FuzzPairsValue: arbitrary bytes never panic and get the reference's answer, and on a map
+// DecodePairs accepts, every key gets the first value DecodePairs gives it.
 func FuzzPairsValue(f *testing.F) {
 	f.Add(EncodePairs([][2]string{{"a", "bc"}, {"a", "d"}}), "a")
 	f.Add(EncodePairs([][2]string{{":path", "/"}, {"x-api-key", ""}}), "x-api-key")
+	f.Add(EncodePairs([][2]string{{"content-typf", "a"}, {"content-type", "application/grpc"}}), "content-type")
+	f.Add(EncodePairs([][2]string{{"x-tollgate-shadow-limites", ""}, {"x-tollgate-shadow-limited", "r"}}), "x-tollgate-shadow-limited")
 	f.Fuzz(func(t *testing.T, buf []byte, key string) {
 		got, found := PairsValue(buf, key)
+		want, wantFound := pairsValueReference(buf, key)
+		if found != wantFound || string(got) != string(want) {
+			t.Fatalf("PairsValue(%q) = %q, %v; the reference gives %q, %v", key, got, found, want, wantFound)
+		}
 		pairs, ok := DecodePairs(buf)
 		if !ok {
 			return
