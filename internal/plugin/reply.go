@@ -33,7 +33,8 @@ const (
 
 // isGrpcRequest is Envoy's test for a gRPC request: content-type application/grpc, alone or
 // with a "+" suffix (application/grpc-web is not gRPC to Envoy). Only then does Envoy use the
-// grpc_status of a local reply. The headers are the ones the ABI read for the decision.
+// grpc_status of a local reply. The ABI reads the headers once per callback: in the Wasm build a
+// reply costs no host call for them.
 func isGrpcRequest() bool {
 	headers, err := abi.GetHttpRequestHeaders()
 	ct, _ := wire.PairsValue(headers, "content-type")
@@ -168,7 +169,8 @@ func (h *httpContext) answerLimited(out *admission.Outcome) {
 const retryAfterPlaceholder = "{retry_after}"
 
 // rejectLimited sends the configured rejection with an exact Retry-After and the rate-limit
-// headers if configured.
+// headers if configured. answerLimited does the same written out: a change here is a change
+// there.
 func (h *httpContext) rejectLimited(out *admission.Outcome) {
 	var more [][2]string
 	if len(out.Limits) > 0 { // rate-limit headers are configured

@@ -126,7 +126,7 @@ func PairsValue(buf []byte, key string) (value []byte, found bool) {
 		s := (*[8]byte)(unsafe.Add(base, sizes))
 		keyLen, valueLen := uint64(binary.LittleEndian.Uint32(s[:4])), uint64(binary.LittleEndian.Uint32(s[4:]))
 		sizes += 8
-		end := at + keyLen + valueLen + 2 // no overflow: every term is below 2^34
+		end := at + keyLen + valueLen + 2 // no overflow: at <= len(buf) < 2^63, both sizes < 2^32
 		if end > n || *(*byte)(unsafe.Add(base, at+keyLen)) != 0 || *(*byte)(unsafe.Add(base, end-1)) != 0 {
 			return nil, false
 		}
