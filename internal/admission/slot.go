@@ -143,28 +143,29 @@ func (g *Gate) writeRowKey(index uint64) string {
 	}
 	digits := (bits.Len64(index|1) + 3) / 4
 	buf := g.rowBuf[:n+digits]
-	if digits > 8 {
+	if digits <= 8 {
+		// The eight digits of 32 bits, each computed in its own byte of one number, with no loop
+		// and no table (and no function: one would not be inlined): the nibbles spread one to a
+		// byte, the lowest in the lowest byte, then the bytes reversed, so that the highest digit
+		// comes first.
+		x := index
+		x = (x | x<<16) & 0x0000ffff0000ffff
+		x = (x | x<<8) & 0x00ff00ff00ff00ff
+		x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f
+		x = bits.ReverseBytes64(x)
+		// A byte is '0' plus its nibble, and 'a'-'0'-10 more where the nibble is 10 or more
+		// (where adding 6 carries into the byte's fifth bit).
+		letters := ((x + 0x0606060606060606) >> 4) & 0x0101010101010101
+		x += 0x3030303030303030 + letters*('a'-'0'-10)
+		// Written little-endian, the leading zeros shifted out; the bytes past the digits are
+		// spare.
+		binary.LittleEndian.PutUint64(g.rowBuf[n:n+8], x>>(64-8*digits))
+	} else { // beyond any table max_keys allows (at most 10^7 slots): a digit at a time
 		for i := len(buf) - 1; i >= n; i-- {
 			buf[i] = "0123456789abcdef"[index&15]
 			index >>= 4
 		}
-		g.rowBuf = buf
-		return unsafe.String(unsafe.SliceData(buf), len(buf))
 	}
-	// The eight digits of 32 bits, each computed in its own byte of one number, with no loop and
-	// no table (and no function: one would not be inlined): the nibbles spread one to a byte, the
-	// lowest in the lowest byte, then the bytes reversed, so that the highest digit comes first.
-	x := index
-	x = (x | x<<16) & 0x0000ffff0000ffff
-	x = (x | x<<8) & 0x00ff00ff00ff00ff
-	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f
-	x = bits.ReverseBytes64(x)
-	// A byte is '0' plus its nibble, and 'a'-'0'-10 more where the nibble is 10 or more (where
-	// adding 6 carries into the byte's fifth bit).
-	letters := ((x + 0x0606060606060606) >> 4) & 0x0101010101010101
-	x += 0x3030303030303030 + letters*('a'-'0'-10)
-	// Written little-endian, the leading zeros shifted out; the bytes past the digits are spare.
-	binary.LittleEndian.PutUint64(g.rowBuf[n:n+8], x>>(64-8*digits))
 	g.rowBuf = buf
 	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }

@@ -33,17 +33,13 @@ const (
 
 // isGrpcRequest is Envoy's test for a gRPC request: content-type application/grpc, alone or
 // with a "+" suffix (application/grpc-web is not gRPC to Envoy). Only then does Envoy use the
-// grpc_status of a local reply. The ABI reads the headers once per callback: in the Wasm build a
-// reply costs no host call for them.
+// grpc_status of a local reply.
 func isGrpcRequest() bool {
-	headers, err := abi.GetHttpRequestHeaders()
-	ct, _ := wire.PairsValue(headers, "content-type")
-	return err == nil && grpcContentType(ct)
-}
-
-// grpcContentType is whether a request with content type ct is gRPC (isGrpcRequest).
-func grpcContentType(ct []byte) bool {
-	rest, ok := strings.CutPrefix(arenaString(ct), "application/grpc")
+	ct, err := abi.GetHttpRequestHeader("content-type")
+	if err != nil {
+		return false
+	}
+	rest, ok := strings.CutPrefix(ct, "application/grpc")
 	return ok && (rest == "" || rest[0] == '+')
 }
 
@@ -157,20 +153,14 @@ func (h *httpContext) answerLimited(out *admission.Outcome) {
 	if out.InFlightLimited {
 		p.rules[out.Rule].inFlightLimited.add(1)
 	}
-	// rejectLimited written out: one guest call fewer on every rejection.
-	var more [][2]string
-	if len(out.Limits) > 0 { // rate-limit headers are configured
-		more = h.rateLimit.render(p.cfg.RateLimitHeaders, p.rules, out)
-	}
-	h.sendRejection(detailsRateLimited, out.RetryAfterSeconds(), more)
+	h.rejectLimited(out)
 }
 
 // retryAfterPlaceholder is replaced in a rejection's body with the Retry-After seconds.
 const retryAfterPlaceholder = "{retry_after}"
 
 // rejectLimited sends the configured rejection with an exact Retry-After and the rate-limit
-// headers if configured. answerLimited does the same written out: a change here is a change
-// there.
+// headers if configured.
 func (h *httpContext) rejectLimited(out *admission.Outcome) {
 	var more [][2]string
 	if len(out.Limits) > 0 { // rate-limit headers are configured
@@ -199,10 +189,7 @@ func (h *httpContext) sendRejection(details string, retryAfter int64, more [][2]
 			buf.builtFor = notBuilt // the next rejection has headers of its own
 		}
 	}
-	// isGrpcRequest written out: two guest calls fewer on every rejection.
-	headers, err := abi.GetHttpRequestHeaders()
-	ct, _ := wire.PairsValue(headers, "content-type")
-	grpc := err == nil && grpcContentType(ct)
+	grpc := isGrpcRequest()
 	if err := abi.SendEncodedLocalReply(uint32(p.cfg.Response.Status), details, buf.encoded, grpcBody(grpc, buf.body),
 		replyGrpcStatus(grpc, buf.grpcStatus)); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())
