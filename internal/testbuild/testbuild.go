@@ -156,9 +156,12 @@ func compileModule(pkg string, tags []string) ([]byte, error) {
 }
 
 // optimized are the packages built as the product is, optimizer and the split of the names
-// included: the filter, and the floor and surface probes it is measured against. The host's own
-// test modules test the host, and skip both.
-var optimized = map[string]bool{"./filter": true, "./bench/testdata/floor": true, "./bench/testdata/surface": true}
+// included: the filter, and the floor, surface and glue probes it is measured against (a probe
+// built otherwise would measure the optimizer's absence along with what it stands for). The host's
+// own test modules test the host, and skip both.
+var optimized = map[string]bool{
+	"./filter": true, "./bench/testdata/floor": true, "./bench/testdata/surface": true, "./bench/testdata/glue": true,
+}
 
 // optimize runs the optimizer step of `make build` on a module, in place: the narrowing of its
 // address arithmetic (internal/wasmaddr) and the threading of its jumps (internal/wasmjump), then
