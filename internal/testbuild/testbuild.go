@@ -33,10 +33,11 @@ func Product(tb testing.TB) []byte {
 	return Module(tb, "./filter")
 }
 
-// Names is the function name map of the module Module returns: for the filter and the floor
-// probe what `make build` writes beside the module (build/tollgate.wasm.names), the names of all
-// its functions, where the module keeps only its exported functions' (internal/wasmnames); for the
-// other modules, the names of their name section.
+// Names is the function name map of the module Module returns: for the packages built as the
+// product is (optimized: the filter and the benchmarks' probes) what `make build` writes beside the
+// module (build/tollgate.wasm.names), the names of all its functions, where the module keeps only
+// its exported functions' (internal/wasmnames); for the other modules, the names of their name
+// section.
 func Names(tb testing.TB, pkg string, tags ...string) wasmnames.Map {
 	tb.Helper()
 	return built(tb, pkg, tags).names
@@ -127,7 +128,7 @@ func buildModule(pkg string, tags []string) (unpacked, unsplit, wasm []byte, nam
 	return unpacked, unsplit, wasm, names, nil
 }
 
-// compileModule runs go build and, for the product's packages, the optimizer.
+// compileModule runs go build and, for the packages in optimized, the optimizer.
 func compileModule(pkg string, tags []string) ([]byte, error) {
 	dir, err := os.MkdirTemp("", "tollgate-module-")
 	if err != nil {
@@ -160,7 +161,10 @@ func compileModule(pkg string, tags []string) ([]byte, error) {
 // built otherwise would measure the optimizer's absence along with what it stands for). The host's
 // own test modules test the host, and skip both.
 var optimized = map[string]bool{
-	"./filter": true, "./bench/testdata/floor": true, "./bench/testdata/surface": true, "./bench/testdata/glue": true,
+	"./filter":                 true,
+	"./bench/testdata/floor":   true,
+	"./bench/testdata/surface": true,
+	"./bench/testdata/glue":    true,
 }
 
 // optimize runs the optimizer step of `make build` on a module, in place: the narrowing of its

@@ -94,3 +94,34 @@ func TestHostModulesKeepTheirNames(t *testing.T) {
 		t.Fatalf("the probe's name map has %d names, want the whole name section", len(names))
 	}
 }
+
+// Every module the benchmarks measure the filter against is built as the filter is: a probe built
+// otherwise would count the optimizer's absence in what it stands for. The probes are the commands
+// under bench/testdata (a directory of package main); the others there are libraries they share.
+func TestEveryProbeIsOptimized(t *testing.T) {
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := os.ReadDir(filepath.Join(root, "bench", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := 0
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		main, err := os.ReadFile(filepath.Join(root, "bench", "testdata", d.Name(), "main.go"))
+		if err != nil || !bytes.Contains(main, []byte("\npackage main\n")) {
+			continue // not a command
+		}
+		probes++
+		if pkg := "./bench/testdata/" + d.Name(); !optimized[pkg] {
+			t.Errorf("%s is not among the optimized packages: it would be measured unoptimized", pkg)
+		}
+	}
+	if probes < 3 {
+		t.Errorf("found %d probes under bench/testdata, want the floor, surface and glue probes at least", probes)
+	}
+}
