@@ -111,7 +111,7 @@ func buildModule(pkg string, tags []string) (unpacked, unsplit, wasm []byte, nam
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	if !optimized[pkg] {
+	if !optimized(pkg) {
 		names, err := wasmnames.FunctionNames(unpacked)
 		if err != nil {
 			return nil, nil, nil, nil, fmt.Errorf("%s: %v", pkg, err)
@@ -148,7 +148,7 @@ func compileModule(pkg string, tags []string) ([]byte, error) {
 	if err := goCommand([]string{"GOOS=wasip1", "GOARCH=wasm"}, args...); err != nil {
 		return nil, err
 	}
-	if optimized[pkg] {
+	if optimized(pkg) {
 		if err := optimize(out); err != nil {
 			return nil, err
 		}
@@ -156,15 +156,12 @@ func compileModule(pkg string, tags []string) ([]byte, error) {
 	return os.ReadFile(out)
 }
 
-// optimized are the packages built as the product is, optimizer and the split of the names
-// included: the filter, and the floor, surface and glue probes it is measured against (a probe
-// built otherwise would measure the optimizer's absence along with what it stands for). The host's
-// own test modules test the host, and skip both.
-var optimized = map[string]bool{
-	"./filter":                 true,
-	"./bench/testdata/floor":   true,
-	"./bench/testdata/surface": true,
-	"./bench/testdata/glue":    true,
+// optimized is whether a package is built as the product is, optimizer and the split of the names
+// included: the filter, and every probe under bench/testdata it is measured against (a probe built
+// otherwise would measure the optimizer's absence along with what it stands for). The other test
+// modules (the host's, the jump threader's) test those packages, and skip both.
+func optimized(pkg string) bool {
+	return pkg == "./filter" || strings.HasPrefix(pkg, "./bench/testdata/")
 }
 
 // optimize runs the optimizer step of `make build` on a module, in place: the narrowing of its

@@ -112,12 +112,12 @@ func TestEveryProbeIsOptimized(t *testing.T) {
 		if !d.IsDir() {
 			continue
 		}
-		main, err := os.ReadFile(filepath.Join(root, "bench", "testdata", d.Name(), "main.go"))
-		if err != nil || !bytes.Contains(main, []byte("\npackage main\n")) {
+		src, err := os.ReadFile(filepath.Join(root, "bench", "testdata", d.Name(), "main.go"))
+		if err != nil || !bytes.Contains(src, []byte("\npackage main\n")) {
 			continue // not a command
 		}
 		probes++
-		if pkg := "./bench/testdata/" + d.Name(); !optimized[pkg] {
+		if pkg := "./bench/testdata/" + d.Name(); !optimized(pkg) {
 			t.Errorf("%s is not among the optimized packages: it would be measured unoptimized", pkg)
 		}
 	}
