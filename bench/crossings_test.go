@@ -58,7 +58,6 @@ func BenchmarkCrossings(b *testing.B) {
 				if m.name == "floor" {
 					status = 200
 				}
-				const warmup = 20_000
 				key := rt.prepare(b, r, warmup+b.N)
 				for i := 0; i < warmup; i++ {
 					r.expect(b, key(i), status)
@@ -133,19 +132,19 @@ func TestRateLimitHeadersAllocateNothing(t *testing.T) {
 			t.Run(style+"/"+rt.name, func(t *testing.T) {
 				config := strings.Replace(withHeaders(rt.config), "x-ratelimit", style, 1)
 				r := newRig(t, wasm, rigOptions{config: config})
-				const warmup, requests = 2_000, 2_000
-				key := rt.prepare(t, r, warmup+requests+1)
-				for i := 0; i < warmup; i++ {
+				const warm, requests = 2_000, 2_000
+				key := rt.prepare(t, r, warm+requests+1)
+				for i := 0; i < warm; i++ {
 					r.expect(t, key(i), rt.status)
 				}
 				mallocs := guestStat(t, r, 0)
-				for i := warmup; i < warmup+requests; i++ {
+				for i := warm; i < warm+requests; i++ {
 					r.expect(t, key(i), rt.status)
 				}
 				if n := guestStat(t, r, 0) - mallocs; n != 0 {
 					t.Errorf("%d heap allocations in %d requests, want none", n, requests)
 				}
-				r.req.Headers[len(r.req.Headers)-1][1] = key(warmup + requests)
+				r.req.Headers[len(r.req.Headers)-1][1] = key(warm + requests)
 				resp, err := r.vm.Do(r.req, okUpstream)
 				if err != nil || resp.Status != rt.status || resp.Header(header) == "" {
 					t.Fatalf("the answer lacks %s: %+v, %v", header, resp, err)

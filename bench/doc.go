@@ -19,7 +19,11 @@
 //     module's own ABI layer (internal/abi) with a plugin that decides nothing:
 //     glue-over-clocked-floor is the least vs-clocked-floor the module can have with that layer
 //     as it is, vs-glue the module's time over the glue probe's, the decision's share. The two
-//     probes share what they do between their crossings (testdata/probes).
+//     probes share what they do between their crossings (testdata/probes). BenchmarkDirect runs
+//     the module, the clocked floor probe and the direct-decision probe (testdata/direct): the
+//     same crossings through the same layer, with the benchmarks' one rule decided between them
+//     in one function written for it alone; direct-over-clocked-floor is what deciding costs on
+//     that layer with nothing general in the way, vs-direct the module's time over that probe's.
 //   - crossings_test.go: host calls, WASI calls, callbacks and allocator callbacks per request
 //     type, from the host's counters, the module's own function calls per request (wazero's
 //     function listeners), and the guest's heap allocations per request, read from the

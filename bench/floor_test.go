@@ -118,15 +118,14 @@ func BenchmarkFloor(b *testing.B) {
 			tg := newRig(b, tollgateModule(b), rigOptions{config: rt.config})
 			fl := newRig(b, floorModule(b), rigOptions{})
 			flc := newRig(b, floorModule(b, "clock"), rigOptions{})
-			others := []turn{{fl, rt.prepare(b, fl, b.N), 200}, {flc, rt.prepare(b, flc, b.N), 200}}
+			rigs, status := []*rig{tg, fl, flc}, []int{rt.status, 200, 200}
 			if baseline != nil {
-				bl := newRig(b, baseline, rigOptions{config: rt.config})
-				others = append(others, turn{bl, rt.prepare(b, bl, b.N), rt.status})
+				rigs, status = append(rigs, newRig(b, baseline, rigOptions{config: rt.config})), append(status, rt.status)
 			}
-			tgKey := rt.prepare(b, tg, b.N)
+			turns := warmTurns(b, rt, rigs, status)
 			tgBefore, flBefore := tg.vm.Stats(), fl.vm.Stats()
 			b.ReportAllocs()
-			times := inTurns(b, turn{tg, tgKey, rt.status}, others...)
+			times := inTurns(b, turns[0], turns[1:]...)
 			floorTime, floorClockTime := times[0], times[1]
 			tgCross, flCross := perRequest(tgBefore, tg.vm.Stats(), b.N), perRequest(flBefore, fl.vm.Stats(), b.N)
 			b.ReportMetric(float64(floorTime.Nanoseconds())/float64(b.N), "floor-ns/op")
@@ -149,6 +148,41 @@ type turn struct {
 	r      *rig
 	key    func(i int) string
 	status int
+}
+
+// warmup is how many requests each module serves before a benchmark measures it. A rig's first
+// requests cost the host's side more than its later ones (its Go heap still grows, its garbage
+// collector runs often), by about as many nanoseconds for every module: in runs of the first
+// 20,000 requests alone, the floor's time was half again its later time and Tollgate's ratios
+// fell by 0.15 to 0.4 (BENCHMARKS.md, "Machine").
+const warmup = 20_000
+
+// warmTurns readies rt's requests on each rig for an interleaved benchmark: it prepares the keys
+// of warmup+b.N requests (the measured rig's, the first, last), serves the first warmup of them
+// in blocks in the order inTurns uses, and returns the turns inTurns measures, whose request i has
+// the key of request warmup+i (a fresh key is never served twice). status is each rig's answer.
+func warmTurns(b *testing.B, rt requestType, rigs []*rig, status []int) []turn {
+	turns := make([]turn, len(rigs))
+	for i := range rigs {
+		k := (i + 1) % len(rigs) // the others in order, the measured rig last
+		turns[k] = turn{rigs[k], rt.prepare(b, rigs[k], warmup+b.N), status[k]}
+	}
+	for done, round := 0, 0; done < warmup; round++ {
+		n := min(block, warmup-done)
+		for j := range turns {
+			t := turns[(round+j)%len(turns)]
+			for i := done; i < done+n; i++ {
+				t.r.expect(b, t.key(i), t.status)
+			}
+		}
+		done += n
+	}
+	shifted := make([]turn, len(turns))
+	for i, t := range turns {
+		key := t.key
+		shifted[i] = turn{t.r, func(i int) string { return key(warmup + i) }, t.status}
+	}
+	return shifted
 }
 
 // inTurns sends b.N requests to each turn's module, in blocks of block requests, so that all see

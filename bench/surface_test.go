@@ -29,6 +29,11 @@ func surfaceModule(tb testing.TB) []byte { return build(tb, "./bench/testdata/su
 // Tollgate's ABI layer, built as the filter is.
 func glueModule(tb testing.TB) []byte { return build(tb, "./bench/testdata/glue") }
 
+// directModule is the direct-decision probe (bench/testdata/direct): the surface probe's
+// crossings through Tollgate's ABI layer, with a decision for the benchmarks' rule written directly
+// between them, built as the filter is.
+func directModule(tb testing.TB) []byte { return build(tb, "./bench/testdata/direct") }
+
 // BenchmarkSurface measures how far a target against the clocked floor can be reached by making
 // Tollgate's own code cheaper. The surface probe makes exactly Tollgate's crossings for the request
 // type (TestSurfaceProbe) and nothing else, so its time is what any module making them costs in
@@ -47,11 +52,9 @@ func BenchmarkSurface(b *testing.B) {
 			flc := newRig(b, floorModule(b, "clock"), rigOptions{})
 			sf := newRig(b, surfaceModule(b), rigOptions{config: surfaceProbe[st.name]})
 			gl := newRig(b, glueModule(b), rigOptions{config: surfaceProbe[st.name]})
-			others := []turn{{flc, st.prepare(b, flc, b.N), 200}, {sf, st.prepare(b, sf, b.N), st.status},
-				{gl, st.prepare(b, gl, b.N), st.status}}
-			tgKey := st.prepare(b, tg, b.N)
+			turns := warmTurns(b, st, []*rig{tg, flc, sf, gl}, []int{st.status, 200, st.status, st.status})
 			tgBefore, sfBefore, glBefore := tg.vm.Stats(), sf.vm.Stats(), gl.vm.Stats()
-			times := inTurns(b, turn{tg, tgKey, st.status}, others...)
+			times := inTurns(b, turns[0], turns[1:]...)
 			floorClockTime, surfaceTime, glueTime := times[0], times[1], times[2]
 			tgCross, sfCross := perRequest(tgBefore, tg.vm.Stats(), b.N), perRequest(sfBefore, sf.vm.Stats(), b.N)
 			glCross := perRequest(glBefore, gl.vm.Stats(), b.N)
@@ -70,16 +73,49 @@ func BenchmarkSurface(b *testing.B) {
 	}
 }
 
-// The surface and glue probes make Tollgate's crossings, no more and no fewer: for each request
-// type of BenchmarkSurface, a request of a known key crosses between host and module in the same
-// sequence with Tollgate and each probe (each callback with its arguments, the allocator's with the
-// size it is asked for, each host call with its result), and gets the same response, local reply
-// details included; and every value either stores is as long.
+// BenchmarkDirect measures what a decision on Tollgate's ABI layer costs when it is written
+// directly for the benchmarks' one rule. The direct-decision probe makes Tollgate's crossings
+// through that layer, as the glue probe does, and between them decides as any limiter of that
+// rule must, in one function: the shadow marker and the key found among the headers by name, the
+// owner hashed as Tollgate hashes it, a key found too low answered from memory, a token taken
+// with Tollgate's limiter and the bucket written back. Tollgate, the clocked floor probe and the
+// direct probe are interleaved in blocks of requests, as in BenchmarkSurface. ns/op and
+// vs-clocked-floor are Tollgate's; direct-over-clocked-floor is the direct probe's time over the
+// clocked floor's, which a target against the clocked floor below it leaves no room under for a
+// decision on this layer, however direct; vs-direct is Tollgate's time over the direct probe's,
+// what Tollgate's generality and structure add.
+func BenchmarkDirect(b *testing.B) {
+	for _, st := range surfaceTypes() {
+		b.Run(st.name, func(b *testing.B) {
+			tg := newRig(b, tollgateModule(b), rigOptions{config: st.config})
+			flc := newRig(b, floorModule(b, "clock"), rigOptions{})
+			dr := newRig(b, directModule(b), rigOptions{config: surfaceProbe[st.name]})
+			turns := warmTurns(b, st, []*rig{tg, flc, dr}, []int{st.status, 200, st.status})
+			tgBefore, drBefore := tg.vm.Stats(), dr.vm.Stats()
+			times := inTurns(b, turns[0], turns[1:]...)
+			floorClockTime, directTime := times[0], times[1]
+			tgCross, drCross := perRequest(tgBefore, tg.vm.Stats(), b.N), perRequest(drBefore, dr.vm.Stats(), b.N)
+			b.ReportMetric(float64(floorClockTime.Nanoseconds())/float64(b.N), "floor+clock-ns/op")
+			b.ReportMetric(float64(directTime.Nanoseconds())/float64(b.N), "direct-ns/op")
+			b.ReportMetric(float64(b.Elapsed())/float64(floorClockTime), "vs-clocked-floor")
+			b.ReportMetric(float64(directTime)/float64(floorClockTime), "direct-over-clocked-floor")
+			b.ReportMetric(float64(b.Elapsed())/float64(directTime), "vs-direct")
+			b.ReportMetric(tgCross.hostCalls, "hostcalls/op")
+			b.ReportMetric(drCross.hostCalls, "direct-hostcalls/op")
+		})
+	}
+}
+
+// The surface, glue and direct-decision probes make Tollgate's crossings, no more and no fewer:
+// for each request type of BenchmarkSurface, a request of a known key crosses between host and
+// module in the same sequence with Tollgate and each probe (each callback with its arguments, the
+// allocator's with the size it is asked for, each host call with its result), and gets the same
+// response, local reply details included; and every value either stores is as long.
 func TestSurfaceProbe(t *testing.T) {
 	probes := []struct {
 		name   string
 		module func(testing.TB) []byte
-	}{{"surface", surfaceModule}, {"glue", glueModule}}
+	}{{"surface", surfaceModule}, {"glue", glueModule}, {"direct", directModule}}
 	for _, st := range surfaceTypes() {
 		for _, probe := range probes {
 			t.Run(st.name+"/"+probe.name, func(t *testing.T) { probeMakesTollgatesCrossings(t, st, probe.module(t)) })

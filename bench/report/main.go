@@ -36,7 +36,7 @@ func main() {
 
 // The benchmarks the tables quote, by how long each runs: one `go test` each, in this order.
 var benchmarks = []struct{ pattern, benchtime string }{
-	{`^(BenchmarkFloor|BenchmarkSurface|BenchmarkCrossings|BenchmarkModuleSize|BenchmarkMemory|BenchmarkDecision)$`, "20000x"},
+	{`^(BenchmarkFloor|BenchmarkSurface|BenchmarkDirect|BenchmarkCrossings|BenchmarkModuleSize|BenchmarkMemory|BenchmarkDecision)$`, "20000x"},
 	// Ten blocks of 512 requests per load, through the gateway and around it.
 	{`^BenchmarkHTTP$`, "5120x"},
 	// A worker's start takes milliseconds with the module compiled, most of a second with its
@@ -339,6 +339,14 @@ func renderTargets(w writef, r results) {
 			if cut := r.cutToReach(surface, "glue-over-clocked-floor", t.ratio); cut.ok {
 				w("| (bound) %s: with the ABI layer as it is, the decision's time (Tollgate's beyond the glue probe's) must fall by | %s | – |\n",
 					label, cut.percent())
+			}
+			// A decision written directly for the benchmarks' rule on the same layer, from
+			// BenchmarkDirect: how far the target lies from what deciding costs there at all.
+			if direct := r.get("Direct/"+t.request, "direct-over-clocked-floor"); direct.ok {
+				w("| (bound) %s: the direct-decision probe (the same crossings through Tollgate's ABI layer, the benchmarks' one rule decided in one function) / clocked floor, same run | %s | – |\n",
+					label, direct.format(2))
+				w("| (bound) %s: Tollgate / the direct-decision probe, same run | %s | – |\n",
+					label, r.get("Direct/"+t.request, "vs-direct").format(2))
 			}
 		}
 	}

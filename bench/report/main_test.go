@@ -16,6 +16,8 @@ BenchmarkFloor/admitted-known-2   	   20000	      4000 ns/op	      2.50 vs-floor
 BenchmarkFloor/admitted-known-2   	   20000	      4100 ns/op	      2.70 tollgate/floor	      2.60 tollgate/floor+clock
 BenchmarkSurface/admitted-known-2 	   20000	      4000 ns/op	      1.25 surface-over-clocked-floor	      1.50 glue-over-clocked-floor	      2.20 vs-clocked-floor	      1.76 vs-surface
 BenchmarkSurface/admitted-known-2 	   20000	      4000 ns/op	      1.27 surface-over-clocked-floor	      1.56 glue-over-clocked-floor	      2.30 vs-clocked-floor	      1.81 vs-surface
+BenchmarkDirect/admitted-known-2  	   20000	      4000 ns/op	      1.64 direct-over-clocked-floor	      2.20 vs-clocked-floor	      1.34 vs-direct
+BenchmarkDirect/admitted-known-2  	   20000	      4000 ns/op	      1.70 direct-over-clocked-floor	      2.30 vs-clocked-floor	      1.35 vs-direct
 PASS
 goos: linux
 cpu: AMD EPYC
@@ -78,6 +80,8 @@ func TestSectionsReplaceTheirMarkers(t *testing.T) {
 		{"bench-report", "| (bound) admitted, known key: the glue probe (the same crossings through Tollgate's ABI layer, deciding nothing) / clocked floor, same run | 1.53 [1.50..1.56] | – |"},
 		// 1 - (1.8-1.50)/(2.20-1.50) = 0.57, 1 - (1.8-1.56)/(2.30-1.56) = 0.68
 		{"bench-report", "| (bound) admitted, known key: with the ABI layer as it is, the decision's time (Tollgate's beyond the glue probe's) must fall by | 62 % [57..68] | – |"},
+		{"bench-report", "| (bound) admitted, known key: the direct-decision probe (the same crossings through Tollgate's ABI layer, the benchmarks' one rule decided in one function) / clocked floor, same run | 1.67 [1.64..1.70] | – |"},
+		{"bench-report", "| (bound) admitted, known key: Tollgate / the direct-decision probe, same run | 1.35 [1.34..1.35] | – |"},
 		{"bench-report", "| **0.52** ms | yes |"},
 		{"bench-report:http", "| rejected: every key over its limit | 21,530 | 7,385 | **2.92** |"},
 		{"bench-report:startup", "| example (`examples/tollgate.json`), compiled | – | 2.88 | 0.52 | 3.40 |"},

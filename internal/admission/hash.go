@@ -96,3 +96,7 @@ func sipHash24(k0, k1 uint64, msg []byte) uint64 {
 	round()
 	return v0 ^ v1 ^ v2 ^ v3
 }
+
+// KeyedHash is the keyed hash that names buckets, SipHash-2-4 of msg under the key (k0, k1),
+// for the benchmarks' direct-decision probe (bench/testdata/direct), which hashes as Tollgate does.
+func KeyedHash(k0, k1 uint64, msg []byte) uint64 { return sipHash24(k0, k1, msg) }
