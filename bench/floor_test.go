@@ -152,9 +152,9 @@ type turn struct {
 
 // warmup is how many requests each module serves before a benchmark measures it. A rig's first
 // requests cost the host's side more than its later ones (its Go heap still grows, its garbage
-// collector runs often), by about as many nanoseconds for every module: in runs of the first
-// 20,000 requests alone, the floor's time was half again its later time and Tollgate's ratios
-// fell by 0.15 to 0.4 (BENCHMARKS.md, "Machine").
+// collector runs often), by about as many nanoseconds for every module: in a rig's first 20,000
+// requests the clocked floor took 1.5 to 1.8 times its later time, and Tollgate's ratios were
+// 0.15 to 0.4 lower (BENCHMARKS.md, "The first requests of a rig").
 const warmup = 20_000
 
 // warmTurns readies rt's requests on each rig for an interleaved benchmark: it prepares the keys

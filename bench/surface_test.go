@@ -81,9 +81,9 @@ func BenchmarkSurface(b *testing.B) {
 // with Tollgate's limiter and the bucket written back. Tollgate, the clocked floor probe and the
 // direct probe are interleaved in blocks of requests, as in BenchmarkSurface. ns/op and
 // vs-clocked-floor are Tollgate's; direct-over-clocked-floor is the direct probe's time over the
-// clocked floor's, which a target against the clocked floor below it leaves no room under for a
-// decision on this layer, however direct; vs-direct is Tollgate's time over the direct probe's,
-// what Tollgate's generality and structure add.
+// clocked floor's: a target against the clocked floor below it would need a decision cheaper than
+// one written directly for the rule; vs-direct is Tollgate's time over the direct probe's, what
+// Tollgate's generality and structure add.
 func BenchmarkDirect(b *testing.B) {
 	for _, st := range surfaceTypes() {
 		b.Run(st.name, func(b *testing.B) {

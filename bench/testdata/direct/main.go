@@ -1,14 +1,14 @@
 // Command direct is the direct-decision probe: Tollgate's ABI layer (internal/abi), as in the
 // glue probe (bench/testdata/glue), with a plugin that decides the benchmarks' requests as any
-// limiter of their one rule must, written for that rule in one function. Per request it makes the
-// surface probe's crossings, with the same values, and between them: it looks for the shadow
-// marker and the key among the headers by name, reads the clock, hashes the owner as Tollgate
-// does (SipHash-2-4 under a key, of the rule's and limit's prefix and the key),
-// answers a key it found too low from its memory while the refill cannot admit it, and otherwise
-// reads the key's bucket, takes a token from it (Tollgate's limiter.Bucket) and writes it back
-// with the CAS it was read with. A rejection looks at the request's content-type (a gRPC request
-// gets a gRPC status) and sends the 429 with its Retry-After in seconds, rendered again only when
-// they change.
+// limiter of their one rule must, written for that rule in one function. Per request it makes
+// the surface probe's crossings, with the same values, and between them: it looks for the shadow
+// marker and the key among the headers by name, reads the clock, hashes the owner nearly as
+// Tollgate does (SipHash-2-4 under a key, of the rule's and limit's prefix and the key, without
+// the key's length Tollgate writes before it), answers a key it found too low from its memory
+// while the refill cannot admit it, and otherwise reads the key's bucket, takes a token from it
+// (Tollgate's limiter.Bucket) and writes it back with the CAS it was read with. A rejection
+// looks at the request's content-type (a gRPC request gets a gRPC status) and sends the 429 with
+// its Retry-After in seconds, rendered again only when they change.
 //
 // It has none of Tollgate's generality: no other rule, key or algorithm, no key table (a key's
 // bucket under a name of its own, as the surface probe's), no counters, no failure modes; a
@@ -100,7 +100,10 @@ type rememberedBucket struct {
 // benchmarks).
 var spare rememberedBucket
 
-// place is o's place among the remembered buckets: its own, or an empty one to take.
+// place is o's place among the remembered buckets: its own, or an empty one to take. A bucket
+// forgotten (its place emptied) may leave an older copy of the same owner's bucket further on,
+// found again once the empty place is taken: an older state of the same bucket, whose refill to
+// now is never below the newer one's, so it never rejects what the newer would admit.
 func place(o uint64) *rememberedBucket {
 	for i := range uint64(64) {
 		p := &remembered[(o+i)%uint64(len(remembered))]

@@ -1,6 +1,7 @@
 // Package probes is what the surface and glue probes (bench/testdata/surface, bench/testdata/glue)
 // share, so that both do the same between their crossings: the key taken as the last header, the
-// keys answered 429 remembered, and Tollgate's reply for the benchmarks' limit.
+// keys answered 429 remembered, and Tollgate's reply for the benchmarks' limit. The direct-decision
+// probe (bench/testdata/direct) takes the slot's size and the reply's details from it.
 package probes
 
 // SlotSize is the length of one slot of Tollgate's key table (admission.SlotSize): a row holding
