@@ -106,6 +106,43 @@ func BenchmarkDirect(b *testing.B) {
 	}
 }
 
+// BenchmarkAlone runs one module at a time, each in a rig of its own with nothing interleaved:
+// Tollgate, the direct-decision, glue and surface probes and the clocked floor, for the request
+// types of BenchmarkSurface, warmed up as there. Its times are not for ratios (the interleaved
+// benchmarks cancel the machine's noise, this one does not); it is for a sampling profile of one
+// module's requests, where every sample outside the module's compiled code is the host's side of
+// that module's requests and no other's (bench/results/2026-12-03-host-side.txt, how it is made
+// at its top).
+func BenchmarkAlone(b *testing.B) {
+	modules := []struct {
+		name   string
+		module func(testing.TB) []byte
+		probe  bool // configured by surfaceProbe, answering as Tollgate
+	}{
+		{"tollgate", func(tb testing.TB) []byte { return tollgateModule(tb) }, false},
+		{"direct", directModule, true},
+		{"glue", glueModule, true},
+		{"surface", surfaceModule, true},
+		{"floor+clock", func(tb testing.TB) []byte { return floorModule(tb, "clock") }, false},
+	}
+	for _, st := range surfaceTypes() {
+		for _, m := range modules {
+			b.Run(m.name+"/"+st.name, func(b *testing.B) {
+				opts, status := rigOptions{config: st.config}, st.status
+				switch {
+				case m.probe:
+					opts.config = surfaceProbe[st.name]
+				case m.name != "tollgate": // the floor answers every request with its upstream's 200
+					opts, status = rigOptions{}, 200
+				}
+				r := newRig(b, m.module(b), opts)
+				turns := warmTurns(b, st, []*rig{r}, []int{status})
+				inTurns(b, turns[0])
+			})
+		}
+	}
+}
+
 // The surface, glue and direct-decision probes make Tollgate's crossings, no more and no fewer:
 // for each request type of BenchmarkSurface, a request of a known key crosses between host and
 // module in the same sequence with Tollgate and each probe (each callback with its arguments, the
