@@ -110,20 +110,21 @@ func BenchmarkDirect(b *testing.B) {
 // Tollgate, the direct-decision, glue and surface probes and the clocked floor, for the request
 // types of BenchmarkSurface, warmed up as there. Its times are not for ratios (the interleaved
 // benchmarks cancel the machine's noise, this one does not); it is for a sampling profile of one
-// module's requests, where every sample outside the module's compiled code is the host's side of
-// that module's requests and no other's (bench/results/2026-12-03-host-side.txt, how it is made
-// at its top).
+// module's requests, where no other module's requests are (a run also holds its rig's setup and
+// warm-up, which the difference between a long run and a short one removes:
+// bench/results/2026-12-03-alone-profile.txt, how it is made is at its top).
 func BenchmarkAlone(b *testing.B) {
 	modules := []struct {
 		name   string
 		module func(testing.TB) []byte
 		probe  bool // configured by surfaceProbe, answering as Tollgate
+		floor  bool // not configured, answering with its upstream's 200
 	}{
-		{"tollgate", func(tb testing.TB) []byte { return tollgateModule(tb) }, false},
-		{"direct", directModule, true},
-		{"glue", glueModule, true},
-		{"surface", surfaceModule, true},
-		{"floor+clock", func(tb testing.TB) []byte { return floorModule(tb, "clock") }, false},
+		{"tollgate", func(tb testing.TB) []byte { return tollgateModule(tb) }, false, false},
+		{"direct", directModule, true, false},
+		{"glue", glueModule, true, false},
+		{"surface", surfaceModule, true, false},
+		{"floor+clock", func(tb testing.TB) []byte { return floorModule(tb, "clock") }, false, true},
 	}
 	for _, st := range surfaceTypes() {
 		for _, m := range modules {
@@ -132,7 +133,7 @@ func BenchmarkAlone(b *testing.B) {
 				switch {
 				case m.probe:
 					opts.config = surfaceProbe[st.name]
-				case m.name != "tollgate": // the floor answers every request with its upstream's 200
+				case m.floor:
 					opts, status = rigOptions{}, 200
 				}
 				r := newRig(b, m.module(b), opts)
