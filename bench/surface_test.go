@@ -114,29 +114,30 @@ func BenchmarkDirect(b *testing.B) {
 // warm-up, which the difference between a long run and a short one removes:
 // bench/results/2026-12-03-alone-profile.txt, how it is made is at its top).
 func BenchmarkAlone(b *testing.B) {
+	// Each module's rig for a request type, and the status the module answers its requests with.
+	probe := func(module func(testing.TB) []byte) func(*testing.B, requestType) (*rig, int) {
+		return func(b *testing.B, st requestType) (*rig, int) {
+			return newRig(b, module(b), rigOptions{config: surfaceProbe[st.name]}), st.status
+		}
+	}
 	modules := []struct {
-		name   string
-		module func(testing.TB) []byte
-		probe  bool // configured by surfaceProbe, answering as Tollgate
-		floor  bool // not configured, answering with its upstream's 200
+		name string
+		rig  func(*testing.B, requestType) (*rig, int)
 	}{
-		{"tollgate", func(tb testing.TB) []byte { return tollgateModule(tb) }, false, false},
-		{"direct", directModule, true, false},
-		{"glue", glueModule, true, false},
-		{"surface", surfaceModule, true, false},
-		{"floor+clock", func(tb testing.TB) []byte { return floorModule(tb, "clock") }, false, true},
+		{"tollgate", func(b *testing.B, st requestType) (*rig, int) {
+			return newRig(b, tollgateModule(b), rigOptions{config: st.config}), st.status
+		}},
+		{"direct", probe(directModule)},
+		{"glue", probe(glueModule)},
+		{"surface", probe(surfaceModule)},
+		{"floor+clock", func(b *testing.B, _ requestType) (*rig, int) {
+			return newRig(b, floorModule(b, "clock"), rigOptions{}), 200 // its upstream's answer
+		}},
 	}
 	for _, st := range surfaceTypes() {
 		for _, m := range modules {
 			b.Run(m.name+"/"+st.name, func(b *testing.B) {
-				opts, status := rigOptions{config: st.config}, st.status
-				switch {
-				case m.probe:
-					opts.config = surfaceProbe[st.name]
-				case m.floor:
-					opts, status = rigOptions{}, 200
-				}
-				r := newRig(b, m.module(b), opts)
+				r, status := m.rig(b, st)
 				turns := warmTurns(b, st, []*rig{r}, []int{status})
 				inTurns(b, turns[0])
 			})
