@@ -8,6 +8,7 @@
 #   make test-race  the packages that run natively, under the race detector (CI runs both)
 #   make bench   benchmarks
 #   make bench-report  the figures BENCHMARKS.md quotes, from one run (bench/results/report.*)
+#   make bench-profile sampling profiles of each module alone (Linux, perf; bench/results/profile.*)
 #   make fuzz    every fuzz target for FUZZTIME each (an execution count: 300000x)
 #   make soak    the long runs: a million requests in the Envoy 1.33 profile (poll_oneoff), the
 #                exactness property over many more seeds, CAS retry rates over more requests,
@@ -44,7 +45,8 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows ./li
 	./config:FuzzDecodeMatchesEncodingJSON ./config:FuzzIsProtobufMessage ./internal/rls:FuzzDecodeResponse \
 	./internal/simulate:FuzzParseEnvoyJSON ./internal/simulate:FuzzParseCombined \
 	./internal/netaddr:FuzzParseAddr ./internal/netaddr:FuzzPrefix ./internal/duration:FuzzParse ./internal/duration:FuzzFormat \
-	./internal/wasmbin:FuzzSections ./internal/wasmdata:FuzzPack ./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap ./internal/wasmaddr:FuzzNarrow ./internal/wasmjump:FuzzThread ./internal/usage:FuzzScanner ./internal/usage:FuzzWholeNumber ./internal/heavy:FuzzDecode
+	./internal/wasmbin:FuzzSections ./internal/wasmdata:FuzzPack ./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap ./internal/wasmaddr:FuzzNarrow ./internal/wasmjump:FuzzThread ./internal/usage:FuzzScanner ./internal/usage:FuzzWholeNumber ./internal/heavy:FuzzDecode \
+	./bench/profile:FuzzParseSamples ./bench/profile:FuzzParsePerfMap ./bench/profile:FuzzParseScript
 # envoyproxy/ratelimit for the global-limit tests (e2e/ratelimit, which pins the same version):
 # built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
@@ -83,7 +85,7 @@ WASM_PKGS := ./filter ./internal/plugin ./internal/abi ./internal/wire ./interna
 vet_wasip1 = echo "vet wasip1 $(1) $(2)" && files=$$(GOOS=wasip1 GOARCH=wasm $(GO) list -tags '$(1)' -f '{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}' $(2)) && \
 	GOOS=wasip1 GOARCH=wasm $(GO) vet -tags '$(1)' $$files
 
-.PHONY: build wasm run test test-race bench bench-report fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
+.PHONY: build wasm run test test-race bench bench-report bench-profile fuzz soak check lint clean image push image-docker release e2e-envoy ratelimit
 
 # build/tollgate.wasm.sha256 is in sha256sum's format ("HEX  tollgate.wasm"): `sha256sum -c` in
 # build/ checks it, and its first field is what Envoy's vm_config.code.remote.sha256 wants.
@@ -158,6 +160,13 @@ bench:
 REPORTCOUNT ?= 5
 bench-report:
 	$(GO) run ./bench/report -count $(REPORTCOUNT)
+
+# Where each module's time goes when it runs alone: BenchmarkAlone under perf record, each module
+# and request type at two lengths, PROFILERUNS times; the samples go to bench/results/profile.samples
+# and the tables written from them to bench/results/profile.txt (bench/profile).
+PROFILERUNS ?= 2
+bench-profile:
+	$(GO) run ./bench/profile -runs $(PROFILERUNS)
 
 fuzz:
 	@set -e; for target in $(FUZZ_TARGETS); do \

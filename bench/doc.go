@@ -26,7 +26,8 @@
 //     that layer with nothing general in the way, vs-direct the module's time over that probe's.
 //     BenchmarkAlone runs the module, the three probes and the clocked floor probe each alone,
 //     not interleaved: its times are not for ratios, it is for a sampling profile that holds one
-//     module's requests and no other module's.
+//     module's requests and no other module's, which the command bench/profile makes (make
+//     bench-profile) and writes tables of.
 //   - crossings_test.go: host calls, WASI calls, callbacks and allocator callbacks per request
 //     type, from the host's counters, the module's own function calls per request (wazero's
 //     function listeners), and the guest's heap allocations per request, read from the

@@ -1,10 +1,14 @@
 package bench
 
 import (
+	"bytes"
+	"os"
 	"reflect"
 	"testing"
 
 	"github.com/tollgate-proxy/tollgate/internal/host"
+	"github.com/tollgate-proxy/tollgate/internal/testbuild"
+	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
 // surfaceProbe is the surface probe's configuration for each request type BenchmarkSurface runs,
@@ -111,37 +115,52 @@ func BenchmarkDirect(b *testing.B) {
 // types of BenchmarkSurface, warmed up as there. Its times are not for ratios (the interleaved
 // benchmarks cancel the machine's noise, this one does not); it is for a sampling profile of one
 // module's requests, where no other module's requests are (a run also holds its rig's setup and
-// warm-up, which the difference between a long run and a short one removes:
-// bench/results/2026-12-03-alone-profile.txt, how it is made is at its top).
+// warm-up, which the difference between a long run and a short one removes). bench/profile
+// (make bench-profile) makes the profiles: with TOLLGATE_BENCH_NAMES set to a file, each
+// sub-benchmark writes its module's function name map there, which names the functions of the
+// perf map wazero writes.
 func BenchmarkAlone(b *testing.B) {
-	// Each module's rig for a request type, and the status the module answers its requests with.
-	probe := func(module func(testing.TB) []byte) func(*testing.B, requestType) (*rig, int) {
-		return func(b *testing.B, st requestType) (*rig, int) {
-			return newRig(b, module(b), rigOptions{config: surfaceProbe[st.name]}), st.status
-		}
+	probe := func(b *testing.B, module []byte, st requestType) (*rig, int) {
+		return newRig(b, module, rigOptions{config: surfaceProbe[st.name]}), st.status
 	}
 	modules := []struct {
-		name string
-		rig  func(*testing.B, requestType) (*rig, int)
+		name, pkg string
+		tags      []string
+		// rig makes the module's rig for a request type, and says the status it answers with.
+		rig func(b *testing.B, module []byte, st requestType) (*rig, int)
 	}{
-		{"tollgate", func(b *testing.B, st requestType) (*rig, int) {
-			return newRig(b, tollgateModule(b), rigOptions{config: st.config}), st.status
+		{"tollgate", "./filter", nil, func(b *testing.B, module []byte, st requestType) (*rig, int) {
+			return newRig(b, module, rigOptions{config: st.config}), st.status
 		}},
-		{"direct", probe(directModule)},
-		{"glue", probe(glueModule)},
-		{"surface", probe(surfaceModule)},
-		{"floor+clock", func(b *testing.B, _ requestType) (*rig, int) {
-			return newRig(b, floorModule(b, "clock"), rigOptions{}), 200 // its upstream's answer
+		{"direct", "./bench/testdata/direct", nil, probe},
+		{"glue", "./bench/testdata/glue", nil, probe},
+		{"surface", "./bench/testdata/surface", nil, probe},
+		{"floor+clock", "./bench/testdata/floor", []string{"clock"}, func(b *testing.B, module []byte, _ requestType) (*rig, int) {
+			return newRig(b, module, rigOptions{}), 200 // its upstream's answer
 		}},
 	}
 	for _, st := range surfaceTypes() {
 		for _, m := range modules {
 			b.Run(m.name+"/"+st.name, func(b *testing.B) {
-				r, status := m.rig(b, st)
+				if path := os.Getenv("TOLLGATE_BENCH_NAMES"); path != "" {
+					writeNames(b, path, testbuild.Names(b, m.pkg, m.tags...))
+				}
+				r, status := m.rig(b, build(b, m.pkg, m.tags...), st)
 				turns := warmTurns(b, st, []*rig{r}, []int{status})
 				inTurns(b, turns[0])
 			})
 		}
+	}
+}
+
+// writeNames writes a function name map to path, as `make build` writes the module's.
+func writeNames(b *testing.B, path string, names wasmnames.Map) {
+	var text bytes.Buffer
+	if _, err := names.WriteTo(&text); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(path, text.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
 	}
 }
 

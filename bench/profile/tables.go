@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// topFunctions is how many of a module's functions its table lists.
+const topFunctions = 15
+
+// packagePrefix is how this repository's packages begin in a Go Wasm module's function names; the
+// tables leave it out.
+const packagePrefix = "github.com_tollgate_proxy_tollgate_"
+
+// tables writes the profile's tables: for each run and request type, each module's time a
+// request by kind, then the largest functions of the modules in byFunction. samplesFile names the
+// samples they are written from.
+func (p *profile) tables(samplesFile string) ([]byte, error) {
+	var b bytes.Buffer
+	p.header(&b, samplesFile)
+	requests := p.long - p.short
+	// A sample is 10^9/frequency ns of one CPU's time, spread over requests requests.
+	ns := func(samples int) float64 {
+		return float64(samples) * (1e6 / float64(p.frequency)) * 1000 / float64(requests)
+	}
+	for run := 1; run <= p.runCount(); run++ {
+		fmt.Fprintf(&b, "## Run %d\n", run)
+		for _, rt := range requestTypes {
+			fmt.Fprintf(&b, "### %s: samples of %s requests minus those of %s, per request (ns)\n", rt, thousands(p.long), thousands(p.short))
+			fmt.Fprintf(&b, "%-12s %8s %8s %8s %8s %8s %8s\n", "module", "ns/op", "samples", "module", "wazero", "host-Go", "kernel")
+			functions := map[string]map[string]int{}
+			for _, m := range modules {
+				short, long := p.find(run, rt, m, p.short), p.find(run, rt, m, p.long)
+				if short == nil || long == nil {
+					return nil, fmt.Errorf("run %d has no samples of %s/%s at %d and %d requests", run, m, rt, p.short, p.long)
+				}
+				var kinds [4]int
+				for i := range kinds {
+					kinds[i] = long.kinds[i] - short.kinds[i]
+				}
+				fmt.Fprintf(&b, "%-12s %8s %8.0f %8.0f %8.0f %8.0f %8.0f\n", m, long.nsPerOp, ns(sum(kinds[:])),
+					ns(kinds[0]), ns(kinds[1]), ns(kinds[2]), ns(kinds[3]))
+				functions[m] = difference(short.functions, long.functions)
+			}
+			for _, m := range byFunction {
+				fmt.Fprintf(&b, "\n%s, its compiled code by function (ns a request, the %d largest):\n", m, topFunctions)
+				for _, f := range largest(functions[m], topFunctions) {
+					name := strings.ReplaceAll(f.name, packagePrefix, "")
+					fmt.Fprintf(&b, "  %5.0f  %s\n", ns(f.samples), name[:min(len(name), 90)])
+				}
+			}
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes(), nil
+}
+
+// header is the tables' opening comment: what they are, how they were made, and what they hold.
+func (p *profile) header(b *bytes.Buffer, samplesFile string) {
+	started := p.started
+	if t, err := time.Parse(time.RFC3339, started); err == nil {
+		started = t.UTC().Format("2006-01-02T15:04Z") // to the minute
+	}
+	text := fmt.Sprintf(`Where each module's time goes when it runs alone: sampling profiles of BenchmarkAlone
+(bench/surface_test.go), %s begun at %s on %q, the tree at %s. Written by bench/profile
+(make bench-profile) from its samples, %s: go run ./bench/profile -parse %s -out FILE writes
+these tables again.
+
+How: the bench package's test binary built with wazero's perfmap build tag (wazero then writes a perf map of the functions it compiles, named by their index in their module), and each module and request type run alone, at two lengths, under perf record -e cpu-clock -F %d, its samples those of the test process. A run also builds, compiles and instantiates its module and serves the warm-up's requests: the longer run's samples minus the shorter one's are those of %s requests. A sample is %s of one CPU's time; the figures are ns a request. "module" is the samples in the module's own compiled code (the perf map's entries of its functions), by function through the module's function name map (the map make build writes for Tollgate, the name section for the probes), the names without this repository's package path; "wazero" its other compiled code (the trampolines); "host-Go" the test process's other code outside the kernel (the host's side: wazero's calls into and out of the module, the host's functions for the callbacks, shared data and the reply, runtime.memmove for the module's memory.copy instructions, its allocations and garbage collector); "kernel" the kernel's. "samples" is their sum, over both CPUs, more than ns/op (the benchmark's own time a request, in the longer run) by the work of the process's other threads, the garbage collector's workers among them. ns/op of modules run alone are not for ratios: BenchmarkFloor, BenchmarkSurface and BenchmarkDirect interleave the modules for that. The floor probe answers the rejected requests with its upstream's 200, as in the interleaved benchmarks.`,
+		runs(p.runCount()), started, p.cpu, p.tree, samplesFile, samplesFile, p.frequency, thousands(p.long-p.short), sampleTime(p.frequency))
+	for _, paragraph := range strings.Split(text, "\n\n") {
+		for _, line := range wrap(strings.ReplaceAll(paragraph, "\n", " "), 98) {
+			b.WriteString(strings.TrimRight("# "+line, " ") + "\n")
+		}
+		b.WriteString("#\n")
+	}
+}
+
+// runs is "1 run", "2 runs" and so on.
+func runs(n int) string {
+	if n == 1 {
+		return "1 run"
+	}
+	return strconv.Itoa(n) + " runs"
+}
+
+// sampleTime is how long one sample stands for, at frequency samples a second.
+func sampleTime(frequency int) string {
+	if 1_000_000%frequency == 0 {
+		return strconv.Itoa(1_000_000/frequency) + " µs"
+	}
+	return strconv.FormatFloat(1e9/float64(frequency), 'f', 0, 64) + " ns"
+}
+
+// wrap breaks text into lines of at most width bytes where it can, at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	return append(lines, line)
+}
+
+// thousands writes n with commas between its thousands: 1,000,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// difference is the samples of each function in long less those in short.
+func difference(short, long map[string]int) map[string]int {
+	d := map[string]int{}
+	for name, n := range long {
+		d[name] += n
+	}
+	for name, n := range short {
+		d[name] -= n
+	}
+	return d
+}
+
+type functionSamples struct {
+	name    string
+	samples int
+}
+
+// largest is the n functions with the most samples, most first, those with as many by name.
+func largest(functions map[string]int, n int) []functionSamples {
+	all := make([]functionSamples, 0, len(functions))
+	for name, s := range functions {
+		all = append(all, functionSamples{name, s})
+	}
+	slices.SortFunc(all, func(a, b functionSamples) int {
+		if c := cmp.Compare(b.samples, a.samples); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return all[:min(n, len(all))]
+}
