@@ -46,7 +46,7 @@ FUZZ_TARGETS := ./config:FuzzParse ./limiter:FuzzTake ./limiter:FuzzWindows ./li
 	./internal/simulate:FuzzParseEnvoyJSON ./internal/simulate:FuzzParseCombined \
 	./internal/netaddr:FuzzParseAddr ./internal/netaddr:FuzzPrefix ./internal/duration:FuzzParse ./internal/duration:FuzzFormat \
 	./internal/wasmbin:FuzzSections ./internal/wasmdata:FuzzPack ./internal/wasmnames:FuzzSplit ./internal/wasmnames:FuzzParseMap ./internal/wasmaddr:FuzzNarrow ./internal/wasmjump:FuzzThread ./internal/usage:FuzzScanner ./internal/usage:FuzzWholeNumber ./internal/heavy:FuzzDecode \
-	./bench/profile:FuzzParseSamples ./bench/profile:FuzzParsePerfMap ./bench/profile:FuzzParseScript
+	./bench/profile:FuzzParseSamples ./bench/profile:FuzzParseScript
 # envoyproxy/ratelimit for the global-limit tests (e2e/ratelimit, which pins the same version):
 # built with go install into build/ratelimit/<version>/ by `make ratelimit`, or by the tests.
 RATELIMIT_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
@@ -162,11 +162,12 @@ bench-report:
 	$(GO) run ./bench/report -count $(REPORTCOUNT)
 
 # Where each module's time goes when it runs alone: BenchmarkAlone under perf record, each module
-# and request type at two lengths, PROFILERUNS times; the samples go to bench/results/profile.samples
-# and the tables written from them to bench/results/profile.txt (bench/profile).
-PROFILERUNS ?= 2
+# and request type at two lengths, in PROFILEROUNDS rounds; the samples go to
+# bench/results/profile.samples and the tables written from them to bench/results/profile.txt
+# (bench/profile).
+PROFILEROUNDS ?= 2
 bench-profile:
-	$(GO) run ./bench/profile -runs $(PROFILERUNS)
+	$(GO) run ./bench/profile -rounds $(PROFILEROUNDS)
 
 fuzz:
 	@set -e; for target in $(FUZZ_TARGETS); do \

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -22,8 +21,8 @@ import (
 // samples.
 const testBinary = "bench.test"
 
-// record profiles every module and request type runs times, each at both lengths.
-func record(runs, short, long, frequency int) (*profile, error) {
+// record profiles every module and request type rounds times, each at both lengths.
+func record(rounds, short, long, frequency int) (*profile, error) {
 	if _, err := exec.LookPath("perf"); err != nil {
 		return nil, fmt.Errorf("perf is not installed (Debian: apt-get install linux-perf); -parse FILE writes the tables from samples recorded before")
 	}
@@ -39,17 +38,17 @@ func record(runs, short, long, frequency int) (*profile, error) {
 		return nil, fmt.Errorf("go test -c ./bench: %w", err)
 	}
 	p := &profile{started: time.Now().UTC().Format(time.RFC3339), tree: describe(), frequency: frequency, short: short, long: long}
-	for run := 1; run <= runs; run++ {
+	for round := 1; round <= rounds; round++ {
 		for _, rt := range requestTypes {
 			for _, m := range modules {
 				for _, n := range []int{short, long} {
-					r, cpu, err := recordOne(dir, binary, run, rt, m, n, frequency)
+					r, cpu, err := recordOne(dir, binary, round, rt, m, n, frequency)
 					if err != nil {
 						return nil, fmt.Errorf("%s/%s, %d requests: %w", m, rt, n, err)
 					}
 					p.cpu = cmp.Or(p.cpu, cpu)
-					p.runs = append(p.runs, r)
-					fmt.Fprintf(os.Stderr, "run %d %s/%s %d requests: %s ns/op, %d samples\n", run, m, rt, n, r.nsPerOp, sum(r.kinds[:]))
+					p.recordings = append(p.recordings, r)
+					fmt.Fprintf(os.Stderr, "round %d %s/%s %d requests: %s ns/op, %d samples\n", round, m, rt, n, r.nsPerOp, sum(r.kinds[:]))
 				}
 			}
 		}
@@ -65,7 +64,8 @@ func sum(counts []int) int {
 	return total
 }
 
-// describe names the tree profiled, as the module's version does.
+// describe names the tree profiled as the module's version does: git describe --tags --always
+// --dirty.
 func describe() string {
 	out, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
 	if err != nil {
@@ -74,32 +74,40 @@ func describe() string {
 	return strings.TrimSpace(string(out))
 }
 
+// perfMaps are the perf maps in /tmp, where wazero writes them.
+func perfMaps() []string {
+	maps, _ := filepath.Glob("/tmp/perf-*.map")
+	return maps
+}
+
 // recordOne profiles one module and request type for n requests, and counts its samples.
-func recordOne(dir, binary string, run int, requestType, module string, n, frequency int) (*runSamples, string, error) {
-	data, names := filepath.Join(dir, "perf.data"), filepath.Join(dir, "names")
-	os.Remove(names) // the last run's module's: this run's benchmark writes its own
+func recordOne(dir, binary string, round int, requestType, module string, n, frequency int) (r *recording, cpu string, err error) {
+	data, namesFile := filepath.Join(dir, "perf.data"), filepath.Join(dir, "names")
+	os.Remove(namesFile) // the last recording's module's: this one's benchmark writes its own
+	// The perf maps that appear while it runs are its test process's: removed when it ends, once
+	// perf script has read them, whatever the outcome. (Another process running wazero with its
+	// perfmap tag at the same time would lose its map too.)
+	before := perfMaps()
+	defer func() {
+		for _, m := range perfMaps() {
+			if !slices.Contains(before, m) {
+				os.Remove(m)
+			}
+		}
+	}()
 	pattern := "^BenchmarkAlone$/^" + regexp.QuoteMeta(module) + "$/^" + regexp.QuoteMeta(requestType) + "$"
 	cmd := exec.Command("perf", "record", "-q", "-o", data, "-e", "cpu-clock", "-F", strconv.Itoa(frequency), "--",
 		binary, "-test.run", "^$", "-test.bench", pattern, "-test.benchtime", strconv.Itoa(n)+"x")
 	cmd.Dir = "bench" // where go test runs the package's tests
-	cmd.Env = append(os.Environ(), "TOLLGATE_BENCH_NAMES="+names)
+	cmd.Env = append(os.Environ(), "TOLLGATE_BENCH_NAMES="+namesFile)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, "", fmt.Errorf("perf record: %w\n%s", err, out)
+		return nil, "", fmt.Errorf("perf record: %w (if perf says it may not, see kernel.perf_event_paranoid)\n%s", err, out)
 	}
-	r := &runSamples{run: run, requestType: requestType, module: module, requests: n}
-	var cpu string
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 4 && strings.HasPrefix(f[0], "BenchmarkAlone/") && f[3] == "ns/op" {
-			r.nsPerOp = f[2]
-		}
-		if c, ok := strings.CutPrefix(line, "cpu: "); ok {
-			cpu = strings.TrimSpace(c)
-		}
-	}
-	if r.nsPerOp == "" {
-		return nil, "", fmt.Errorf("the benchmark printed no result:\n%s", out)
+	r = &recording{round: round, requestType: requestType, module: module, requests: n}
+	if r.nsPerOp, cpu, err = parseBenchOutput(out); err != nil {
+		return nil, "", err
 	}
 	script, err := exec.Command("perf", "script", "-i", data, "-F", "comm,pid,ip,sym,dso").Output()
 	if err != nil {
@@ -109,73 +117,87 @@ func recordOne(dir, binary string, run int, requestType, module string, n, frequ
 	if err != nil {
 		return nil, "", err
 	}
-	// The test process is the one wazero wrote a perf map for; the others are its children
+	// The test process is the one with samples in its perf map; the others are its children
 	// before they ran another program (the module's build).
-	var samples []sample
-	var perfMap []byte
-	mapFile := ""
-	for pid, s := range byProcess {
-		name := "/tmp/perf-" + strconv.Itoa(pid) + ".map" // where wazero writes it
-		text, err := os.ReadFile(name)
-		if err != nil {
-			continue
+	pid := 0
+	for p, samples := range byProcess {
+		if slices.ContainsFunc(samples, func(s sample) bool { return s.object == perfMap(p) }) {
+			if pid != 0 {
+				return nil, "", fmt.Errorf("perf script: samples in the perf maps of two processes, %d and %d", pid, p)
+			}
+			pid = p
 		}
-		os.Remove(name)
-		if mapFile != "" {
-			return nil, "", fmt.Errorf("two processes with perf maps: %s and %s", mapFile, name)
-		}
-		samples, perfMap, mapFile = s, text, name
 	}
-	if mapFile == "" {
-		return nil, "", fmt.Errorf("no perf map of wazero's for any process of %s (is the test binary built with -tags perfmap?)", testBinary)
+	switch {
+	case pid == 0:
+		return nil, "", fmt.Errorf("perf script: no samples in a perf map of wazero's (is /tmp writable?)")
+	case slices.Contains(before, perfMap(pid)):
+		return nil, "", fmt.Errorf("%s was there before the benchmark ran, and wazero added to it: remove it and profile again", perfMap(pid))
 	}
-	nameText, err := os.ReadFile(names)
+	nameText, err := os.ReadFile(namesFile)
 	if err != nil {
 		return nil, "", fmt.Errorf("the module's names (TOLLGATE_BENCH_NAMES): %w", err)
 	}
-	functionNames, err := wasmnames.ParseMap(nameText)
+	names, err := wasmnames.ParseMap(nameText)
 	if err != nil {
 		return nil, "", fmt.Errorf("the module's names: %w", err)
 	}
-	entries, err := parsePerfMap(perfMap)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", mapFile, err)
-	}
-	r.kinds, r.functions = classify(samples, entries, functionNames)
+	r.kinds, r.functions = classify(byProcess[pid], perfMap(pid), names)
 	return r, cpu, nil
 }
 
-// sample is one sample of the test process: the instruction's address, and whether it was in
-// the kernel.
+// perfMap is the perf map wazero writes for the process pid.
+func perfMap(pid int) string { return "/tmp/perf-" + strconv.Itoa(pid) + ".map" }
+
+// parseBenchOutput reads BenchmarkAlone's ns/op and go test's cpu line from the test binary's
+// output.
+func parseBenchOutput(out []byte) (nsPerOp, cpu string, err error) {
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && strings.HasPrefix(f[0], "BenchmarkAlone/") && f[3] == "ns/op" {
+			nsPerOp = f[2]
+		}
+		if c, ok := strings.CutPrefix(line, "cpu: "); ok {
+			cpu = strings.TrimSpace(c)
+		}
+	}
+	if nsPerOp == "" {
+		return "", "", fmt.Errorf("the benchmark printed no result:\n%s", out)
+	}
+	return nsPerOp, cpu, nil
+}
+
+// sample is one sample of the test binary's: its address, the symbol perf names it by and the
+// object it is in, as perf script prints them.
 type sample struct {
-	ip     uint64
-	kernel bool
+	ip             uint64
+	symbol, object string
 }
 
 // parseScript reads the samples of the test binary's processes from `perf script -F
-// comm,pid,ip,sym,dso` ("bench.test 1234 7f1d21e52000 runtime.memmove (/path/bench.test)"), by
+// comm,pid,ip,sym,dso` ("bench.test 1234 7f1d21e52000 runtime.memmove (/tmp/bench.test)"), by
 // process id: the samples of other commands (perf's own, the compiler's) are left out.
 func parseScript(text []byte) (map[int][]sample, error) {
 	byProcess := map[int][]sample{}
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
+	for line := 1; sc.Scan(); line++ {
 		f := strings.Fields(sc.Text())
 		if len(f) < 1 || f[0] != testBinary {
 			continue
 		}
-		if len(f) < 3 {
-			return nil, fmt.Errorf("perf script: %q is not COMM PID ADDRESS SYMBOL (OBJECT)", sc.Text())
+		if len(f) < 5 || !strings.HasPrefix(f[len(f)-1], "(") || !strings.HasSuffix(f[len(f)-1], ")") {
+			return nil, fmt.Errorf("perf script, line %d: %q is not COMM PID ADDRESS SYMBOL (OBJECT)", line, sc.Text())
 		}
 		pid, err := strconv.Atoi(f[1])
 		if err != nil || pid <= 0 {
-			return nil, fmt.Errorf("perf script: %q: %q is not a process id", sc.Text(), f[1])
+			return nil, fmt.Errorf("perf script, line %d: %q is not a process id", line, f[1])
 		}
-		s, err := parseSample(f[2:])
+		ip, err := strconv.ParseUint(f[2], 16, 64)
 		if err != nil {
-			return nil, fmt.Errorf("perf script: %q: %w", sc.Text(), err)
+			return nil, fmt.Errorf("perf script, line %d: %q is not an address", line, f[2])
 		}
-		byProcess[pid] = append(byProcess[pid], s)
+		object := f[len(f)-1]
+		byProcess[pid] = append(byProcess[pid], sample{ip, strings.Join(f[3:len(f)-1], " "), object[1 : len(object)-1]})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("perf script: %w", err)
@@ -186,107 +208,54 @@ func parseScript(text []byte) (map[int][]sample, error) {
 	return byProcess, nil
 }
 
-// parseSample reads a sample's address, symbol and object: "7f1d21e52000 runtime.memmove
-// (/path/bench.test)"; in the kernel's object when that is perf's [kernel.kallsyms].
-func parseSample(f []string) (sample, error) {
-	ip, err := strconv.ParseUint(f[0], 16, 64)
-	if err != nil {
-		return sample{}, fmt.Errorf("%q is not an address", f[0])
-	}
-	return sample{ip: ip, kernel: slices.ContainsFunc(f[1:], func(s string) bool { return strings.Contains(s, "[kernel") })}, nil
-}
-
-// mapEntry is a line of a perf map: code at [start, start+size) named name.
-type mapEntry struct {
-	start, size uint64
-	name        string
-}
-
-// parsePerfMap reads a perf map, "START SIZE NAME" a line with START and SIZE in hexadecimal,
-// sorted by start.
-func parsePerfMap(text []byte) ([]mapEntry, error) {
-	var entries []mapEntry
-	for i, line := range strings.Split(string(text), "\n") {
-		if line == "" {
-			continue
-		}
-		f := strings.SplitN(line, " ", 3)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("line %d: %q is not START SIZE NAME", i+1, line)
-		}
-		start, err1 := strconv.ParseUint(f[0], 16, 64)
-		size, err2 := strconv.ParseUint(f[1], 16, 64)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("line %d: %q is not START SIZE NAME, in hexadecimal", i+1, line)
-		}
-		entries = append(entries, mapEntry{start, size, strings.TrimSpace(f[2])})
-	}
-	slices.SortFunc(entries, func(a, b mapEntry) int {
-		return cmpEntries(a, b)
-	})
-	return entries, nil
-}
-
-// cmpEntries orders entries by start, then size, then name: of the entries that start at an
-// address, the longest is the one a sample there falls in.
-func cmpEntries(a, b mapEntry) int {
-	if c := cmp.Compare(a.start, b.start); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.size, b.size); c != 0 {
-		return c
-	}
-	return strings.Compare(a.name, b.name)
-}
-
-// moduleFunction matches wazero's name of a module's compiled function in its perf map:
-// "[0/2161].$33:::::L0", the function with index 33 of the module (2161 its function count).
-var moduleFunction = regexp.MustCompile(`^\[\d+/\d+\]\.\$(\d+)`)
+// moduleEntry matches the start of wazero's names of a module's compiled functions in its perf
+// map, "[CODE/LAST]" (see functionName).
+var moduleEntry = regexp.MustCompile(`^\[\d+/\d+\]`)
 
 // classify counts samples by kind (in the order of kinds) and those in the module's compiled code
-// by function. A sample is in the entry of the perf map that starts last at or before its
-// address, if it is inside it: the module's own code when wazero names the entry by its index in
-// the module ("[...]"), its trampolines otherwise. A sample outside every entry is the kernel's
-// or the host's (Go's code, the C library's and the vDSO's).
-func classify(samples []sample, entries []mapEntry, names wasmnames.Map) (kindCounts [4]int, functions map[string]int) {
+// by function. A sample in perfMap, wazero's map of the code it compiled, is in the module's own
+// code when perf names it by an entry of a module's function, in wazero's other code (its
+// trampolines) otherwise; any other is the kernel's (in its object, or at a kernel address) or
+// the host's (Go's code, the C library's and the vDSO's).
+func classify(samples []sample, perfMap string, names wasmnames.Map) (kindCounts [4]int, functions map[string]int) {
 	functions = map[string]int{}
 	for _, s := range samples {
-		// The last entry that starts at or before the address.
-		i := sort.Search(len(entries), func(i int) bool { return entries[i].start > s.ip }) - 1
-		if i >= 0 && s.ip < entries[i].start+entries[i].size {
-			e := entries[i]
-			if !strings.HasPrefix(e.name, "[") {
-				kindCounts[1]++
-				continue
-			}
+		switch {
+		case s.object == perfMap && moduleEntry.MatchString(s.symbol):
 			kindCounts[0]++
-			functions[functionName(e.name, names)]++
-			continue
-		}
-		if s.kernel {
+			functions[functionName(s.symbol, names)]++
+		case s.object == perfMap:
+			kindCounts[1]++
+		case strings.HasPrefix(s.object, "[kernel") || s.ip >= 1<<63:
 			kindCounts[3]++
-		} else {
+		default:
 			kindCounts[2]++
 		}
 	}
 	return kindCounts, functions
 }
 
-// functionName is the name of a module's function from its perf map entry: its name in the
-// module's name map, "$INDEX" when the map has none, the entry's name up to its first ':' when it
-// holds no index.
+// functionName is the name of a module's function from wazero's name of its compiled code in the
+// perf map: "[CODE/LAST]" (its place among the module's compiled functions), then the name the
+// module exports it by, or "." and the name the module's name section gives it, or ".$INDEX"
+// (its index in the module's function index space) when it has neither, then ":::::L" and the
+// number of a block of it. A function by its index takes its name from names, the module's name
+// map (with "$INDEX" when the map has none).
 func functionName(entry string, names wasmnames.Map) string {
-	m := moduleFunction.FindStringSubmatch(entry)
-	if m == nil {
-		name, _, _ := strings.Cut(entry, ":")
+	name, _, _ := strings.Cut(entry, ":::::")
+	if prefix := moduleEntry.FindString(name); prefix != "" {
+		name = strings.TrimPrefix(name[len(prefix):], ".")
+	}
+	digits, ok := strings.CutPrefix(name, "$")
+	if !ok {
 		return name
 	}
-	index, err := strconv.ParseUint(m[1], 10, 32)
+	index, err := strconv.ParseUint(digits, 10, 32)
 	if err != nil {
-		return "$" + m[1]
-	}
-	if name, ok := names.Lookup(uint32(index)); ok {
 		return name
 	}
-	return "$" + m[1]
+	if n, ok := names.Lookup(uint32(index)); ok {
+		return n
+	}
+	return name
 }

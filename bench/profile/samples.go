@@ -19,20 +19,21 @@ var (
 // The kinds of code a sample can fall in.
 var kinds = []string{"module", "wazero", "host", "kernel"}
 
-// profile is a profile's samples: what a run of the command recorded, or read back from its text.
+// profile is a profile's samples: what the command recorded, or read back from its text.
 type profile struct {
-	started   string // when the profile began, RFC 3339
-	cpu       string // the cpu line of go test
-	tree      string // the tree profiled: git describe --always --dirty
-	frequency int    // samples a second
-	short     int    // requests of the shorter run of each pair
-	long      int    // and of the longer
-	runs      []*runSamples
+	started    string // when the profile began (RFC 3339 when the command recorded it)
+	cpu        string // the cpu line of go test
+	tree       string // the tree profiled (git describe --tags --always --dirty when the command recorded it)
+	frequency  int    // samples a second
+	short      int    // requests of the shorter recording of each pair
+	long       int    // and of the longer
+	note       string // anything else the tables' reader must know of how the samples were made
+	recordings []*recording
 }
 
-// runSamples are the samples of one module and request type, in one run of the given length.
-type runSamples struct {
-	run         int
+// recording is the samples of one module and request type, in one round, at one length.
+type recording struct {
+	round       int
 	requestType string
 	module      string
 	requests    int
@@ -41,34 +42,34 @@ type runSamples struct {
 	functions   map[string]int // samples in the module's code, by function name
 }
 
-// find is the samples of a run, module, request type and length, or nil.
-func (p *profile) find(run int, requestType, module string, requests int) *runSamples {
-	for _, r := range p.runs {
-		if r.run == run && r.requestType == requestType && r.module == module && r.requests == requests {
+// find is the recording of a round, module, request type and length, or nil.
+func (p *profile) find(round int, requestType, module string, requests int) *recording {
+	for _, r := range p.recordings {
+		if r.round == round && r.requestType == requestType && r.module == module && r.requests == requests {
 			return r
 		}
 	}
 	return nil
 }
 
-// runCount is the number of runs in the profile: its highest run number.
-func (p *profile) runCount() int {
+// rounds is the number of rounds in the profile: its highest round number.
+func (p *profile) rounds() int {
 	n := 0
-	for _, r := range p.runs {
-		n = max(n, r.run)
+	for _, r := range p.recordings {
+		n = max(n, r.round)
 	}
 	return n
 }
 
-// text is the samples as parseSamples reads them: the profile's settings, then for each run a
-// line of its counts and a line per function, the functions by name.
+// text is the samples as parseSamples reads them: the profile's settings, then for each
+// recording a line of its counts and a line per function, the functions by name.
 //
 //	profile started 2026-12-03T05:28:00Z
 //	profile cpu Oxide Virtual Turin-like Processor
 //	profile tree 3a8bf42
 //	profile frequency 4000
 //	profile requests 200000 1000000
-//	run 1 admitted-known tollgate 200000 ns/op 5312 module 1480 wazero 20 host 3011 kernel 1207
+//	counts 1 admitted-known tollgate 200000 ns/op 5312 module 1480 wazero 20 host 3011 kernel 1207
 //	function 1 admitted-known tollgate 200000 364 github.com_tollgate_proxy_tollgate_internal_admission.__Gate_.admitLean
 func (p *profile) text() []byte {
 	var b bytes.Buffer
@@ -76,9 +77,12 @@ func (p *profile) text() []byte {
 	b.WriteString("# writes the tables from them.\n")
 	fmt.Fprintf(&b, "profile started %s\nprofile cpu %s\nprofile tree %s\nprofile frequency %d\nprofile requests %d %d\n",
 		p.started, p.cpu, p.tree, p.frequency, p.short, p.long)
-	for _, r := range p.runs {
-		id := fmt.Sprintf("%d %s %s %d", r.run, r.requestType, r.module, r.requests)
-		fmt.Fprintf(&b, "run %s ns/op %s", id, r.nsPerOp)
+	if p.note != "" {
+		fmt.Fprintf(&b, "profile note %s\n", p.note)
+	}
+	for _, r := range p.recordings {
+		id := fmt.Sprintf("%d %s %s %d", r.round, r.requestType, r.module, r.requests)
+		fmt.Fprintf(&b, "counts %s ns/op %s", id, r.nsPerOp)
 		for i, k := range kinds {
 			fmt.Fprintf(&b, " %s %d", k, r.kinds[i])
 		}
@@ -96,9 +100,9 @@ func (p *profile) text() []byte {
 }
 
 // parseSamples reads what text writes. Anything else is an error naming its line: a line of an
-// unknown kind, a number that is not one, a run or function of a module or request type the
-// tables do not know, a function before its run's line, a run or function twice, a setting
-// missing.
+// unknown kind, a number that is not one, a recording of a module, request type or length the
+// tables do not know, a function before its recording's counts, a recording or function twice, a
+// setting twice or missing.
 func parseSamples(text []byte) (*profile, error) {
 	p := &profile{}
 	settings := map[string]bool{}
@@ -115,8 +119,8 @@ func parseSamples(text []byte) (*profile, error) {
 			return nil, fmt.Errorf(`no "profile %s" line`, s)
 		}
 	}
-	if len(p.runs) == 0 {
-		return nil, fmt.Errorf("no run lines")
+	if len(p.recordings) == 0 {
+		return nil, fmt.Errorf("no counts lines")
 	}
 	return p, nil
 }
@@ -138,11 +142,16 @@ func (p *profile) parseLine(line string, settings map[string]bool) error {
 			p.cpu = value
 		case "tree":
 			p.tree = value
+		case "note":
+			p.note = value
 		case "frequency":
 			if p.frequency, err = positive(value); err != nil {
 				return fmt.Errorf("profile frequency: %w", err)
 			}
 		case "requests":
+			if len(p.recordings) > 0 {
+				return fmt.Errorf("profile requests after counts lines: the lengths come first")
+			}
 			short, long, _ := strings.Cut(value, " ")
 			if p.short, err = positive(short); err != nil {
 				return fmt.Errorf("profile requests: %w", err)
@@ -151,22 +160,22 @@ func (p *profile) parseLine(line string, settings map[string]bool) error {
 				return fmt.Errorf("profile requests: %w", err)
 			}
 			if p.long <= p.short {
-				return fmt.Errorf("profile requests %d %d: the longer run must be the second", p.short, p.long)
+				return fmt.Errorf("profile requests %d %d: the longer recording's length must be the second", p.short, p.long)
 			}
 		default:
 			return fmt.Errorf("unknown setting %q", name)
 		}
-	case "run":
+	case "counts":
 		f := strings.Fields(rest)
 		if len(f) != 6+2*len(kinds) {
-			return fmt.Errorf("a run line is: run RUN TYPE MODULE REQUESTS ns/op N module N wazero N host N kernel N")
+			return fmt.Errorf("a counts line is: counts ROUND TYPE MODULE REQUESTS ns/op N module N wazero N host N kernel N")
 		}
 		r, err := p.parseID(f[:4])
 		if err != nil {
 			return err
 		}
-		if p.find(r.run, r.requestType, r.module, r.requests) != nil {
-			return fmt.Errorf("run %s twice", strings.Join(f[:4], " "))
+		if p.find(r.round, r.requestType, r.module, r.requests) != nil {
+			return fmt.Errorf("counts %s twice", strings.Join(f[:4], " "))
 		}
 		if f[4] != "ns/op" {
 			return fmt.Errorf("%q where ns/op belongs", f[4])
@@ -184,37 +193,37 @@ func (p *profile) parseLine(line string, settings map[string]bool) error {
 			}
 		}
 		r.functions = map[string]int{}
-		p.runs = append(p.runs, r)
+		p.recordings = append(p.recordings, r)
 	case "function":
 		f := strings.SplitN(rest, " ", 6)
 		if len(f) != 6 || f[5] == "" {
-			return fmt.Errorf("a function line is: function RUN TYPE MODULE REQUESTS SAMPLES NAME")
+			return fmt.Errorf("a function line is: function ROUND TYPE MODULE REQUESTS SAMPLES NAME")
 		}
 		id, err := p.parseID(f[:4])
 		if err != nil {
 			return err
 		}
-		r := p.find(id.run, id.requestType, id.module, id.requests)
+		r := p.find(id.round, id.requestType, id.module, id.requests)
 		if r == nil {
-			return fmt.Errorf("function of run %s before its run line", strings.Join(f[:4], " "))
+			return fmt.Errorf("function of %s before its counts line", strings.Join(f[:4], " "))
 		}
 		if _, twice := r.functions[f[5]]; twice {
-			return fmt.Errorf("function %s twice in run %s", f[5], strings.Join(f[:4], " "))
+			return fmt.Errorf("function %s twice in %s", f[5], strings.Join(f[:4], " "))
 		}
 		if r.functions[f[5]], err = count(f[4]); err != nil {
 			return fmt.Errorf("function %s: %w", f[5], err)
 		}
 	default:
-		return fmt.Errorf("unknown line %q: profile, run or function", kind)
+		return fmt.Errorf("unknown line %q: profile, counts or function", kind)
 	}
 	return nil
 }
 
-// parseID reads a run's RUN TYPE MODULE REQUESTS.
-func (p *profile) parseID(f []string) (*runSamples, error) {
-	run, err := positive(f[0])
+// parseID reads a recording's ROUND TYPE MODULE REQUESTS, its length one of the profile's two.
+func (p *profile) parseID(f []string) (*recording, error) {
+	round, err := positive(f[0])
 	if err != nil {
-		return nil, fmt.Errorf("run: %w", err)
+		return nil, fmt.Errorf("round: %w", err)
 	}
 	if !slices.Contains(requestTypes, f[1]) {
 		return nil, fmt.Errorf("request type %q: one of %s", f[1], strings.Join(requestTypes, ", "))
@@ -226,7 +235,13 @@ func (p *profile) parseID(f []string) (*runSamples, error) {
 	if err != nil {
 		return nil, fmt.Errorf("requests: %w", err)
 	}
-	return &runSamples{run: run, requestType: f[1], module: f[2], requests: requests}, nil
+	if p.short == 0 {
+		return nil, fmt.Errorf("a recording before the profile requests line: the lengths come first")
+	}
+	if requests != p.short && requests != p.long {
+		return nil, fmt.Errorf("%d requests: the profile's recordings have %d or %d", requests, p.short, p.long)
+	}
+	return &recording{round: round, requestType: f[1], module: f[2], requests: requests}, nil
 }
 
 // positive reads a decimal number of at least 1, as text writes it.

@@ -17,7 +17,7 @@ const topFunctions = 15
 // tables leave it out.
 const packagePrefix = "github.com_tollgate_proxy_tollgate_"
 
-// tables writes the profile's tables: for each run and request type, each module's time a
+// tables writes the profile's tables: for each round and request type, each module's time a
 // request by kind, then the largest functions of the modules in byFunction. samplesFile names the
 // samples they are written from.
 func (p *profile) tables(samplesFile string) ([]byte, error) {
@@ -28,24 +28,30 @@ func (p *profile) tables(samplesFile string) ([]byte, error) {
 	ns := func(samples int) float64 {
 		return float64(samples) * (1e6 / float64(p.frequency)) * 1000 / float64(requests)
 	}
-	for run := 1; run <= p.runCount(); run++ {
-		fmt.Fprintf(&b, "## Run %d\n", run)
+	for round := 1; round <= p.rounds(); round++ {
+		fmt.Fprintf(&b, "## Round %d\n", round)
 		for _, rt := range requestTypes {
 			fmt.Fprintf(&b, "### %s: samples of %s requests minus those of %s, per request (ns)\n", rt, thousands(p.long), thousands(p.short))
 			fmt.Fprintf(&b, "%-12s %8s %8s %8s %8s %8s %8s\n", "module", "ns/op", "samples", "module", "wazero", "host-Go", "kernel")
 			functions := map[string]map[string]int{}
 			for _, m := range modules {
-				short, long := p.find(run, rt, m, p.short), p.find(run, rt, m, p.long)
-				if short == nil || long == nil {
-					return nil, fmt.Errorf("run %d has no samples of %s/%s at %d and %d requests", run, m, rt, p.short, p.long)
+				shorter, longer := p.find(round, rt, m, p.short), p.find(round, rt, m, p.long)
+				for _, r := range []struct {
+					rec      *recording
+					requests int
+				}{{shorter, p.short}, {longer, p.long}} {
+					if r.rec == nil {
+						return nil, fmt.Errorf("no counts of %s/%s at %d requests in round %d (a counts line \"counts %d %s %s %d ...\"): profile again",
+							m, rt, r.requests, round, round, rt, m, r.requests)
+					}
 				}
-				var kinds [4]int
-				for i := range kinds {
-					kinds[i] = long.kinds[i] - short.kinds[i]
+				var delta [4]int
+				for i := range delta {
+					delta[i] = longer.kinds[i] - shorter.kinds[i]
 				}
-				fmt.Fprintf(&b, "%-12s %8s %8.0f %8.0f %8.0f %8.0f %8.0f\n", m, long.nsPerOp, ns(sum(kinds[:])),
-					ns(kinds[0]), ns(kinds[1]), ns(kinds[2]), ns(kinds[3]))
-				functions[m] = difference(short.functions, long.functions)
+				fmt.Fprintf(&b, "%-12s %8s %8.0f %8.0f %8.0f %8.0f %8.0f\n", m, longer.nsPerOp, ns(sum(delta[:])),
+					ns(delta[0]), ns(delta[1]), ns(delta[2]), ns(delta[3]))
+				functions[m] = difference(shorter.functions, longer.functions)
 			}
 			for _, m := range byFunction {
 				fmt.Fprintf(&b, "\n%s, its compiled code by function (ns a request, the %d largest):\n", m, topFunctions)
@@ -68,11 +74,14 @@ func (p *profile) header(b *bytes.Buffer, samplesFile string) {
 	}
 	text := fmt.Sprintf(`Where each module's time goes when it runs alone: sampling profiles of BenchmarkAlone
 (bench/surface_test.go), %s begun at %s on %q, the tree at %s. Written by bench/profile
-(make bench-profile) from its samples, %s: go run ./bench/profile -parse %s -out FILE writes
-these tables again.
+(make bench-profile) from its samples, %s: go run ./bench/profile -parse %s -out FILE, from the
+repository's root, writes these tables again.
 
-How: the bench package's test binary built with wazero's perfmap build tag (wazero then writes a perf map of the functions it compiles, named by their index in their module), and each module and request type run alone, at two lengths, under perf record -e cpu-clock -F %d, its samples those of the test process. A run also builds, compiles and instantiates its module and serves the warm-up's requests: the longer run's samples minus the shorter one's are those of %s requests. A sample is %s of one CPU's time; the figures are ns a request. "module" is the samples in the module's own compiled code (the perf map's entries of its functions), by function through the module's function name map (the map make build writes for Tollgate, the name section for the probes), the names without this repository's package path; "wazero" its other compiled code (the trampolines); "host-Go" the test process's other code outside the kernel (the host's side: wazero's calls into and out of the module, the host's functions for the callbacks, shared data and the reply, runtime.memmove for the module's memory.copy instructions, its allocations and garbage collector); "kernel" the kernel's. "samples" is their sum, over both CPUs, more than ns/op (the benchmark's own time a request, in the longer run) by the work of the process's other threads, the garbage collector's workers among them. ns/op of modules run alone are not for ratios: BenchmarkFloor, BenchmarkSurface and BenchmarkDirect interleave the modules for that. The floor probe answers the rejected requests with its upstream's 200, as in the interleaved benchmarks.`,
-		runs(p.runCount()), started, p.cpu, p.tree, samplesFile, samplesFile, p.frequency, thousands(p.long-p.short), sampleTime(p.frequency))
+How: the bench package's test binary built with wazero's perfmap build tag (wazero then writes a perf map of the functions it compiles, which perf reads to name the samples in them), and each module and request type recorded alone, at two lengths, under perf record -e cpu-clock -F %d, its samples those of the test process. A recording also builds, compiles and instantiates its module and serves the warm-up's requests: the longer one's samples minus the shorter one's are those of %s requests. A sample is %s of one CPU's time; the figures are ns a request. "module" is the samples in the module's own compiled code (the perf map's entries of its functions), by function through the module's function name map (as make build writes Tollgate's); "wazero" its other compiled code (the trampolines); "host-Go" the test process's other code outside the kernel (the host's side: wazero's calls into and out of the module, the host's functions for the callbacks, shared data and the reply, runtime.memmove for the module's memory.copy instructions, its allocations and garbage collector); "kernel" the kernel's. Names are without this repository's package path. "samples" is their sum, over all CPUs, more than ns/op (the benchmark's own time a request, in the longer recording) by the work of the process's other threads, the garbage collector's workers among them. ns/op of modules run alone are not for ratios: BenchmarkFloor, BenchmarkSurface and BenchmarkDirect interleave the modules for that. The floor probe answers the rejected requests with its upstream's 200, as in the interleaved benchmarks.`,
+		plural(p.rounds(), "round"), started, p.cpu, p.tree, samplesFile, samplesFile, p.frequency, thousands(p.long-p.short), sampleTime(p.frequency))
+	if p.note != "" {
+		text += "\n\nNote: " + p.note
+	}
 	for _, paragraph := range strings.Split(text, "\n\n") {
 		for _, line := range wrap(strings.ReplaceAll(paragraph, "\n", " "), 98) {
 			b.WriteString(strings.TrimRight("# "+line, " ") + "\n")
@@ -81,12 +90,12 @@ How: the bench package's test binary built with wazero's perfmap build tag (waze
 	}
 }
 
-// runs is "1 run", "2 runs" and so on.
-func runs(n int) string {
+// plural is n nouns: "1 round", "2 rounds".
+func plural(n int, noun string) string {
 	if n == 1 {
-		return "1 run"
+		return "1 " + noun
 	}
-	return strconv.Itoa(n) + " runs"
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // sampleTime is how long one sample stands for, at frequency samples a second.
