@@ -216,14 +216,6 @@ func TestParseBenchOutput(t *testing.T) {
 	}
 }
 
-func TestThousands(t *testing.T) {
-	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 800_000: "800,000", 1_000_000: "1,000,000", -1234: "-1,234"} {
-		if got := thousands(n); got != want {
-			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // Samples text never crashes the parser, and what it reads it writes back as it reads it.
 func FuzzParseSamples(f *testing.F) {
 	f.Add(oneRound().text())

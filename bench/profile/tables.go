@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate-proxy/tollgate/internal/simulate"
 )
 
 // topFunctions is how many of a module's functions its table lists.
@@ -31,20 +33,17 @@ func (p *profile) tables(samplesFile string) ([]byte, error) {
 	for round := 1; round <= p.rounds(); round++ {
 		fmt.Fprintf(&b, "## Round %d\n", round)
 		for _, rt := range requestTypes {
-			fmt.Fprintf(&b, "### %s: samples of %s requests minus those of %s, per request (ns)\n", rt, thousands(p.long), thousands(p.short))
+			fmt.Fprintf(&b, "### %s: samples of %s requests minus those of %s, per request (ns)\n", rt, simulate.Thousands(int64(p.long)), simulate.Thousands(int64(p.short)))
 			fmt.Fprintf(&b, "%-12s %8s %8s %8s %8s %8s %8s\n", "module", "ns/op", "samples", "module", "wazero", "host-Go", "kernel")
 			functions := map[string]map[string]int{}
 			for _, m := range modules {
-				shorter, longer := p.find(round, rt, m, p.short), p.find(round, rt, m, p.long)
-				for _, r := range []struct {
-					rec      *recording
-					requests int
-				}{{shorter, p.short}, {longer, p.long}} {
-					if r.rec == nil {
+				for _, n := range []int{p.short, p.long} {
+					if p.find(round, rt, m, n) == nil {
 						return nil, fmt.Errorf("no counts of %s/%s at %d requests in round %d (a counts line \"counts %d %s %s %d ...\"): profile again",
-							m, rt, r.requests, round, round, rt, m, r.requests)
+							m, rt, n, round, round, rt, m, n)
 					}
 				}
+				shorter, longer := p.find(round, rt, m, p.short), p.find(round, rt, m, p.long)
 				var delta [4]int
 				for i := range delta {
 					delta[i] = longer.kinds[i] - shorter.kinds[i]
@@ -78,7 +77,7 @@ func (p *profile) header(b *bytes.Buffer, samplesFile string) {
 repository's root, writes these tables again.
 
 How: the bench package's test binary built with wazero's perfmap build tag (wazero then writes a perf map of the functions it compiles, which perf reads to name the samples in them), and each module and request type recorded alone, at two lengths, under perf record -e cpu-clock -F %d, its samples those of the test process. A recording also builds, compiles and instantiates its module and serves the warm-up's requests: the longer one's samples minus the shorter one's are those of %s requests. A sample is %s of one CPU's time; the figures are ns a request. "module" is the samples in the module's own compiled code (the perf map's entries of its functions), by function through the module's function name map (as make build writes Tollgate's); "wazero" its other compiled code (the trampolines); "host-Go" the test process's other code outside the kernel (the host's side: wazero's calls into and out of the module, the host's functions for the callbacks, shared data and the reply, runtime.memmove for the module's memory.copy instructions, its allocations and garbage collector); "kernel" the kernel's. Names are without this repository's package path. "samples" is their sum, over all CPUs, more than ns/op (the benchmark's own time a request, in the longer recording) by the work of the process's other threads, the garbage collector's workers among them. ns/op of modules run alone are not for ratios: BenchmarkFloor, BenchmarkSurface and BenchmarkDirect interleave the modules for that. The floor probe answers the rejected requests with its upstream's 200, as in the interleaved benchmarks.`,
-		plural(p.rounds(), "round"), started, p.cpu, p.tree, samplesFile, samplesFile, p.frequency, thousands(p.long-p.short), sampleTime(p.frequency))
+		plural(p.rounds(), "round"), started, p.cpu, p.tree, samplesFile, samplesFile, p.frequency, simulate.Thousands(int64(p.long-p.short)), sampleTime(p.frequency))
 	if p.note != "" {
 		text += "\n\nNote: " + p.note
 	}
@@ -121,15 +120,6 @@ func wrap(text string, width int) []string {
 		line += word
 	}
 	return append(lines, line)
-}
-
-// thousands writes n with commas between its thousands: 1,000,000.
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
 
 // difference is the samples of each function in long less those in short.

@@ -108,3 +108,12 @@ func TestPeakIsInTheLimitsUnits(t *testing.T) {
 		}
 	}
 }
+
+// Thousands groups the digits of n, a sign before them.
+func TestThousands(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 800_000: "800,000", 1_000_000: "1,000,000", -1234: "-1,234"} {
+		if got := Thousands(int64(n)); got != want {
+			t.Errorf("Thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
