@@ -20,7 +20,7 @@ type Algorithm[S any] interface {
 }
 
 var (
-	_ Algorithm[BucketState] = Bucket{}
+	_ Algorithm[BucketState] = (*Bucket)(nil)
 	_ Algorithm[WindowState] = FixedWindow{}
 	_ Algorithm[WindowState] = SlidingWindow{}
 )

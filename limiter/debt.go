@@ -11,7 +11,7 @@ package limiter
 // Owe refills s to now and takes n more tokens (n < 1 takes nothing) even if they are not there:
 // the whole tokens may go below zero, down to -maxDebt (maxDebt >= 0, at most 2^62), and what
 // would go beyond is forgiven. A now behind s.Last is read as s.Last, as in Take.
-func (b Bucket) Owe(s BucketState, now, n, maxDebt int64) BucketState {
+func (b *Bucket) Owe(s BucketState, now, n, maxDebt int64) BucketState {
 	s = b.refillOwing(s, now)
 	if n < 1 || b.creditsPerNano == 0 {
 		return s
@@ -26,6 +26,6 @@ func (b Bucket) Owe(s BucketState, now, n, maxDebt int64) BucketState {
 }
 
 // UndoOwing is Undo for a bucket that may owe (Owe, Reserve): s and written may be in debt.
-func (b Bucket) UndoOwing(s, written BucketState, now, n int64) BucketState {
+func (b *Bucket) UndoOwing(s, written BucketState, now, n int64) BucketState {
 	return b.undo(s, written, now, n, true)
 }

@@ -10,7 +10,8 @@
 // WindowState), starting from Initial: Take returns the new state and a
 // Decision, Give refunds a Take that another limit overruled (and a Bucket's
 // Undo one whose state others sharing the key have written since). Algorithm is
-// that common shape, for callers that hold any of the three. A state is only
+// that common shape, for callers that hold any of the three (a Bucket through
+// a pointer: its methods take it by one). A state is only
 // meaningful for the limiter that produced it, which Fingerprint lets a
 // caller check before reusing stored state; the fingerprints of the three
 // algorithms differ even for the same numbers.

@@ -98,7 +98,7 @@ func ExampleAlgorithm() {
 	}
 	at := []int64{900, 950, 1000, 1050, 1400}
 	fmt.Println("fixed window:", run(fixed, at))
-	fmt.Println("token bucket:", run(bucket, at))
+	fmt.Println("token bucket:", run(&bucket, at)) // its methods take the bucket by pointer
 	// Output:
 	// fixed window: 900 ok, 950 ok, 1000 ok, 1050 ok, 1400 wait 600ms
 	// token bucket: 900 ok, 950 ok, 1000 wait 400ms, 1050 wait 350ms, 1400 ok

@@ -132,6 +132,9 @@ func checkTake(t *testing.T, b limiter.Bucket, s limiter.BucketState, now, n int
 	if idle := b.IdleAt(got); idle != wantIdle.Int64() {
 		t.Fatalf("IdleAt(%+v) with %+v = %d, want %v", got, l, idle, wantIdle)
 	}
+	if idle, ok := d.IdleAt(got); ok && idle != wantIdle.Int64() || !ok && (got.Last >= 0 || d.Reset != math.MaxInt64) {
+		t.Fatalf("Take(%+v, %d, %d) with %+v: Decision.IdleAt %d, %v; want %v", s, now, n, l, idle, ok, wantIdle)
+	}
 
 	given := b.Give(s, now, n)
 	refund := new(big.Int).Add(wantLevel, takenCredits)

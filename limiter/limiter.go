@@ -32,7 +32,10 @@ type BucketLimit struct {
 }
 
 // Bucket is a validated BucketLimit with precomputed integer units. It is an
-// immutable value, safe to copy and to share between goroutines.
+// immutable value, safe to copy and to share between goroutines. Its methods
+// take it by pointer and change nothing: in upstream Go's Wasm a receiver of
+// its size is copied with memory.copy at every call, inlined ones too, and the
+// request path makes several (*Bucket, not Bucket, is an Algorithm).
 //
 // The zero Bucket is not valid: it admits nothing and changes no BucketState.
 type Bucket struct {
@@ -99,16 +102,16 @@ func NewBucket(l BucketLimit) (Bucket, error) {
 }
 
 // BucketLimit returns the BucketLimit the bucket was made from.
-func (b Bucket) Limit() BucketLimit { return b.limit }
+func (b *Bucket) Limit() BucketLimit { return b.limit }
 
 // Initial returns the state of a key never seen: a full bucket as of now.
-func (b Bucket) Initial(now int64) BucketState {
+func (b *Bucket) Initial(now int64) BucketState {
 	return BucketState{Tokens: b.limit.Capacity, Last: now}
 }
 
 // Valid reports whether s holds 0 to Capacity tokens and fewer credits than
 // one token is worth, none when full.
-func (b Bucket) Valid(s BucketState) bool {
+func (b *Bucket) Valid(s BucketState) bool {
 	return 0 <= s.Tokens && s.Tokens <= b.limit.Capacity && 0 <= s.Credits && s.Credits < b.creditsPerToken &&
 		(s.Tokens < b.limit.Capacity || s.Credits == 0)
 }
@@ -118,7 +121,7 @@ func (b Bucket) Valid(s BucketState) bool {
 // and every duration is counted from it. A rejected request takes nothing
 // but still returns the refilled BucketState. A request for more than Capacity
 // tokens is always rejected, with RetryAfter math.MaxInt64 nanoseconds.
-func (b Bucket) Take(s BucketState, now int64, n int64) (BucketState, Decision) {
+func (b *Bucket) Take(s BucketState, now int64, n int64) (BucketState, Decision) {
 	n = max(n, 1)
 	if n <= b.limit.Capacity && b.Valid(s) && b.narrow() {
 		// The common case, in 64 bits and in line (narrow.go). A refill shorter than the time
@@ -168,7 +171,7 @@ func (b Bucket) Take(s BucketState, now int64, n int64) (BucketState, Decision) 
 // and then returns n tokens to it, without exceeding capacity. It undoes a
 // Take that another limit overruled; n < 1 counts as 1, as in Take, so
 // Give(n) undoes Take(n) for every n.
-func (b Bucket) Give(s BucketState, now int64, n int64) BucketState {
+func (b *Bucket) Give(s BucketState, now int64, n int64) BucketState {
 	if b.creditsPerNano == 0 {
 		return s
 	}
@@ -179,13 +182,13 @@ func (b Bucket) Give(s BucketState, now int64, n int64) BucketState {
 // addLevel adds tokens and credits (negative ones count as 0) to s's level, up to capacity,
 // without refilling: a caller that gives back part of a token refills first. s is clamped into
 // range first, as Take does.
-func (b Bucket) addLevel(s BucketState, tokens, credits int64) BucketState {
+func (b *Bucket) addLevel(s BucketState, tokens, credits int64) BucketState {
 	return b.addClamped(b.clamp(s), tokens, credits)
 }
 
 // addClamped is addLevel of a state already clamped (by clamp, or by clampOwing for a level in
 // debt: the room up to capacity is then more than the capacity, and still fits in 63 bits).
-func (b Bucket) addClamped(s BucketState, tokens, credits int64) BucketState {
+func (b *Bucket) addClamped(s BucketState, tokens, credits int64) BucketState {
 	c, perToken := b.limit.Capacity, uint64(b.creditsPerToken)
 	room := c - s.Tokens
 	whole := min(max(tokens, 0), c)
@@ -218,12 +221,12 @@ func (b Bucket) addClamped(s BucketState, tokens, credits int64) BucketState {
 // less, and nothing once the bucket may have been full since. A refill of part of a token since
 // the write costs only that part, never a whole token. Give, by contrast, returns n tokens
 // whatever happened in between.
-func (b Bucket) Undo(s, written BucketState, now, n int64) BucketState {
+func (b *Bucket) Undo(s, written BucketState, now, n int64) BucketState {
 	return b.undo(s, written, now, n, false)
 }
 
 // undo is Undo, of levels that may be in debt when owing is set (UndoOwing).
-func (b Bucket) undo(s, written BucketState, now, n int64, owing bool) BucketState {
+func (b *Bucket) undo(s, written BucketState, now, n int64, owing bool) BucketState {
 	end := max(now, s.Last)
 	if b.creditsPerNano == 0 || !owing && end >= b.IdleAt(written) || owing && end >= b.IdleAtOwing(written) {
 		return s // the bucket may have been full since: nothing is owed
@@ -250,7 +253,7 @@ func (b Bucket) undo(s, written BucketState, now, n int64, owing bool) BucketSta
 // Fingerprint is a stable hash of the BucketLimit's Capacity, RefillTokens and
 // RefillInterval. A stored BucketState should only be reused by a Bucket with the
 // same fingerprint; otherwise start from Initial.
-func (b Bucket) Fingerprint() uint32 {
+func (b *Bucket) Fingerprint() uint32 {
 	// 32-bit FNV-1a over a version byte and the three fields as 8-byte
 	// little-endian integers, written out to avoid hash/fnv's allocation.
 	const offset, prime = 2166136261, 16777619
@@ -267,12 +270,23 @@ func (b Bucket) Fingerprint() uint32 {
 
 // IdleAt is the instant from which s, left alone, is full again: Last plus the time to refill
 // what it lacks (math.MaxInt64 if that is beyond it).
-func (b Bucket) IdleAt(s BucketState) int64 {
+func (b *Bucket) IdleAt(s BucketState) int64 {
 	s = b.clamp(s)
 	if b.narrow() {
 		return b.idleAtNarrow(s) // the common case, in 64 bits and in line
 	}
 	return b.IdleAtOwing(s) // which reads a state in range as IdleAt does
+}
+
+// IdleAt is Bucket.IdleAt of next, the state Take returned with d, without computing the wait
+// again: next.Last plus Reset, the time Take found to refill what next lacks. ok is false in the
+// one case Reset cannot tell, a wait beyond math.MaxInt64 after a negative Last: Bucket.IdleAt
+// then. Small enough to inline, where Bucket.IdleAt is a call.
+func (d Decision) IdleAt(next BucketState) (at int64, ok bool) {
+	if d.Reset == never && next.Last < 0 {
+		return 0, false
+	}
+	return after(next.Last, uint64(d.Reset)), true
 }
 
 // after is the instant wait nanoseconds after last, or math.MaxInt64 if that is beyond it.
@@ -285,7 +299,7 @@ func after(last int64, wait uint64) int64 {
 
 // clamp brings the parts of s into range: Tokens into 0..Capacity, Credits into
 // 0..CreditsPerToken-1, and no credits when full.
-func (b Bucket) clamp(s BucketState) BucketState {
+func (b *Bucket) clamp(s BucketState) BucketState {
 	s.Tokens = min(max(s.Tokens, 0), b.limit.Capacity)
 	s.Credits = min(max(s.Credits, 0), b.creditsPerToken-1)
 	if s.Tokens == b.limit.Capacity {
@@ -295,7 +309,7 @@ func (b Bucket) clamp(s BucketState) BucketState {
 }
 
 // missing is the credits a clamped s lacks to be full: (Capacity-Tokens)×CreditsPerToken - Credits.
-func (b Bucket) missing(s BucketState) (hi, lo uint64) {
+func (b *Bucket) missing(s BucketState) (hi, lo uint64) {
 	hi, lo = bits.Mul64(uint64(b.limit.Capacity-s.Tokens), uint64(b.creditsPerToken))
 	var borrow uint64
 	lo, borrow = bits.Sub64(lo, uint64(s.Credits), 0)
@@ -309,13 +323,13 @@ func (b Bucket) missing(s BucketState) (hi, lo uint64) {
 // The refill adds elapsed×CreditsPerNano credits, up to what the bucket
 // lacks; both are 128-bit numbers (below 2^127), and the whole tokens of the
 // sum are a 128-by-64-bit division whose quotient is below Capacity.
-func (b Bucket) refill(s BucketState, now int64) BucketState {
+func (b *Bucket) refill(s BucketState, now int64) BucketState {
 	return b.refillClamped(b.clamp(s), now)
 }
 
 // refillClamped is refill of a state already clamped into its range (by clamp, or by
 // clampOwing for a level in debt).
-func (b Bucket) refillClamped(s BucketState, now int64) BucketState {
+func (b *Bucket) refillClamped(s BucketState, now int64) BucketState {
 	if now <= s.Last {
 		return s
 	}
@@ -341,7 +355,7 @@ func (b Bucket) refillClamped(s BucketState, now int64) BucketState {
 // wait is the time until a level lacking tokens minus credits (tokens >= 1, credits below one
 // token) has refilled them: ⌈(tokens×CreditsPerToken-credits)/CreditsPerNano⌉, or never if
 // that is beyond math.MaxInt64 nanoseconds.
-func (b Bucket) wait(tokens, credits int64) duration.Duration {
+func (b *Bucket) wait(tokens, credits int64) duration.Duration {
 	hi, lo := bits.Mul64(uint64(tokens), uint64(b.creditsPerToken))
 	var borrow uint64
 	lo, borrow = bits.Sub64(lo, uint64(credits), 0)
@@ -349,7 +363,7 @@ func (b Bucket) wait(tokens, credits int64) duration.Duration {
 }
 
 // decision reports s (after the decision) as a Decision.
-func (b Bucket) decision(allowed bool, s BucketState, retryAfter duration.Duration) Decision {
+func (b *Bucket) decision(allowed bool, s BucketState, retryAfter duration.Duration) Decision {
 	d := Decision{Allowed: allowed, Remaining: s.Tokens, RetryAfter: retryAfter}
 	if s.Tokens < b.limit.Capacity {
 		d.Reset = b.wait(b.limit.Capacity-s.Tokens, s.Credits)

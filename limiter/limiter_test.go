@@ -527,12 +527,14 @@ func TestFingerprint(t *testing.T) {
 	}
 	seen := map[uint32]limiter.BucketLimit{}
 	for _, l := range limits {
-		fp := mustBucket(t, l).Fingerprint()
+		b := mustBucket(t, l)
+		fp := b.Fingerprint()
 		if other, dup := seen[fp]; dup {
 			t.Errorf("Fingerprint %#x shared by %+v and %+v", fp, l, other)
 		}
 		seen[fp] = l
-		if again := mustBucket(t, l).Fingerprint(); again != fp {
+		again := mustBucket(t, l)
+		if again := again.Fingerprint(); again != fp {
 			t.Errorf("Fingerprint of %+v not stable: %#x then %#x", l, fp, again)
 		}
 		if want := fnvFingerprint(l); fp != want {
@@ -541,7 +543,8 @@ func TestFingerprint(t *testing.T) {
 	}
 	// Pinned (version 2) so a change to the hash, which would discard every stored
 	// BucketState, cannot go unnoticed.
-	if got := mustBucket(t, limits[0]).Fingerprint(); got != 0x4dc3d39a {
+	pinned := mustBucket(t, limits[0])
+	if got := pinned.Fingerprint(); got != 0x4dc3d39a {
 		t.Errorf("Fingerprint of %+v = %#x, want %#x", limits[0], got, 0x4dc3d39a)
 	}
 }

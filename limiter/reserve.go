@@ -38,7 +38,7 @@ const maxDebtTokens = 1 << 62
 
 // DebtTokens is the most whole tokens a bucket that reserves with maxWait can owe: the refill over
 // maxWait, rounded up (at most 2^62).
-func (b Bucket) DebtTokens(maxWait duration.Duration) int64 {
+func (b *Bucket) DebtTokens(maxWait duration.Duration) int64 {
 	if maxWait <= 0 || b.creditsPerNano == 0 {
 		return 0
 	}
@@ -51,7 +51,7 @@ func (b Bucket) DebtTokens(maxWait duration.Duration) int64 {
 // within maxWait: then OK, with Wait the time until they are due. Otherwise nothing is taken and
 // RetryAfter says when they would be there at once. A now behind s.Last is read as s.Last, as in
 // Take.
-func (b Bucket) Reserve(s BucketState, now, n int64, maxWait duration.Duration) (BucketState, Reservation) {
+func (b *Bucket) Reserve(s BucketState, now, n int64, maxWait duration.Duration) (BucketState, Reservation) {
 	if b.creditsPerNano == 0 {
 		return s, Reservation{RetryAfter: never}
 	}
@@ -76,7 +76,7 @@ func (b Bucket) Reserve(s BucketState, now, n int64, maxWait duration.Duration) 
 
 // Unreserve refills s to now and gives back n tokens (n < 1 counts as 1) to a bucket that may
 // owe, without exceeding capacity: it undoes a Reserve whose request did not go on.
-func (b Bucket) Unreserve(s BucketState, now, n int64) BucketState {
+func (b *Bucket) Unreserve(s BucketState, now, n int64) BucketState {
 	if b.creditsPerNano == 0 {
 		return s
 	}
@@ -92,14 +92,14 @@ func (b Bucket) Unreserve(s BucketState, now, n int64) BucketState {
 // ValidOwing reports whether s is in range for a bucket that may owe debt whole tokens (for one
 // that reserves with maxWait, DebtTokens(maxWait)): whole tokens from -debt to Capacity, credits
 // as Valid wants them.
-func (b Bucket) ValidOwing(s BucketState, debt int64) bool {
+func (b *Bucket) ValidOwing(s BucketState, debt int64) bool {
 	return -debt <= s.Tokens && s.Tokens <= b.limit.Capacity && 0 <= s.Credits &&
 		s.Credits < b.creditsPerToken && (s.Tokens < b.limit.Capacity || s.Credits == 0)
 }
 
 // IdleAtOwing is IdleAt for a bucket that may owe: the instant from which s is full again, its
 // debt repaid first.
-func (b Bucket) IdleAtOwing(s BucketState) int64 {
+func (b *Bucket) IdleAtOwing(s BucketState) int64 {
 	s = b.clampOwing(s)
 	switch {
 	case s.Tokens == b.limit.Capacity || b.creditsPerNano == 0:
@@ -112,7 +112,7 @@ func (b Bucket) IdleAtOwing(s BucketState) int64 {
 }
 
 // clampOwing is clamp with whole tokens allowed down to -maxDebtTokens.
-func (b Bucket) clampOwing(s BucketState) BucketState {
+func (b *Bucket) clampOwing(s BucketState) BucketState {
 	s.Tokens = min(max(s.Tokens, -maxDebtTokens), b.limit.Capacity)
 	s.Credits = min(max(s.Credits, 0), b.creditsPerToken-1)
 	if s.Tokens == b.limit.Capacity {
@@ -124,11 +124,11 @@ func (b Bucket) clampOwing(s BucketState) BucketState {
 // refillOwing is refill for a level that may be below zero: the credits missing to be full are
 // (Capacity-Tokens)×CreditsPerToken - Credits, a 128-bit number, and the whole tokens the refill
 // adds are below Capacity-Tokens.
-func (b Bucket) refillOwing(s BucketState, now int64) BucketState {
+func (b *Bucket) refillOwing(s BucketState, now int64) BucketState {
 	return b.refillClamped(b.clampOwing(s), now)
 }
 
-func (b Bucket) reservation(ok bool, s BucketState, wait, retryAfter duration.Duration) Reservation {
+func (b *Bucket) reservation(ok bool, s BucketState, wait, retryAfter duration.Duration) Reservation {
 	r := Reservation{OK: ok, Wait: wait, RetryAfter: retryAfter, Remaining: max(s.Tokens, 0)}
 	if s.Tokens < b.limit.Capacity {
 		r.Reset = b.wait(b.limit.Capacity-s.Tokens, s.Credits)

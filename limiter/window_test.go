@@ -767,8 +767,8 @@ func TestWindowFingerprint(t *testing.T) {
 		}
 		// Buckets of the same numbers: Capacity per Window, and (when
 		// different and valid) a burst of Capacity refilled by 1.
-		note(mustBucket(t, limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: l.Capacity, RefillInterval: l.Window}).Fingerprint(),
-			"bucket rate "+l.Window.String())
+		rate := mustBucket(t, limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: l.Capacity, RefillInterval: l.Window})
+		note(rate.Fingerprint(), "bucket rate "+l.Window.String())
 		if b, err := limiter.NewBucket(limiter.BucketLimit{Capacity: l.Capacity, RefillTokens: 1, RefillInterval: l.Window}); err == nil && l.Capacity > 1 {
 			note(b.Fingerprint(), "bucket burst "+l.Window.String())
 		}

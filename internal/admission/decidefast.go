@@ -59,7 +59,11 @@ func (g *Gate) decideFast(store Store, group []applied, now int64) (Verdict, *ap
 			return Limited, a, nil
 		}
 		// The slot as encodeSlot writes it: its tag, fingerprint and owner are as read.
-		binary.LittleEndian.PutUint64(v[16:], uint64(tb.b.IdleAt(next)))
+		idleAt, ok := a.decision.IdleAt(next)
+		if !ok {
+			idleAt = tb.b.IdleAt(next)
+		}
+		binary.LittleEndian.PutUint64(v[16:], uint64(idleAt))
 		putCell(v, 0, a.next[0])
 		putCell(v, 1, a.next[1])
 		putCell(v, 2, a.next[2])

@@ -102,7 +102,11 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 		}
 		stamp := max(now, int64(binary.LittleEndian.Uint64(v[48:])))
 		// The slot as encodeSlot writes it: its tag, fingerprint and owner are as read.
-		binary.LittleEndian.PutUint64(v[16:], uint64(tb.b.IdleAt(next)))
+		idleAt, ok := decision.IdleAt(next)
+		if !ok {
+			idleAt = tb.b.IdleAt(next)
+		}
+		binary.LittleEndian.PutUint64(v[16:], uint64(idleAt))
 		c := bucketCells(next)
 		putCell(v, 0, c[0])
 		putCell(v, 1, c[1])
@@ -141,7 +145,10 @@ func (g *Gate) leanLimited(decision limiter.Decision) *Outcome {
 // leanAllowed is the Outcome of a lean admission, which charged the bucket at slot.
 func (g *Gate) leanAllowed(owner, slot uint64, next limiter.BucketState, now int64) *Outcome {
 	a := &g.leanOut.charged[0]
-	a.owner, a.writeOwner, a.slot, a.next = owner, owner, slot, bucketCells(next)
+	a.owner, a.writeOwner, a.slot = owner, owner, slot
+	// Cell by cell: an array of three is copied with memory.copy in upstream Go's Wasm, a call out
+	// of the compiled code in wazero's.
+	a.next[0], a.next[1], a.next[2] = next.Tokens, next.Last, next.Credits
 	out := &g.leanOut.allowed
 	out.decidedAt = now
 	return out
