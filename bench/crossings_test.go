@@ -18,8 +18,11 @@ import (
 // allocations per request from the Go runtime inside the VM (guest-allocs/op, guest-bytes/op)
 // through tollgate_stats, an export compiled only into benchmark builds: the modules here are
 // built with -tags tollgate_stats, otherwise identical. guest-calls/op counts the calls of the
-// module's own functions per request (wazero's function listeners, guestCalls); with
-// TOLLGATE_BENCH_CALLS=1 and -v it also logs them by function, and the host calls by import.
+// module's own functions per request (wazero's function listeners, guestCalls), and
+// bulk-copies/op and bulk-fills/op its memory.copy and memory.fill instructions, each a call out
+// of wazero's compiled code (bulk_test.go: the module is run with each made a call, which those
+// two count and guest-calls/op does not); with TOLLGATE_BENCH_CALLS=1 and -v it also logs them by
+// function, and the host calls by import.
 // Times are not the point here (tracing is on); BenchmarkFloor measures time on the production
 // build.
 //
@@ -43,7 +46,12 @@ func BenchmarkCrossings(b *testing.B) {
 					calls.names = testbuild.Names(b, m.pkg, statsTag)
 					calls.byImport = map[string]int64{}
 				}
-				r := newRig(b, m.wasm(b), rigOptions{config: rt.config, calls: calls, trace: func(e host.TraceEvent) {
+				wasm, bulk, err := instrumentBulkMemory(m.wasm(b))
+				if err != nil {
+					b.Fatalf("count memory.copy and memory.fill: %v", err)
+				}
+				calls.bulk = &bulk
+				r := newRig(b, wasm, rigOptions{config: rt.config, calls: calls, trace: func(e host.TraceEvent) {
 					switch {
 					case e.Depth == 0:
 						callbacks++
@@ -65,7 +73,7 @@ func BenchmarkCrossings(b *testing.B) {
 				callbacks, wasi = 0, 0
 				before := r.vm.Stats()
 				mallocs, bytes := guestStat(b, r, 0), guestStat(b, r, 1)
-				calls.total = 0
+				calls.total, calls.copies, calls.fills = 0, 0, 0
 				clear(calls.byFunc)
 				clear(calls.byImport)
 				b.ResetTimer()
@@ -83,6 +91,8 @@ func BenchmarkCrossings(b *testing.B) {
 				b.ReportMetric(float64(callbacks)/float64(b.N), "callbacks/op")
 				b.ReportMetric(c.allocations, "alloc-callbacks/op")
 				b.ReportMetric(float64(guestCallCount)/float64(b.N), "guest-calls/op")
+				b.ReportMetric(float64(calls.copies)/float64(b.N), "bulk-copies/op")
+				b.ReportMetric(float64(calls.fills)/float64(b.N), "bulk-fills/op")
 				b.ReportMetric(float64(mallocs)/float64(b.N), "guest-allocs/op")
 				b.ReportMetric(float64(bytes)/float64(b.N), "guest-bytes/op")
 			})

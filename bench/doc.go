@@ -30,7 +30,9 @@
 //     bench-profile) and writes tables of.
 //   - crossings_test.go: host calls, WASI calls, callbacks and allocator callbacks per request
 //     type, from the host's counters, the module's own function calls per request (wazero's
-//     function listeners), and the guest's heap allocations per request, read from the
+//     function listeners), its memory.copy and memory.fill instructions per request, each a call
+//     out of wazero's compiled code (bulk_test.go makes them calls the listeners count), and the
+//     guest's heap allocations per request, read from the
 //     Go runtime inside the VM through a diagnostic export compiled only into benchmark builds
 //     (-tags tollgate_stats, filter/stats.go and the probe's stats.go, both reading
 //     internal/memstats). With TOLLGATE_BENCH_CALLS=1 and -v it logs the guest's calls by

@@ -213,11 +213,23 @@ type guestCalls struct {
 	byImport map[string]int64
 	// names names the functions for byFunc: the module keeps only its entry points' names.
 	names wasmnames.Map
+	// bulk, when set, are the functions instrumentBulkMemory added to the module: their calls are
+	// its memory.copy and memory.fill instructions, counted in copies and fills (and in byFunc by
+	// the function that made them), not as guest calls.
+	bulk          *bulkFunctions
+	copies, fills int64
 }
 
 func (c *guestCalls) NewFunctionListener(def api.FunctionDefinition) experimental.FunctionListener {
 	if def.GoFunction() != nil {
 		return nil // a host function, not the module's
+	}
+	if b := c.bulk; b != nil && (def.Index() == b.copy || def.Index() == b.fill) {
+		l := bulkListener{c: c, count: &c.copies, instruction: "memory.copy"}
+		if def.Index() == b.fill {
+			l.count, l.instruction = &c.fills, "memory.fill"
+		}
+		return l
 	}
 	name := def.DebugName()
 	if mapped, ok := c.names.Lookup(def.Index()); ok {
@@ -239,3 +251,29 @@ func (l guestCallListener) Before(context.Context, api.Module, api.FunctionDefin
 }
 func (guestCallListener) After(context.Context, api.Module, api.FunctionDefinition, []uint64) {}
 func (guestCallListener) Abort(context.Context, api.Module, api.FunctionDefinition, error)    {}
+
+// bulkListener counts the calls of one of the functions instrumentBulkMemory added: each is a
+// memory.copy or memory.fill of the calling function.
+type bulkListener struct {
+	c           *guestCalls
+	count       *int64
+	instruction string
+}
+
+func (l bulkListener) Before(_ context.Context, _ api.Module, _ api.FunctionDefinition, _ []uint64, stack experimental.StackIterator) {
+	*l.count++
+	if l.c.byFunc == nil {
+		return
+	}
+	caller := "?"
+	stack.Next()      // the added function
+	if stack.Next() { // its caller
+		caller = stack.Function().Definition().DebugName()
+		if mapped, ok := l.c.names.Lookup(stack.Function().Definition().Index()); ok {
+			caller = mapped
+		}
+	}
+	l.c.byFunc[l.instruction+" in "+caller]++
+}
+func (bulkListener) After(context.Context, api.Module, api.FunctionDefinition, []uint64) {}
+func (bulkListener) Abort(context.Context, api.Module, api.FunctionDefinition, error)    {}
