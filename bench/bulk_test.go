@@ -19,12 +19,6 @@ import (
 // bulkFunctions are the indices of the two functions instrumentBulkMemory adds.
 type bulkFunctions struct{ copy, fill uint32 }
 
-// The section ids instrumentBulkMemory edits besides wasmbin's.
-const (
-	typeSection     = 1
-	functionSection = 3
-)
-
 // instrumentBulkMemory returns module with every memory.copy and memory.fill replaced by a call
 // to one of two functions added at the end of its functions, which do just that instruction with
 // the call's arguments: the module does what it did, one call more for each. Indices of existing
@@ -48,11 +42,11 @@ func instrumentBulkMemory(module []byte) ([]byte, bulkFunctions, error) {
 		switch id {
 		case wasmbin.ImportSection:
 			imported = s.ImportKinds()[wasmbin.ImportFunction]
-		case typeSection: // one type more: (i32, i32, i32) -> ()
+		case wasmbin.TypeSection: // one type more: (i32, i32, i32) -> ()
 			newType = s.U32()
 			content = append(wasmbin.AppendU32(nil, newType+1), s.Left()...)
 			content = append(content, 0x60, 3, wasmbin.TypeI32, wasmbin.TypeI32, wasmbin.TypeI32, 0)
-		case functionSection: // two functions more, of that type
+		case wasmbin.FunctionSection: // two functions more, of that type
 			defined = s.U32()
 			fns = bulkFunctions{copy: imported + defined, fill: imported + defined + 1}
 			content = append(wasmbin.AppendU32(nil, defined+2), s.Left()...)

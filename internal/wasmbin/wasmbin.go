@@ -13,11 +13,13 @@ const Header = "\x00asm\x01\x00\x00\x00"
 
 // Section ids (the specification's section 5.5.2).
 const (
-	CustomSection = 0
-	ImportSection = 2
-	ExportSection = 7
-	CodeSection   = 10
-	DataSection   = 11
+	CustomSection   = 0
+	TypeSection     = 1
+	ImportSection   = 2
+	FunctionSection = 3
+	ExportSection   = 7
+	CodeSection     = 10
+	DataSection     = 11
 )
 
 // Opcodes of the instructions the build's tools read or write (the specification's section

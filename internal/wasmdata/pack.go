@@ -10,14 +10,12 @@ import (
 // Section ids this package reads or writes besides wasmbin's (the specification's section
 // 5.5.2), and their order in a module (5.5.16): each section comes after those before it here.
 const (
-	typeSection      = 1
-	functionSection  = 3
 	memorySection    = 5
 	startSection     = 8
 	dataCountSection = 12
 )
 
-var sectionOrder = map[byte]int{typeSection: 1, wasmbin.ImportSection: 2, functionSection: 3, 4: 4, memorySection: 5, 6: 6,
+var sectionOrder = map[byte]int{wasmbin.TypeSection: 1, wasmbin.ImportSection: 2, wasmbin.FunctionSection: 3, 4: 4, memorySection: 5, 6: 6,
 	wasmbin.ExportSection: 7, startSection: 8, 9: 9, dataCountSection: 10, wasmbin.CodeSection: 11, wasmbin.DataSection: 12}
 
 // UnpackName is the name the unpacking function gets in the module's name section, which
@@ -82,17 +80,17 @@ func Pack(module []byte) ([]byte, Stats, error) {
 
 	function := m.importedFunctions + m.definedFunctions
 	replaced := map[byte][]byte{
-		typeSection:         m.types,
-		functionSection:     wasmbin.AppendU32(withOneMore(m.sections[functionSection]), m.unpackType),
-		memorySection:       memorySectionContent,
-		startSection:        wasmbin.AppendU32(nil, function),
-		dataCountSection:    wasmbin.AppendU32(nil, 1),
-		wasmbin.CodeSection: m.codeWith(unpackBody(uint32(base), uint32(len(stream)))),
-		wasmbin.DataSection: passiveSegment(stream),
+		wasmbin.TypeSection:     m.types,
+		wasmbin.FunctionSection: wasmbin.AppendU32(withOneMore(m.sections[wasmbin.FunctionSection]), m.unpackType),
+		memorySection:           memorySectionContent,
+		startSection:            wasmbin.AppendU32(nil, function),
+		dataCountSection:        wasmbin.AppendU32(nil, 1),
+		wasmbin.CodeSection:     m.codeWith(unpackBody(uint32(base), uint32(len(stream)))),
+		wasmbin.DataSection:     passiveSegment(stream),
 	}
 	// The sections the module lacks go before the first one that comes after them.
 	var missing []byte
-	for _, id := range []byte{typeSection, functionSection, startSection, dataCountSection, wasmbin.CodeSection} {
+	for _, id := range []byte{wasmbin.TypeSection, wasmbin.FunctionSection, startSection, dataCountSection, wasmbin.CodeSection} {
 		if _, ok := m.sections[id]; !ok {
 			missing = append(missing, id)
 		}
@@ -193,7 +191,7 @@ func parse(b []byte) (*module, error) {
 	if err := m.readImports(); err != nil {
 		return nil, fmt.Errorf("import section: %v", err)
 	}
-	functions, err := vectorLength(m.sections[functionSection])
+	functions, err := vectorLength(m.sections[wasmbin.FunctionSection])
 	if err != nil {
 		return nil, fmt.Errorf("function section: %v", err)
 	}
@@ -216,7 +214,7 @@ func parse(b []byte) (*module, error) {
 // readTypes finds the type of a function without parameters or results, the unpacker's, and
 // adds it where the module has none.
 func (m *module) readTypes() error {
-	content, ok := m.sections[typeSection]
+	content, ok := m.sections[wasmbin.TypeSection]
 	if !ok {
 		m.types, m.unpackType = []byte{1, 0x60, 0, 0}, 0
 		return nil

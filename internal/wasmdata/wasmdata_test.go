@@ -24,8 +24,8 @@ type segment struct {
 func moduleWith(pages uint32, segments []segment, function bool) []byte {
 	m := []byte(wasmbin.Header)
 	if function {
-		m = wasmbin.AppendSection(m, typeSection, []byte{1, 0x60, 1, 0x7f, 0}) // (i32) -> ()
-		m = wasmbin.AppendSection(m, functionSection, []byte{1, 0})            // one function
+		m = wasmbin.AppendSection(m, wasmbin.TypeSection, []byte{1, 0x60, 1, 0x7f, 0}) // (i32) -> ()
+		m = wasmbin.AppendSection(m, wasmbin.FunctionSection, []byte{1, 0})            // one function
 	}
 	m = wasmbin.AppendSection(m, memorySection, wasmbin.AppendU32([]byte{1, 0}, pages))
 	m = wasmbin.AppendSection(m, wasmbin.ExportSection, append(wasmbin.AppendName([]byte{1}, "memory"), 2, 0))
