@@ -217,19 +217,19 @@ var moduleEntry = regexp.MustCompile(`^\[\d+/\d+\]`)
 // code when perf names it by an entry of a module's function, in wazero's other code (its
 // trampolines) otherwise; any other is the kernel's (in its object, or at a kernel address) or
 // the host's (Go's code, the C library's and the vDSO's).
-func classify(samples []sample, perfMap string, names wasmnames.Map) (kindCounts [4]int, functions map[string]int) {
+func classify(samples []sample, perfMap string, names wasmnames.Map) (kindCounts [kindCount]int, functions map[string]int) {
 	functions = map[string]int{}
 	for _, s := range samples {
 		switch {
 		case s.object == perfMap && moduleEntry.MatchString(s.symbol):
-			kindCounts[0]++
+			kindCounts[kindModule]++
 			functions[functionName(s.symbol, names)]++
 		case s.object == perfMap:
-			kindCounts[1]++
+			kindCounts[kindWazero]++
 		case strings.HasPrefix(s.object, "[kernel") || s.ip >= 1<<63:
-			kindCounts[3]++
+			kindCounts[kindKernel]++
 		default:
-			kindCounts[2]++
+			kindCounts[kindHost]++
 		}
 	}
 	return kindCounts, functions

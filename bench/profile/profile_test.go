@@ -57,10 +57,10 @@ func oneRound() *profile {
 		for _, m := range modules {
 			p.recordings = append(p.recordings,
 				&recording{round: 1, requestType: rt, module: m, requests: 200, nsPerOp: "7777",
-					kinds: [4]int{100, 10, 1000, 900}, functions: map[string]int{
+					kinds: [kindCount]int{100, 10, 1000, 900}, functions: map[string]int{
 						packagePrefix + "internal_admission.__Gate_.admitLean": 70, "runtime.memmove": 30, "gone": 5}},
 				&recording{round: 1, requestType: rt, module: m, requests: 1000, nsPerOp: "4834",
-					kinds: [4]int{3300, 1610, 7400, 100}, functions: map[string]int{
+					kinds: [kindCount]int{3300, 1610, 7400, 100}, functions: map[string]int{
 						packagePrefix + "internal_admission.__Gate_.admitLean": 2470, "runtime.memmove": 830}})
 		}
 	}
@@ -165,7 +165,7 @@ func TestClassify(t *testing.T) {
 		{0x7f00, "[0/9].$3:::::L0", "/tmp/perf-17002.map"},          // another process's map: the host's
 	}
 	kinds, functions := classify(samples, perfMap, names)
-	if want := [4]int{5, 2, 2, 2}; kinds != want {
+	if want := [kindCount]int{5, 2, 2, 2}; kinds != want {
 		t.Errorf("kinds %v, want %v (module, wazero, host, kernel)", kinds, want)
 	}
 	want := map[string]int{"main.decide": 2, "$8": 1, "proxy_on_request_headers": 1, "main.main": 1}

@@ -16,8 +16,16 @@ var (
 	byFunction   = []string{"tollgate", "direct"}
 )
 
-// The kinds of code a sample can fall in.
-var kinds = []string{"module", "wazero", "host", "kernel"}
+// The kinds of code a sample can fall in: the indices of a recording's counts, and their names.
+const (
+	kindModule = iota // the module's own compiled code
+	kindWazero        // wazero's other compiled code
+	kindHost          // the host's Go code (and the C library's, the vDSO's)
+	kindKernel
+	kindCount
+)
+
+var kinds = [kindCount]string{"module", "wazero", "host", "kernel"}
 
 // profile is a profile's samples: what the command recorded, or read back from its text.
 type profile struct {
@@ -38,7 +46,7 @@ type recording struct {
 	module      string
 	requests    int
 	nsPerOp     string         // BenchmarkAlone's ns/op, as go test printed it
-	kinds       [4]int         // samples by kind, in the order of kinds
+	kinds       [kindCount]int // samples by kind, in the order of kinds
 	functions   map[string]int // samples in the module's code, by function name
 }
 

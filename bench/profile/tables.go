@@ -44,12 +44,12 @@ func (p *profile) tables(samplesFile string) ([]byte, error) {
 					}
 				}
 				shorter, longer := p.find(round, rt, m, p.short), p.find(round, rt, m, p.long)
-				var delta [4]int
+				var delta [kindCount]int
 				for i := range delta {
 					delta[i] = longer.kinds[i] - shorter.kinds[i]
 				}
 				fmt.Fprintf(&b, "%-12s %8s %8.0f %8.0f %8.0f %8.0f %8.0f\n", m, longer.nsPerOp, ns(sum(delta[:])),
-					ns(delta[0]), ns(delta[1]), ns(delta[2]), ns(delta[3]))
+					ns(delta[kindModule]), ns(delta[kindWazero]), ns(delta[kindHost]), ns(delta[kindKernel]))
 				functions[m] = difference(shorter.functions, longer.functions)
 			}
 			for _, m := range byFunction {
