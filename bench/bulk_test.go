@@ -92,21 +92,33 @@ func instrumentBodies(s *wasmbin.Reader, fns bulkFunctions) ([]byte, error) {
 // instrumentBody replaces a body's memory.copy and memory.fill instructions by calls. It knows
 // them in the shortest encoding, the one Go and binaryen write.
 func instrumentBody(body []byte, fns bulkFunctions) ([]byte, error) {
+	return rewriteInstructions(body, func(instruction string) []byte {
+		switch instruction {
+		case memoryCopy:
+			return wasmbin.AppendU32([]byte{opCall}, fns.copy)
+		case memoryFill:
+			return wasmbin.AppendU32([]byte{opCall}, fns.fill)
+		}
+		return []byte(instruction)
+	})
+}
+
+// memory.copy of memory 0 to memory 0, and memory.fill of memory 0, as Go and binaryen write them.
+const (
+	memoryCopy = "\xfc\x0a\x00\x00"
+	memoryFill = "\xfc\x0b\x00"
+)
+
+// rewriteInstructions returns a function body with each of its instructions (its bytes, its
+// immediates included) replaced by what rewrite makes of it; its locals stay as they are.
+func rewriteInstructions(body []byte, rewrite func(instruction string) []byte) ([]byte, error) {
 	r := wasmbin.NewReader(body)
 	r.SkipLocals()
 	out := append([]byte(nil), body[:r.Offset()]...)
 	for r.More() {
 		start := r.Offset()
-		op := r.Byte()
-		r.SkipImmediates(op)
-		switch instruction := string(body[start:r.Offset()]); instruction {
-		case "\xfc\x0a\x00\x00": // memory.copy, of memory 0 to memory 0
-			out = wasmbin.AppendU32(append(out, opCall), fns.copy)
-		case "\xfc\x0b\x00": // memory.fill, of memory 0
-			out = wasmbin.AppendU32(append(out, opCall), fns.fill)
-		default:
-			out = append(out, instruction...)
-		}
+		r.SkipImmediates(r.Byte())
+		out = append(out, rewrite(string(body[start:r.Offset()]))...)
 	}
 	return out, r.Err()
 }
@@ -134,24 +146,22 @@ func TestInstrumentBulkMemory(t *testing.T) {
 	}
 
 	for _, rt := range requestTypes[:3] { // admitted, rejected, new key
-		statuses := map[string][]int{}
-		var counted *guestCalls
-		for _, module := range []struct {
-			name string
-			wasm []byte
-		}{{"plain", wasm}, {"instrumented", instrumented}} {
-			calls := &guestCalls{bulk: &fns}
-			r := newRig(t, module.wasm, rigOptions{config: rt.config, calls: calls})
+		// answers gives the statuses of 100 requests to a module, with calls listening to it.
+		answers := func(wasm []byte, calls *guestCalls) []int {
+			r := newRig(t, wasm, rigOptions{config: rt.config, calls: calls})
 			key := rt.prepare(t, r, 100)
-			for i := range 100 {
-				statuses[module.name] = append(statuses[module.name], r.do(t, key(i)))
+			statuses := make([]int, 100)
+			for i := range statuses {
+				statuses[i] = r.do(t, key(i))
 			}
-			counted = calls
+			return statuses
 		}
-		if !slices.Equal(statuses["plain"], statuses["instrumented"]) {
-			t.Errorf("%s: the instrumented module answered %v, the module %v", rt.name, statuses["instrumented"], statuses["plain"])
+		calls := &guestCalls{bulk: &fns}
+		plain, instrumentedAnswers := answers(wasm, nil), answers(instrumented, calls)
+		if !slices.Equal(plain, instrumentedAnswers) {
+			t.Errorf("%s: the instrumented module answered %v, the module %v", rt.name, instrumentedAnswers, plain)
 		}
-		if counted.copies == 0 {
+		if calls.copies == 0 {
 			t.Errorf("%s: no memory.copy counted in 100 requests", rt.name)
 		}
 	}
@@ -163,26 +173,24 @@ type bulkCounts struct{ copies, fills, copyCalls, fillCalls int }
 // the functions fns names.
 func bulkInstructions(t *testing.T, module []byte, fns bulkFunctions) bulkCounts {
 	t.Helper()
+	copyCall := string(wasmbin.AppendU32([]byte{opCall}, fns.copy))
+	fillCall := string(wasmbin.AppendU32([]byte{opCall}, fns.fill))
 	var c bulkCounts
 	_, _, err := wasmbin.RewriteCode(module, func(body []byte) ([]byte, int, error) {
-		r := wasmbin.NewReader(body)
-		r.SkipLocals()
-		for r.More() {
-			start := r.Offset()
-			op := r.Byte()
-			r.SkipImmediates(op)
-			switch instruction := string(body[start:r.Offset()]); instruction {
-			case "\xfc\x0a\x00\x00":
+		_, err := rewriteInstructions(body, func(instruction string) []byte {
+			switch instruction {
+			case memoryCopy:
 				c.copies++
-			case "\xfc\x0b\x00":
+			case memoryFill:
 				c.fills++
-			case string(wasmbin.AppendU32([]byte{opCall}, fns.copy)):
+			case copyCall:
 				c.copyCalls++
-			case string(wasmbin.AppendU32([]byte{opCall}, fns.fill)):
+			case fillCall:
 				c.fillCalls++
 			}
-		}
-		return body, 0, r.Err()
+			return nil
+		})
+		return body, 0, err
 	})
 	if err != nil {
 		t.Fatal(err)

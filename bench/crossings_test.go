@@ -34,8 +34,8 @@ func BenchmarkCrossings(b *testing.B) {
 		wasm func(testing.TB) []byte
 		pkg  string
 	}{
-		{"tollgate", func(tb testing.TB) []byte { return tollgateModule(tb, statsTag) }, "./filter"},
-		{"floor", func(tb testing.TB) []byte { return floorModule(tb, statsTag) }, "./bench/testdata/floor"},
+		{"tollgate", func(tb testing.TB) []byte { return tollgateModule(tb, statsTag) }, tollgatePkg},
+		{"floor", func(tb testing.TB) []byte { return floorModule(tb, statsTag) }, floorPkg},
 	} {
 		for _, rt := range requestTypes {
 			b.Run(m.name+"/"+rt.name, func(b *testing.B) {

@@ -31,14 +31,23 @@ func build(tb testing.TB, pkg string, tags ...string) []byte {
 // The modules under test. statsTag adds the diagnostic export tollgate_stats.
 const statsTag = "tollgate_stats"
 
-func tollgateModule(tb testing.TB, tags ...string) []byte { return build(tb, "./filter", tags...) }
+// The packages the modules under test are built from: Tollgate's and the probes'.
+const (
+	tollgatePkg = "./filter"
+	floorPkg    = "./bench/testdata/floor"
+	surfacePkg  = "./bench/testdata/surface"
+	gluePkg     = "./bench/testdata/glue"
+	directPkg   = "./bench/testdata/direct"
+)
+
+func tollgateModule(tb testing.TB, tags ...string) []byte { return build(tb, tollgatePkg, tags...) }
 
 // tollgateNames is the function name map of tollgateModule, which `make build` writes beside it.
 func tollgateNames(tb testing.TB, tags ...string) wasmnames.Map {
-	return testbuild.Names(tb, "./filter", tags...)
+	return testbuild.Names(tb, tollgatePkg, tags...)
 }
 func floorModule(tb testing.TB, tags ...string) []byte {
-	return build(tb, "./bench/testdata/floor", tags...)
+	return build(tb, floorPkg, tags...)
 }
 
 // Configurations. Every option is at its default (no rate-limit headers, info logging) but the

@@ -257,7 +257,7 @@ func BenchmarkUnpack(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	segments, err := r.CompileModule(ctx, testbuild.Unpacked(b, "./filter"))
+	segments, err := r.CompileModule(ctx, testbuild.Unpacked(b, tollgatePkg))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,16 +27,16 @@ func surfaceTypes() []requestType {
 }
 
 // surfaceModule is the surface probe (bench/testdata/surface), built as the filter is.
-func surfaceModule(tb testing.TB) []byte { return build(tb, "./bench/testdata/surface") }
+func surfaceModule(tb testing.TB) []byte { return build(tb, surfacePkg) }
 
 // glueModule is the glue probe (bench/testdata/glue): the surface probe's crossings through
 // Tollgate's ABI layer, built as the filter is.
-func glueModule(tb testing.TB) []byte { return build(tb, "./bench/testdata/glue") }
+func glueModule(tb testing.TB) []byte { return build(tb, gluePkg) }
 
 // directModule is the direct-decision probe (bench/testdata/direct): the surface probe's
 // crossings through Tollgate's ABI layer, with a decision for the benchmarks' rule written directly
 // between them, built as the filter is.
-func directModule(tb testing.TB) []byte { return build(tb, "./bench/testdata/direct") }
+func directModule(tb testing.TB) []byte { return build(tb, directPkg) }
 
 // BenchmarkSurface measures how far a target against the clocked floor can be reached by making
 // Tollgate's own code cheaper. The surface probe makes exactly Tollgate's crossings for the request
@@ -129,13 +129,13 @@ func BenchmarkAlone(b *testing.B) {
 		// rig makes the module's rig for a request type, and says the status it answers with.
 		rig func(b *testing.B, module []byte, st requestType) (*rig, int)
 	}{
-		{"tollgate", "./filter", nil, func(b *testing.B, module []byte, st requestType) (*rig, int) {
+		{"tollgate", tollgatePkg, nil, func(b *testing.B, module []byte, st requestType) (*rig, int) {
 			return newRig(b, module, rigOptions{config: st.config}), st.status
 		}},
-		{"direct", "./bench/testdata/direct", nil, probe},
-		{"glue", "./bench/testdata/glue", nil, probe},
-		{"surface", "./bench/testdata/surface", nil, probe},
-		{"floor+clock", "./bench/testdata/floor", []string{"clock"}, func(b *testing.B, module []byte, _ requestType) (*rig, int) {
+		{"direct", directPkg, nil, probe},
+		{"glue", gluePkg, nil, probe},
+		{"surface", surfacePkg, nil, probe},
+		{"floor+clock", floorPkg, []string{"clock"}, func(b *testing.B, module []byte, _ requestType) (*rig, int) {
 			return newRig(b, module, rigOptions{}), 200 // its upstream's answer
 		}},
 	}

@@ -37,13 +37,15 @@ func (p *profile) tables(samplesFile string) ([]byte, error) {
 			fmt.Fprintf(&b, "%-12s %8s %8s %8s %8s %8s %8s\n", "module", "ns/op", "samples", "module", "wazero", "host-Go", "kernel")
 			functions := map[string]map[string]int{}
 			for _, m := range modules {
-				for _, n := range []int{p.short, p.long} {
-					if p.find(round, rt, m, n) == nil {
-						return nil, fmt.Errorf("no counts of %s/%s at %d requests in round %d (a counts line \"counts %d %s %s %d ...\"): profile again",
-							m, rt, n, round, round, rt, m, n)
-					}
-				}
 				shorter, longer := p.find(round, rt, m, p.short), p.find(round, rt, m, p.long)
+				if shorter == nil || longer == nil {
+					n := p.short
+					if shorter != nil {
+						n = p.long
+					}
+					return nil, fmt.Errorf("no counts of %s/%s at %d requests in round %d (a counts line \"counts %d %s %s %d ...\"): profile again",
+						m, rt, n, round, round, rt, m, n)
+				}
 				var delta [kindCount]int
 				for i := range delta {
 					delta[i] = longer.kinds[i] - shorter.kinds[i]

@@ -89,6 +89,10 @@ func bucketState(c cells) limiter.BucketState {
 }
 func bucketCells(s limiter.BucketState) cells { return cells{s.Tokens, s.Last, s.Credits} }
 
+// setBucketCells writes bucketCells(s) into c in place: assigning the array bucketCells returns
+// copies it with memory.copy in upstream Go's Wasm, a call out of the compiled code in wazero's.
+func setBucketCells(c *cells, s limiter.BucketState) { c[0], c[1], c[2] = s.Tokens, s.Last, s.Credits }
+
 func (t *tokenBucket) initial(now int64) cells { return cells{t.capacity, now, 0} }
 
 func (t *tokenBucket) take(c cells, now, n int64) (cells, limiter.Decision) {

@@ -146,9 +146,7 @@ func (g *Gate) leanLimited(decision limiter.Decision) *Outcome {
 func (g *Gate) leanAllowed(owner, slot uint64, next limiter.BucketState, now int64) *Outcome {
 	a := &g.leanOut.charged[0]
 	a.owner, a.writeOwner, a.slot = owner, owner, slot
-	// Cell by cell: an array of three is copied with memory.copy in upstream Go's Wasm, a call out
-	// of the compiled code in wazero's.
-	a.next[0], a.next[1], a.next[2] = next.Tokens, next.Last, next.Credits
+	setBucketCells(&a.next, next)
 	out := &g.leanOut.allowed
 	out.decidedAt = now
 	return out
