@@ -44,19 +44,19 @@ func instrumentBulkMemory(module []byte) ([]byte, bulkFunctions, error) {
 			imported = s.ImportKinds()[wasmbin.ImportFunction]
 		case wasmbin.TypeSection: // one type more: (i32, i32, i32) -> ()
 			newType = s.U32()
-			content = append(wasmbin.AppendU32(nil, newType+1), s.Left()...)
-			content = append(content, 0x60, 3, wasmbin.TypeI32, wasmbin.TypeI32, wasmbin.TypeI32, 0)
+			content, err = wasmbin.AppendToVector(content, []byte{0x60, 3, wasmbin.TypeI32, wasmbin.TypeI32, wasmbin.TypeI32, 0})
 		case wasmbin.FunctionSection: // two functions more, of that type
 			defined = s.U32()
 			fns = bulkFunctions{copy: imported + defined, fill: imported + defined + 1}
-			content = append(wasmbin.AppendU32(nil, defined+2), s.Left()...)
-			content = wasmbin.AppendU32(wasmbin.AppendU32(content, newType), newType)
+			ofType := wasmbin.AppendU32(nil, newType)
+			content, err = wasmbin.AppendToVector(content, ofType, ofType)
 		case wasmbin.CodeSection:
-			if content, err = instrumentBodies(s, fns); err != nil {
-				return nil, fns, fmt.Errorf("code section: %v", err)
-			}
+			content, err = instrumentBodies(s, fns)
 		}
-		if err := s.Err(); err != nil {
+		if err == nil {
+			err = s.Err()
+		}
+		if err != nil {
 			return nil, fns, fmt.Errorf("section %d: %v", id, err)
 		}
 		out = wasmbin.AppendSection(out, id, content)
@@ -69,24 +69,21 @@ func instrumentBulkMemory(module []byte) ([]byte, bulkFunctions, error) {
 
 // instrumentBodies rewrites a code section's bodies, which s reads, and appends the two new ones.
 func instrumentBodies(s *wasmbin.Reader, fns bulkFunctions) ([]byte, error) {
-	count := s.U32()
-	out := wasmbin.AppendU32(nil, count+2)
-	for i := uint32(0); i < count && s.Err() == nil; i++ {
-		body := s.Bytes(s.U32())
+	content, _, err := wasmbin.RewriteBodies(s, func(body []byte) ([]byte, int, error) {
 		rewritten, err := instrumentBody(body, fns)
-		if err != nil {
-			return nil, fmt.Errorf("function body %d: %v", i, err)
-		}
-		out = append(wasmbin.AppendU32(out, uint32(len(rewritten))), rewritten...)
+		return rewritten, 0, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	s.End()
 	// No locals; the three parameters, then the instruction and its memory indices, then end.
+	var bodies [][]byte
 	for _, instruction := range [][]byte{{wasmbin.OpPrefix, 10, 0, 0}, {wasmbin.OpPrefix, 11, 0}} {
 		body := []byte{0, wasmbin.OpLocalGet, 0, wasmbin.OpLocalGet, 1, wasmbin.OpLocalGet, 2}
 		body = append(append(body, instruction...), wasmbin.OpEnd)
-		out = append(wasmbin.AppendU32(out, uint32(len(body))), body...)
+		bodies = append(bodies, append(wasmbin.AppendU32(nil, uint32(len(body))), body...))
 	}
-	return out, s.Err()
+	return wasmbin.AppendToVector(content, bodies...)
 }
 
 // instrumentBody replaces a body's memory.copy and memory.fill instructions by calls. It knows

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 )
 
@@ -401,7 +402,7 @@ func RewriteCode(module []byte, rewrite func(body []byte) ([]byte, int, error)) 
 		}
 		content := s.Left()
 		if id == CodeSection {
-			if content, total, err = rewriteBodies(s, rewrite); err != nil {
+			if content, total, err = RewriteBodies(s, rewrite); err != nil {
 				return nil, 0, fmt.Errorf("code section at byte %d: %v", start, err)
 			}
 		}
@@ -422,8 +423,10 @@ func RewriteCodeFile(path string, rewrite func(body []byte) ([]byte, int, error)
 	return total, err
 }
 
-// rewriteBodies rewrites the function bodies of a code section's content, which r reads.
-func rewriteBodies(r *Reader, rewrite func(body []byte) ([]byte, int, error)) ([]byte, int, error) {
+// RewriteBodies is RewriteCode's work on one code section: the section's content, which r
+// reads, with each function body replaced by what rewrite makes of it, and the sum of rewrite's
+// counts.
+func RewriteBodies(r *Reader, rewrite func(body []byte) ([]byte, int, error)) ([]byte, int, error) {
 	count := r.U32()
 	out := AppendU32(nil, count)
 	total := 0
@@ -471,6 +474,31 @@ func AppendName(b []byte, name string) []byte {
 // size in its shortest form, and the content.
 func AppendSection(b []byte, id byte, content []byte) []byte {
 	return append(AppendU32(append(b, id), uint32(len(content))), content...)
+}
+
+// AppendToVector returns a vector's content (its count, then its items: a type, function or code
+// section's content) with items added after its last, as they are. Empty content is an empty
+// vector, the content of a section the module lacks. An error says the count does not read, or
+// has no room for the items.
+func AppendToVector(content []byte, items ...[]byte) ([]byte, error) {
+	var count uint32
+	var rest []byte
+	if len(content) > 0 {
+		r := NewReader(content)
+		count = r.U32()
+		if r.Err() != nil {
+			return nil, fmt.Errorf("the vector's count: %v", r.Err())
+		}
+		rest = r.Left()
+	}
+	if uint64(count)+uint64(len(items)) > math.MaxUint32 {
+		return nil, fmt.Errorf("a vector of %d items has no room for %d more", count, len(items))
+	}
+	out := append(AppendU32(nil, count+uint32(len(items))), rest...)
+	for _, item := range items {
+		out = append(out, item...)
+	}
+	return out, nil
 }
 
 // SectionSize is the length of a section with content, as AppendSection writes it.

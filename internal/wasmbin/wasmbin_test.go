@@ -280,3 +280,38 @@ func TestRewriteCodeRefusesWhatItCannotRead(t *testing.T) {
 		})
 	}
 }
+
+// AppendToVector writes the count again, in its shortest form, and the items after the vector's
+// own; a count that does not read, or has no room for them, is an error.
+func TestAppendToVector(t *testing.T) {
+	many := append(wasmbin.AppendU32(nil, 127), bytes.Repeat([]byte{7}, 127)...)
+	tests := []struct {
+		name    string
+		content []byte
+		items   [][]byte
+		want    []byte
+		err     string
+	}{
+		{"a section the module lacks", nil, [][]byte{{1}, {2, 3}}, []byte{2, 1, 2, 3}, ""},
+		{"an empty vector", []byte{0}, [][]byte{{9}}, []byte{1, 9}, ""},
+		{"items after the vector's", []byte{2, 4, 5}, [][]byte{{6}}, []byte{3, 4, 5, 6}, ""},
+		{"nothing to add", []byte{1, 4}, nil, []byte{1, 4}, ""},
+		{"a count one byte longer", many, [][]byte{{8}}, append(append([]byte{0x80, 1}, many[1:]...), 8), ""},
+		{"a count cut short", []byte{0x80}, [][]byte{{1}}, nil, "the vector's count: byte 1: ends early"},
+		{"no room", wasmbin.AppendU32(nil, math.MaxUint32), [][]byte{{1}}, nil, "a vector of 4294967295 items has no room for 1 more"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := wasmbin.AppendToVector(tt.content, tt.items...)
+			if tt.err != "" {
+				if err == nil || err.Error() != tt.err {
+					t.Fatalf("got %x, %v; want the error %q", got, err, tt.err)
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(got, tt.want) {
+				t.Fatalf("got %x, %v; want %x", got, err, tt.want)
+			}
+		})
+	}
+}

@@ -78,14 +78,25 @@ func Pack(module []byte) ([]byte, Stats, error) {
 		return nil, Stats{}, err
 	}
 
+	// The unpacker: one function more, after the module's own (parse checked the counts read and
+	// leave room for it).
 	function := m.importedFunctions + m.definedFunctions
+	functions, err := wasmbin.AppendToVector(m.sections[wasmbin.FunctionSection], wasmbin.AppendU32(nil, m.unpackType))
+	if err != nil {
+		return nil, Stats{}, fmt.Errorf("function section: %v", err)
+	}
+	body := unpackBody(uint32(base), uint32(len(stream)))
+	code, err := wasmbin.AppendToVector(m.sections[wasmbin.CodeSection], append(wasmbin.AppendU32(nil, uint32(len(body))), body...))
+	if err != nil {
+		return nil, Stats{}, fmt.Errorf("code section: %v", err)
+	}
 	replaced := map[byte][]byte{
 		wasmbin.TypeSection:     m.types,
-		wasmbin.FunctionSection: wasmbin.AppendU32(withOneMore(m.sections[wasmbin.FunctionSection]), m.unpackType),
+		wasmbin.FunctionSection: functions,
 		memorySection:           memorySectionContent,
 		startSection:            wasmbin.AppendU32(nil, function),
 		dataCountSection:        wasmbin.AppendU32(nil, 1),
-		wasmbin.CodeSection:     m.codeWith(unpackBody(uint32(base), uint32(len(stream)))),
+		wasmbin.CodeSection:     code,
 		wasmbin.DataSection:     passiveSegment(stream),
 	}
 	// The sections the module lacks go before the first one that comes after them.
@@ -221,7 +232,6 @@ func (m *module) readTypes() error {
 	}
 	r := wasmbin.NewReader(content)
 	count := r.U32()
-	entries := r.Offset()
 	for i := uint32(0); i < count && r.Err() == nil; i++ {
 		if r.FollowedBy(0x60, 0, 0) {
 			m.types, m.unpackType = content, i
@@ -236,13 +246,13 @@ func (m *module) readTypes() error {
 		}
 	}
 	r.End()
-	if err := r.Err(); err != nil {
+	err := r.Err()
+	if err != nil {
 		return err
 	}
-	m.types = append(wasmbin.AppendU32(nil, count+1), content[entries:]...)
-	m.types = append(m.types, 0x60, 0, 0)
 	m.unpackType = count
-	return nil
+	m.types, err = wasmbin.AppendToVector(content, []byte{0x60, 0, 0})
+	return err
 }
 
 // readImports counts the functions the module imports, which come first in the function index
@@ -314,12 +324,6 @@ const (
 	maxPages = 65536 // 4 GiB, all a 32-bit memory has
 )
 
-// codeWith is the code section's content with body added as its last function's.
-func (m *module) codeWith(body []byte) []byte {
-	out := withOneMore(m.sections[wasmbin.CodeSection])
-	return append(wasmbin.AppendU32(out, uint32(len(body))), body...)
-}
-
 // vectorLength is the count a vector's content starts with: 0 for a section the module lacks.
 func vectorLength(content []byte) (uint32, error) {
 	if content == nil {
@@ -328,17 +332,6 @@ func vectorLength(content []byte) (uint32, error) {
 	r := wasmbin.NewReader(content)
 	n := r.U32()
 	return n, r.Err()
-}
-
-// withOneMore is a vector's content (its count, then its items) with the count one more; parse
-// checked that the count reads and leaves room for one more.
-func withOneMore(content []byte) []byte {
-	if len(content) == 0 {
-		return []byte{1}
-	}
-	r := wasmbin.NewReader(content)
-	count := r.U32()
-	return append(wasmbin.AppendU32(nil, count+1), r.Left()...)
 }
 
 // activeSegment is a data segment that instantiation writes: bytes at an address.
