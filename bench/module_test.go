@@ -240,11 +240,15 @@ func (c *guestCalls) NewFunctionListener(def api.FunctionDefinition) experimenta
 		}
 		return l
 	}
-	name := def.DebugName()
+	return guestCallListener{c, c.name(def)}
+}
+
+// name is a function's name in the module's name map, or wazero's name for it.
+func (c *guestCalls) name(def api.FunctionDefinition) string {
 	if mapped, ok := c.names.Lookup(def.Index()); ok {
-		name = mapped
+		return mapped
 	}
-	return guestCallListener{c, name}
+	return def.DebugName()
 }
 
 type guestCallListener struct {
@@ -277,10 +281,7 @@ func (l bulkListener) Before(_ context.Context, _ api.Module, _ api.FunctionDefi
 	caller := "?"
 	stack.Next()      // the added function
 	if stack.Next() { // its caller
-		caller = stack.Function().Definition().DebugName()
-		if mapped, ok := l.c.names.Lookup(stack.Function().Definition().Index()); ok {
-			caller = mapped
-		}
+		caller = l.c.name(stack.Function().Definition())
 	}
 	l.c.byFunc[l.instruction+" in "+caller]++
 }
