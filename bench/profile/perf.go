@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/perf/benchfmt"
+
 	"github.com/tollgate-proxy/tollgate/internal/wasmnames"
 )
 
@@ -150,15 +152,23 @@ func recordOne(dir, binary string, round int, requestType, module string, n, fre
 func perfMap(pid int) string { return "/tmp/perf-" + strconv.Itoa(pid) + ".map" }
 
 // parseBenchOutput reads BenchmarkAlone's ns/op and go test's cpu line from the test binary's
-// output.
+// output (benchfmt reads the format; ns/op is kept as go test printed it).
 func parseBenchOutput(out []byte) (nsPerOp, cpu string, err error) {
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 4 && strings.HasPrefix(f[0], "BenchmarkAlone/") && f[3] == "ns/op" {
-			nsPerOp = f[2]
+	rd := benchfmt.NewReader(bytes.NewReader(out), "the benchmark's output")
+	for rd.Scan() {
+		r, ok := rd.Result().(*benchfmt.Result)
+		if !ok || string(r.Name.Base()) != "Alone" {
+			continue
 		}
-		if c, ok := strings.CutPrefix(line, "cpu: "); ok {
-			cpu = strings.TrimSpace(c)
+		for _, v := range r.Values {
+			if v.OrigUnit == "ns/op" {
+				nsPerOp = strconv.FormatFloat(v.OrigValue, 'f', -1, 64)
+			}
 		}
+		cpu = strings.TrimSpace(r.GetConfig("cpu"))
+	}
+	if err := rd.Err(); err != nil {
+		return "", "", err
 	}
 	if nsPerOp == "" {
 		return "", "", fmt.Errorf("the benchmark printed no result:\n%s", out)

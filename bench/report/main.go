@@ -8,7 +8,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"flag"
 	"fmt"
@@ -20,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/perf/benchfmt"
 )
 
 func main() {
@@ -118,44 +119,53 @@ type results map[string]map[string][]float64
 // ratios were "tollgate/floor" and "tollgate/floor+clock", one a prefix of the other.
 var renamedUnits = map[string]string{"tollgate/floor": "vs-floor", "tollgate/floor+clock": "vs-clocked-floor"}
 
-// parseBench reads `go test -bench` output: name, iterations, then value-unit pairs.
+// parseBench reads `go test -bench` output with benchfmt: each result under its name without the
+// GOMAXPROCS suffix ("Floor/admitted-known"), each value under the unit go test printed.
 func parseBench(raw []byte) (results, error) {
 	r := results{}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
-			continue
-		}
-		if _, err := strconv.Atoi(f[1]); err != nil {
-			// A run that failed ("--- FAIL" after its name): go test fails, and so does the report.
-			return nil, fmt.Errorf("a benchmark failed: %s", sc.Text())
-		}
-		name := strings.TrimPrefix(f[0], "Benchmark")
-		if i := strings.LastIndexByte(name, '-'); i > 0 {
-			if _, err := strconv.Atoi(name[i+1:]); err == nil {
-				name = name[:i] // the GOMAXPROCS suffix
+	rd := benchfmt.NewReader(bytes.NewReader(raw), "the run's output")
+	for rd.Scan() {
+		switch rec := rd.Result().(type) {
+		case *benchfmt.SyntaxError:
+			// A result line benchfmt cannot read: a benchmark that failed after its name was
+			// printed ("--- FAIL" follows it on the line). go test fails then, and so does the report.
+			return nil, fmt.Errorf("a benchmark failed: %v", rec)
+		case *benchfmt.Result:
+			name := benchName(rec.Name)
+			if r[name] == nil {
+				r[name] = map[string][]float64{}
+			}
+			for _, v := range rec.Values {
+				value, unit := v.Value, v.Unit
+				if v.OrigUnit != "" { // benchfmt tidied it (ns/op into sec/op)
+					value, unit = v.OrigValue, v.OrigUnit
+				}
+				if current, ok := renamedUnits[unit]; ok {
+					unit = current
+				}
+				r[name][unit] = append(r[name][unit], value)
 			}
 		}
-		if r[name] == nil {
-			r[name] = map[string][]float64{}
-		}
-		for i := 2; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				return nil, fmt.Errorf("%q: %v", sc.Text(), err)
-			}
-			unit := f[i+1]
-			if current, ok := renamedUnits[unit]; ok {
-				unit = current
-			}
-			r[name][unit] = append(r[name][unit], v)
-		}
+	}
+	if err := rd.Err(); err != nil {
+		return nil, err
 	}
 	if len(r) == 0 {
 		return nil, fmt.Errorf("no benchmark results")
 	}
-	return r, sc.Err()
+	return r, nil
+}
+
+// benchName is a benchmark's name without its GOMAXPROCS suffix.
+func benchName(n benchfmt.Name) string {
+	base, parts := n.Parts()
+	name := string(base)
+	for _, p := range parts {
+		if p[0] != '-' {
+			name += string(p)
+		}
+	}
+	return name
 }
 
 // figure is a metric's median over the runs, with its range.

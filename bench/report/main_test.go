@@ -114,3 +114,17 @@ func TestMissingSectionIsRefused(t *testing.T) {
 		t.Errorf("error %v, want one naming the http section's marker", err)
 	}
 }
+
+// A run whose benchmark failed after its name was printed (go test then prints "--- FAIL" on the
+// same line), or a run without results, is an error: never tables with figures missing.
+func TestParseRefusesFailedRuns(t *testing.T) {
+	for _, c := range []struct{ raw, want string }{
+		{"cpu: AMD EPYC\nBenchmarkFloor/admitted-known-2  \t--- FAIL: BenchmarkFloor/admitted-known\n" +
+			"    floor_test.go:12: boom\nFAIL\n", "a benchmark failed"},
+		{"--- FAIL: BenchmarkFloor/admitted-known\nFAIL\n", "no benchmark results"},
+	} {
+		if _, err := parseBench([]byte(c.raw)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.raw, err, c.want)
+		}
+	}
+}
