@@ -115,12 +115,11 @@ func BenchmarkFloor(b *testing.B) {
 	}
 	for _, rt := range requestTypes {
 		b.Run(rt.name, func(b *testing.B) {
-			tg := newRig(b, tollgateModule(b), rigOptions{config: rt.config})
-			fl := newRig(b, floorModule(b), rigOptions{})
-			flc := newRig(b, floorModule(b, "clock"), rigOptions{})
+			tg := tollgateRig(b, tollgateModule(b), rt)
+			fl, flc := newRig(b, floorModule(b), rigOptions{}), clockedFloorRig(b)
 			rigs, status := []*rig{tg, fl, flc}, []int{rt.status, 200, 200}
 			if baseline != nil {
-				rigs, status = append(rigs, newRig(b, baseline, rigOptions{config: rt.config})), append(status, rt.status)
+				rigs, status = append(rigs, tollgateRig(b, baseline, rt)), append(status, rt.status)
 			}
 			turns := warmTurns(b, rt, rigs, status)
 			tgBefore, flBefore := tg.vm.Stats(), fl.vm.Stats()

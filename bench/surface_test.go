@@ -38,6 +38,22 @@ func glueModule(tb testing.TB) []byte { return build(tb, gluePkg) }
 // between them, built as the filter is.
 func directModule(tb testing.TB) []byte { return build(tb, directPkg) }
 
+// The rigs of the interleaved benchmarks, each for the request type it serves.
+
+// tollgateRig runs a build of Tollgate (the tree's, or a baseline's) under rt's configuration.
+func tollgateRig(tb testing.TB, module []byte, rt requestType) *rig {
+	return newRig(tb, module, rigOptions{config: rt.config})
+}
+
+// clockedFloorRig runs the clocked floor probe, which takes no configuration.
+func clockedFloorRig(tb testing.TB) *rig { return newRig(tb, floorModule(tb, "clock"), rigOptions{}) }
+
+// probeRig runs the surface, glue or direct-decision probe, configured to answer rt's requests as
+// Tollgate does.
+func probeRig(tb testing.TB, module []byte, rt requestType) *rig {
+	return newRig(tb, module, rigOptions{config: surfaceProbe[rt.name]})
+}
+
 // BenchmarkSurface measures how far a target against the clocked floor can be reached by making
 // Tollgate's own code cheaper. The surface probe makes exactly Tollgate's crossings for the request
 // type (TestSurfaceProbe) and nothing else, so its time is what any module making them costs in
@@ -52,10 +68,8 @@ func directModule(tb testing.TB) []byte { return build(tb, directPkg) }
 func BenchmarkSurface(b *testing.B) {
 	for _, st := range surfaceTypes() {
 		b.Run(st.name, func(b *testing.B) {
-			tg := newRig(b, tollgateModule(b), rigOptions{config: st.config})
-			flc := newRig(b, floorModule(b, "clock"), rigOptions{})
-			sf := newRig(b, surfaceModule(b), rigOptions{config: surfaceProbe[st.name]})
-			gl := newRig(b, glueModule(b), rigOptions{config: surfaceProbe[st.name]})
+			tg, flc := tollgateRig(b, tollgateModule(b), st), clockedFloorRig(b)
+			sf, gl := probeRig(b, surfaceModule(b), st), probeRig(b, glueModule(b), st)
 			turns := warmTurns(b, st, []*rig{tg, flc, sf, gl}, []int{st.status, 200, st.status, st.status})
 			tgBefore, sfBefore, glBefore := tg.vm.Stats(), sf.vm.Stats(), gl.vm.Stats()
 			times := inTurns(b, turns[0], turns[1:]...)
@@ -91,9 +105,8 @@ func BenchmarkSurface(b *testing.B) {
 func BenchmarkDirect(b *testing.B) {
 	for _, st := range surfaceTypes() {
 		b.Run(st.name, func(b *testing.B) {
-			tg := newRig(b, tollgateModule(b), rigOptions{config: st.config})
-			flc := newRig(b, floorModule(b, "clock"), rigOptions{})
-			dr := newRig(b, directModule(b), rigOptions{config: surfaceProbe[st.name]})
+			tg, flc := tollgateRig(b, tollgateModule(b), st), clockedFloorRig(b)
+			dr := probeRig(b, directModule(b), st)
 			turns := warmTurns(b, st, []*rig{tg, flc, dr}, []int{st.status, 200, st.status})
 			tgBefore, drBefore := tg.vm.Stats(), dr.vm.Stats()
 			times := inTurns(b, turns[0], turns[1:]...)
@@ -121,7 +134,7 @@ func BenchmarkDirect(b *testing.B) {
 // perf map wazero writes.
 func BenchmarkAlone(b *testing.B) {
 	probe := func(b *testing.B, module []byte, st requestType) (*rig, int) {
-		return newRig(b, module, rigOptions{config: surfaceProbe[st.name]}), st.status
+		return probeRig(b, module, st), st.status
 	}
 	modules := []struct {
 		name, pkg string
@@ -130,7 +143,7 @@ func BenchmarkAlone(b *testing.B) {
 		rig func(b *testing.B, module []byte, st requestType) (*rig, int)
 	}{
 		{"tollgate", tollgatePkg, nil, func(b *testing.B, module []byte, st requestType) (*rig, int) {
-			return newRig(b, module, rigOptions{config: st.config}), st.status
+			return tollgateRig(b, module, st), st.status
 		}},
 		{"direct", directPkg, nil, probe},
 		{"glue", gluePkg, nil, probe},
