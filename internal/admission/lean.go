@@ -48,15 +48,7 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 	name := r.key[0].Header
 	value, found := req.Header(name)
 	if !found || value == "" || len(value) > fastKeyBytes {
-		if (!found || value == "") && r.missingKey.Action == config.MissingKeyReject {
-			// Refused here, as gatherFast refuses it: not the general way's matcher and key
-			// builder for every request of a flood without the key.
-			out := g.resetOutcome()
-			g.refuseMissing(r, g.describe(&r.key[0]))
-			return out
-		}
-		g.held = heldHeader{Request: req, name: name, value: value, found: found}
-		return nil
+		return g.leanAside(req, name, value, found)
 	}
 	// The partition key, written after the owner-hash prefix and hashed there (writeOneKey).
 	buf := g.writeOneKey(l, value)
@@ -112,24 +104,57 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 		putCell(v, 1, c[1])
 		putCell(v, 2, c[2])
 		binary.LittleEndian.PutUint64(v[48:], uint64(stamp))
-		switch err := store.Set(key, row, cas); {
-		case err == nil:
-			return g.leanAllowed(owner, index*uint64(g.rowSlots)+uint64(i), next, now)
-		case isCasMismatch(err): // decide's next attempt, as decideFast's
-			group := g.leanApplied(owner)
-			g.resetOutcome()
-			verdict, worst, err := g.decideFrom(store, group, now, 1)
-			return g.finish(store, group, verdict, worst, err, now)
-		default:
-			g.resetOutcome()
-			err = wrapError("cannot write to shared data", err)
-			return g.finish(store, g.leanApplied(owner), Failed, nil, err, now)
+		if err := store.Set(key, row, cas); err != nil {
+			return g.leanWriteFailed(store, owner, err, now)
 		}
+		return g.leanAllowed(owner, index*uint64(g.rowSlots)+uint64(i), next, now)
 	}
 	// Anything else is decide's, whose first read takes this one.
+	return g.leanGeneral(store, owner, now, prereadRow{index: index, value: row, cas: cas, err: err, ok: true})
+}
+
+// The lean path's uncommon ends, each a function of its own that admitLean only calls: the
+// module runs admitLean on nearly every request, and its body is smaller without them.
+
+// leanAside answers a request whose key header is missing, empty or too long for the lean path:
+// a missing key refused here, as gatherFast refuses it (not the general way's matcher and key
+// builder for every request of a flood without the key), anything else kept in g.held for
+// Admit's general way (nil).
+//
+//go:noinline
+func (g *Gate) leanAside(req Request, name, value string, found bool) *Outcome {
+	r := g.fast
+	if (!found || value == "") && r.missingKey.Action == config.MissingKeyReject {
+		out := g.resetOutcome()
+		g.refuseMissing(r, g.describe(&r.key[0]))
+		return out
+	}
+	g.held = heldHeader{Request: req, name: name, value: value, found: found}
+	return nil
+}
+
+// leanWriteFailed decides a request whose lean write failed: a write that lost its race goes to
+// decide's next attempt, as decideFast's; any other error fails the decision.
+//
+//go:noinline
+func (g *Gate) leanWriteFailed(store Store, owner uint64, err error, now int64) *Outcome {
 	group := g.leanApplied(owner)
 	g.resetOutcome()
-	g.preread = prereadRow{index: index, value: row, cas: cas, err: err, ok: true}
+	if isCasMismatch(err) {
+		verdict, worst, err := g.decideFrom(store, group, now, 1)
+		return g.finish(store, group, verdict, worst, err, now)
+	}
+	return g.finish(store, group, Failed, nil, wrapError("cannot write to shared data", err), now)
+}
+
+// leanGeneral decides by decide what the lean path found no live bucket of the key for, with the
+// row it read.
+//
+//go:noinline
+func (g *Gate) leanGeneral(store Store, owner uint64, now int64, row prereadRow) *Outcome {
+	group := g.leanApplied(owner)
+	g.resetOutcome()
+	g.preread = row
 	verdict, worst, err := g.decide(store, group, now)
 	g.preread.ok = false
 	return g.finish(store, group, verdict, worst, err, now)
