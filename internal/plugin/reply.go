@@ -179,29 +179,20 @@ func (h *httpContext) sendRejection(details string, retryAfter int64, more [][2]
 	p := h.plugin
 	buf := &p.reply
 	if retryAfter != buf.builtFor || len(more) > 0 {
-		buf.build(retryAfter, more)
+		buf.number = strconv.AppendInt(buf.number[:0], retryAfter, 10)
+		// Only read while the buffers are filled.
+		seconds := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
+		buf.encoded = buf.pairs.Append(buf.encoded[:0], seconds, more)
+		buf.body = buf.appendBody(buf.body[:0], seconds)
+		buf.builtFor = retryAfter
+		if len(more) > 0 {
+			buf.builtFor = notBuilt // the next rejection has headers of its own
+		}
 	}
 	grpc := isGrpcRequest()
 	if err := abi.SendEncodedLocalReply(uint32(p.cfg.Response.Status), details, buf.encoded, grpcBody(grpc, buf.body),
 		replyGrpcStatus(grpc, buf.grpcStatus)); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())
-	}
-}
-
-// build renders a rejection's headers and body for retryAfter seconds (and more headers) into the
-// buffers. A function of its own that sendRejection only calls: a rejection with the seconds of the
-// one before reuses them, and sendRejection's body is smaller without it.
-//
-//go:noinline
-func (buf *replyBuffers) build(retryAfter int64, more [][2]string) {
-	buf.number = strconv.AppendInt(buf.number[:0], retryAfter, 10)
-	// Only read while the buffers are filled.
-	seconds := unsafe.String(unsafe.SliceData(buf.number), len(buf.number))
-	buf.encoded = buf.pairs.Append(buf.encoded[:0], seconds, more)
-	buf.body = buf.appendBody(buf.body[:0], seconds)
-	buf.builtFor = retryAfter
-	if len(more) > 0 {
-		buf.builtFor = notBuilt // the next rejection has headers of its own
 	}
 }
 
