@@ -113,8 +113,8 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 	return g.leanGeneral(store, owner, now, prereadRow{index: index, value: row, cas: cas, err: err, ok: true})
 }
 
-// The lean path's uncommon ends, each a function of its own that admitLean only calls: the
-// module runs admitLean on nearly every request, and its body is smaller without them.
+// The lean path's uncommon ends, functions of their own that admitLean only calls (noinline, else
+// some come back inlined): admitLean's body is half as long without them ("Uncommon ends").
 
 // leanAside answers a request whose key header is missing, empty or too long for the lean path:
 // a missing key refused here, as gatherFast refuses it (not the general way's matcher and key
