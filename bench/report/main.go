@@ -406,24 +406,28 @@ func labelOf(request string) string {
 // moduleTarget is the most the module may weigh, in bytes.
 const moduleTarget = 2_500_000
 
-// renderRequestTypes writes the table of time and crossings per request type.
+// renderRequestTypes writes the table of time, crossings and bulk memory instructions per request
+// type.
 func renderRequestTypes(w writef, r results) {
 	w("Per request type: Tollgate against the floor probe, interleaved in one run (`BenchmarkFloor`), and\n")
-	w("what crosses the boundary per request (`BenchmarkCrossings`, exact counts).\n\n")
-	w("| request | Tollgate ns/op | floor ns/op | vs-floor | host calls | callbacks | allocator calls | guest calls | guest allocs |\n")
-	w("|---|---|---|---|---|---|---|---|---|\n")
+	w("what crosses the boundary per request, with the `memory.copy` and `memory.fill` instructions the\n")
+	w("module runs (`BenchmarkCrossings`, exact counts; section 1, \"Copies\").\n\n")
+	w("| request | Tollgate ns/op | floor ns/op | vs-floor | host calls | callbacks | allocator calls | guest calls | copies | fills | guest allocs |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	counts := func(c string) []any {
+		return []any{r.get(c, "hostcalls/op").format(3), r.get(c, "callbacks/op").format(3), r.get(c, "alloc-callbacks/op").format(3),
+			r.get(c, "guest-calls/op").format(0), r.get(c, "bulk-copies/op").format(2), r.get(c, "bulk-fills/op").format(2),
+			r.get(c, "guest-allocs/op").format(2)}
+	}
 	for _, rt := range requestTypes {
-		f, c := "Floor/"+rt.name, "Crossings/tollgate/"+rt.name
-		w("| %s | %s | %s | **%s** | %s | %s | %s | %s | %s |\n", rt.label,
-			r.get(f, "ns/op").format(0), r.get(f, "floor-ns/op").format(0), r.get(f, "vs-floor").format(2),
-			r.get(c, "hostcalls/op").format(3), r.get(c, "callbacks/op").format(3), r.get(c, "alloc-callbacks/op").format(3),
-			r.get(c, "guest-calls/op").format(0), r.get(c, "guest-allocs/op").format(2))
+		f := "Floor/" + rt.name
+		w("| %s | %s | %s | **%s** | %s | %s | %s | %s | %s | %s | %s |\n", append([]any{rt.label,
+			r.get(f, "ns/op").format(0), r.get(f, "floor-ns/op").format(0), r.get(f, "vs-floor").format(2)},
+			counts("Crossings/tollgate/"+rt.name)...)...)
 	}
 	for _, rt := range []string{"admitted-known", "new-key"} {
-		c := "Crossings/floor/" + rt
-		w("| floor probe, %s | | | | %s | %s | %s | %s | %s |\n", strings.ReplaceAll(rt, "-", " "),
-			r.get(c, "hostcalls/op").format(3), r.get(c, "callbacks/op").format(3), r.get(c, "alloc-callbacks/op").format(3),
-			r.get(c, "guest-calls/op").format(0), r.get(c, "guest-allocs/op").format(2))
+		w("| floor probe, %s | | | | %s | %s | %s | %s | %s | %s | %s |\n",
+			append([]any{strings.ReplaceAll(rt, "-", " ")}, counts("Crossings/floor/"+rt)...)...)
 	}
 }
 

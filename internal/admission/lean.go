@@ -110,7 +110,8 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 		return g.leanAllowed(owner, index*uint64(g.rowSlots)+uint64(i), next, now)
 	}
 	// Anything else is decide's, whose first read takes this one.
-	return g.leanGeneral(store, owner, now, prereadRow{index: index, value: row, cas: cas, err: err, ok: true})
+	g.preread = prereadRow{index: index, value: row, cas: cas, err: err, ok: true}
+	return g.leanGeneral(store, owner, now)
 }
 
 // The lean path's uncommon ends, functions of their own that admitLean only calls (noinline, else
@@ -148,13 +149,12 @@ func (g *Gate) leanWriteFailed(store Store, owner uint64, err error, now int64) 
 }
 
 // leanGeneral decides by decide what the lean path found no live bucket of the key for, with the
-// row it read.
+// row it read (g.preread, set there: passed by value, the row would be copied).
 //
 //go:noinline
-func (g *Gate) leanGeneral(store Store, owner uint64, now int64, row prereadRow) *Outcome {
+func (g *Gate) leanGeneral(store Store, owner uint64, now int64) *Outcome {
 	group := g.leanApplied(owner)
 	g.resetOutcome()
-	g.preread = row
 	verdict, worst, err := g.decide(store, group, now)
 	g.preread.ok = false
 	return g.finish(store, group, verdict, worst, err, now)
