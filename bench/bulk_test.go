@@ -81,7 +81,7 @@ func instrumentBodies(s *wasmbin.Reader, fns bulkFunctions) ([]byte, error) {
 	for _, instruction := range [][]byte{{wasmbin.OpPrefix, 10, 0, 0}, {wasmbin.OpPrefix, 11, 0}} {
 		body := []byte{0, wasmbin.OpLocalGet, 0, wasmbin.OpLocalGet, 1, wasmbin.OpLocalGet, 2}
 		body = append(append(body, instruction...), wasmbin.OpEnd)
-		bodies = append(bodies, append(wasmbin.AppendU32(nil, uint32(len(body))), body...))
+		bodies = append(bodies, wasmbin.AppendBody(nil, body))
 	}
 	return wasmbin.AppendToVector(content, bodies...)
 }
@@ -92,9 +92,9 @@ func instrumentBody(body []byte, fns bulkFunctions) ([]byte, error) {
 	return rewriteInstructions(body, func(instruction string) []byte {
 		switch instruction {
 		case memoryCopy:
-			return wasmbin.AppendU32([]byte{opCall}, fns.copy)
+			return wasmbin.AppendU32([]byte{wasmbin.OpCall}, fns.copy)
 		case memoryFill:
-			return wasmbin.AppendU32([]byte{opCall}, fns.fill)
+			return wasmbin.AppendU32([]byte{wasmbin.OpCall}, fns.fill)
 		}
 		return []byte(instruction)
 	})
@@ -119,9 +119,6 @@ func rewriteInstructions(body []byte, rewrite func(instruction string) []byte) (
 	}
 	return out, r.Err()
 }
-
-// opCall is the call instruction's opcode.
-const opCall = 0x10
 
 // Tollgate's module, instrumented, gives the same answers to the same requests, and each of its
 // memory.copy and memory.fill instructions became a call to the function that does it, which a
@@ -170,8 +167,8 @@ type bulkCounts struct{ copies, fills, copyCalls, fillCalls int }
 // the functions fns names.
 func bulkInstructions(t *testing.T, module []byte, fns bulkFunctions) bulkCounts {
 	t.Helper()
-	copyCall := string(wasmbin.AppendU32([]byte{opCall}, fns.copy))
-	fillCall := string(wasmbin.AppendU32([]byte{opCall}, fns.fill))
+	copyCall := string(wasmbin.AppendU32([]byte{wasmbin.OpCall}, fns.copy))
+	fillCall := string(wasmbin.AppendU32([]byte{wasmbin.OpCall}, fns.fill))
 	var c bulkCounts
 	_, _, err := wasmbin.RewriteCode(module, func(body []byte) ([]byte, int, error) {
 		_, err := rewriteInstructions(body, func(instruction string) []byte {

@@ -4,7 +4,7 @@
 // strings and the immediates of the instructions upstream Go emits. For the build's steps that
 // rewrite a built module, it rewrites each function body of its code section (RewriteCode,
 // RewriteBodies), adds types, functions and their bodies at the end of their sections
-// (AppendToVector) and replaces the module's file in place (RewriteFile, RewriteCodeFile).
+// (AppendToVector, AppendBody) and replaces the module's file in place (RewriteFile, RewriteCodeFile).
 //
 // A Reader reads bytes it cannot trust: every length is checked against what is left, the first
 // error sticks and names the byte it was found at, and every read after it returns zero, so that

@@ -33,6 +33,7 @@ const (
 	OpBr            = 0x0c // br
 	OpBrIf          = 0x0d // br_if
 	OpBrTable       = 0x0e // br_table
+	OpCall          = 0x10 // call
 	OpLocalGet      = 0x20 // local.get
 	OpLocalSet      = 0x21 // local.set
 	OpLocalTee      = 0x22 // local.tee
@@ -309,7 +310,7 @@ func (r *Reader) SkipImmediates(op byte) {
 		// No immediates: unreachable, nop, else, end, return, drop, select, numeric instructions.
 	case op >= OpBlock && op <= OpIf: // a block type
 		r.blockType()
-	case op == 0x0c, op == 0x0d, op == 0x10, op >= 0x20 && op <= 0x26, op == 0xd2:
+	case op == OpBr, op == OpBrIf, op == OpCall, op >= 0x20 && op <= 0x26, op == 0xd2:
 		// br, br_if, call, local and global get/set/tee, table.get/set, ref.func: an index
 		r.U32()
 	case op == OpBrTable: // the labels, then the default
@@ -439,8 +440,7 @@ func RewriteBodies(r *Reader, rewrite func(body []byte) ([]byte, int, error)) ([
 		if err != nil {
 			return nil, 0, fmt.Errorf("function body %d: %v", i, err)
 		}
-		out = AppendU32(out, uint32(len(rewritten)))
-		out = append(out, rewritten...)
+		out = AppendBody(out, rewritten)
 		total += n
 	}
 	r.End()
@@ -468,6 +468,11 @@ func AppendS64(b []byte, v int64) []byte {
 // AppendName appends a name: its length, then its bytes.
 func AppendName(b []byte, name string) []byte {
 	return append(AppendU32(b, uint32(len(name))), name...)
+}
+
+// AppendBody appends a code section's entry: the function body's size, then the body.
+func AppendBody(b []byte, body []byte) []byte {
+	return append(AppendU32(b, uint32(len(body))), body...)
 }
 
 // AppendSection appends a section, or a subsection of the name section: its id, the content's

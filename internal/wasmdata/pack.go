@@ -86,7 +86,7 @@ func Pack(module []byte) ([]byte, Stats, error) {
 		return nil, Stats{}, fmt.Errorf("function section: %v", err)
 	}
 	body := unpackBody(uint32(base), uint32(len(stream)))
-	code, err := wasmbin.AppendToVector(m.sections[wasmbin.CodeSection], append(wasmbin.AppendU32(nil, uint32(len(body))), body...))
+	code, err := wasmbin.AppendToVector(m.sections[wasmbin.CodeSection], wasmbin.AppendBody(nil, body))
 	if err != nil {
 		return nil, Stats{}, fmt.Errorf("code section: %v", err)
 	}
