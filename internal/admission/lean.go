@@ -53,8 +53,7 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 	// The partition key, written after the owner-hash prefix and hashed there (writeOneKey).
 	buf := g.writeOneKey(l, value)
 	if len(buf)-len(l.ownerPrefix) > g.table.MaxKeyBytes {
-		g.held = heldHeader{Request: req, name: name, value: value, found: found}
-		return nil
+		return g.leanAside(req, name, value, found)
 	}
 	owner, cost := sipHash24(g.secret[0], g.secret[1], buf), r.cost.Units
 
