@@ -188,8 +188,10 @@ func warmTurns(b *testing.B, rt requestType, rigs []*rig, status []int) []turn {
 // the same machine conditions: the measured module's under the benchmark's timer, every other's
 // timed with the timer stopped. The modules take their turns in an order that rotates from one
 // block to the next, so that none always runs right after the same other: which module ran after
-// which moved the ratios measurably (the caches hold the code and data of the one before). It
-// returns the others' times.
+// which moved the ratios measurably (the caches hold the code and data of the one before). Each
+// still follows the same other in two blocks of three (three of four among four modules); an
+// order drawn at random for each round measured no differently (BENCHMARKS.md, section 1, "Turn
+// order"). It returns the others' times.
 func inTurns(b *testing.B, measured turn, others ...turn) []time.Duration {
 	turns := append([]turn{measured}, others...)
 	times := make([]time.Duration, len(others))
