@@ -92,9 +92,9 @@ func instrumentBody(body []byte, fns bulkFunctions) ([]byte, error) {
 	return rewriteInstructions(body, func(instruction string) []byte {
 		switch instruction {
 		case memoryCopy:
-			return wasmbin.AppendU32([]byte{wasmbin.OpCall}, fns.copy)
+			return callOf(fns.copy)
 		case memoryFill:
-			return wasmbin.AppendU32([]byte{wasmbin.OpCall}, fns.fill)
+			return callOf(fns.fill)
 		}
 		return []byte(instruction)
 	})
@@ -119,6 +119,9 @@ func rewriteInstructions(body []byte, rewrite func(instruction string) []byte) (
 	}
 	return out, r.Err()
 }
+
+// callOf is the call instruction of the function at index fn, as instrumentBody writes it.
+func callOf(fn uint32) []byte { return wasmbin.AppendU32([]byte{wasmbin.OpCall}, fn) }
 
 // Tollgate's module, instrumented, gives the same answers to the same requests, and each of its
 // memory.copy and memory.fill instructions became a call to the function that does it, which a
@@ -167,8 +170,8 @@ type bulkCounts struct{ copies, fills, copyCalls, fillCalls int }
 // the functions fns names.
 func bulkInstructions(t *testing.T, module []byte, fns bulkFunctions) bulkCounts {
 	t.Helper()
-	copyCall := string(wasmbin.AppendU32([]byte{wasmbin.OpCall}, fns.copy))
-	fillCall := string(wasmbin.AppendU32([]byte{wasmbin.OpCall}, fns.fill))
+	copyCall := string(callOf(fns.copy))
+	fillCall := string(callOf(fns.fill))
 	var c bulkCounts
 	_, _, err := wasmbin.RewriteCode(module, func(body []byte) ([]byte, int, error) {
 		_, err := rewriteInstructions(body, func(instruction string) []byte {
