@@ -37,6 +37,17 @@ func (g *Gate) newLeanOutcomes() {
 	o.limited = Outcome{Verdict: Limited, Rule: r.index}
 }
 
+// LeanAdmission is the Outcome Admit answers every admission of the lean path with, nil when
+// the policy has no lean shape: one rule admitted (Admitted), nothing aside counted, no delay,
+// no limit described, no global check. A caller may know it by its address, and count and
+// answer it without reading its fields.
+func (g *Gate) LeanAdmission() *Outcome {
+	if !g.lean() || g.fastBucket == nil {
+		return nil
+	}
+	return &g.leanOut.allowed
+}
+
 // admitLean decides req when its policy has the lean shape. It returns nil when the key header
 // is missing or empty and the rule lets such requests through, or is too long, having kept it in
 // g.held for Admit's general way; any other case it decides itself, the uncommon ones as

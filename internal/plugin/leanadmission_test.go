@@ -1,0 +1,110 @@
+package plugin
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
+
+	"github.com/tollgate-proxy/tollgate/internal/abi"
+	"github.com/tollgate-proxy/tollgate/internal/abi/abitest"
+	"github.com/tollgate-proxy/tollgate/internal/hostcore"
+)
+
+// leanConfig has the lean shape: one rule keyed by one header, one token bucket, every other
+// option at its default.
+const leanConfig = `{"rules": [{"name": "api", "key": [{"header": "x-api-key"}],
+  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "10s"}]}]}`
+
+// leanSteps are requests at instants (ns since the start) that the lean shape admits, limits and
+// refuses, one with the shadow marker a client may send.
+var leanSteps = []struct {
+	at  int64
+	req abitest.Request
+}{
+	{0, keyed("alice", "/")},
+	{0, keyed("alice", "/", [2]string{ShadowHeader, "api"})},
+	{0, keyed("alice", "/")}, // limited
+	{0, keyed("bob", "/")},
+	{4e9, keyed("alice", "/")},
+	{10e9, keyed("alice", "/")},
+	{10e9, keyed("", "/")}, // no key: refused
+	{10e9, keyed("bob", "/")},
+	{25e9, keyed("alice", "/", [2]string{ShadowHeader, "api"})},
+}
+
+// A lean admission is counted and continued at once when the configuration leaves nothing else
+// to do for it; at debug level (a log line per decision) it goes the general way. Both must
+// answer, forward, count and store the same: the same steps are run at both levels and compared,
+// the second run's shared data starting with the hash secret the first stored.
+func TestLeanAdmissionAnswersAsTheGeneralWay(t *testing.T) {
+	secret := hostcore.NewSharedData()
+	var quick, general []string
+	t.Run("info", func(t *testing.T) { quick = runLeanSteps(t, abi.LogLevelInfo, true, secret) })
+	t.Run("debug", func(t *testing.T) { general = runLeanSteps(t, abi.LogLevelDebug, false, secret) })
+	if len(quick) != len(general) {
+		t.Fatalf("%d lines answered at once, %d the general way", len(quick), len(general))
+	}
+	for i := range quick {
+		if quick[i] != general[i] {
+			t.Errorf("line %d: answered at once %s\n          the general way %s", i, quick[i], general[i])
+		}
+	}
+	if want := "tollgate.rule.api.admitted=6"; len(quick) > len(leanSteps) && quick[len(leanSteps)] != want {
+		t.Errorf("%s, want %s", quick[len(leanSteps)], want)
+	}
+}
+
+// runLeanSteps runs leanSteps on a new host at level, requiring that the plugin answers lean
+// admissions at once (quick) or not. Its shared data starts with secret's entries; when secret
+// has none, it gets the new host's after the start. It returns each stream's outcome, the
+// counters, then the shared data.
+func runLeanSteps(t *testing.T, level abi.LogLevel, quick bool, secret *hostcore.SharedData) []string {
+	vm, data := &recordingVM{}, hostcore.NewSharedData()
+	for key, value := range secret.Entries("") {
+		data.Set("", key, value, 0)
+	}
+	host, status := abitest.Start(t, abitest.Options{VMContext: vm, Configuration: []byte(leanConfig),
+		PluginName: "test", LogLevel: level, SharedData: data})
+	if status != types.OnPluginStartStatusOK {
+		t.Fatalf("plugin start: %v; logs %v", status, host.Logs())
+	}
+	if len(secret.Entries("")) == 0 {
+		for key, value := range data.Entries("") {
+			secret.Set("", key, value, 0)
+		}
+	}
+	if got := vm.plugin.leanAdmission != nil; got != quick {
+		t.Fatalf("at log level %v: lean admissions answered at once %v, want %v", level, got, quick)
+	}
+	var seen []string
+	for _, step := range leanSteps {
+		host.SetMonotonic(abitest.DefaultMonotonic + step.at)
+		stream, _ := host.Request(step.req)
+		got := outcome(stream)
+		if stream.Continued() {
+			got += fmt.Sprintf(" forwarded %q", stream.Forwarded())
+			stream.ResponseHeaders(200, [][2]string{{"x-upstream", "1"}})
+			got += fmt.Sprintf(" response %q", stream.ResponseHeadersSent())
+		}
+		seen = append(seen, got)
+		stream.End()
+	}
+	host.Tick()
+	for _, name := range []string{"tollgate.rule.api.admitted", "tollgate.rule.api.limited",
+		"tollgate.rule.api.missing_key", "tollgate.internal_errors"} {
+		seen = append(seen, fmt.Sprintf("%s=%d", name, host.Counter(name)))
+	}
+	return append(seen, fmt.Sprintf("%q", data.Entries("")))
+}
+
+// recordingVM keeps the plugin context it made, for a test to look into.
+type recordingVM struct {
+	types.DefaultVMContext
+	plugin *pluginContext
+}
+
+func (v *recordingVM) NewPluginContext(uint32) types.PluginContext {
+	v.plugin = &pluginContext{}
+	return v.plugin
+}
