@@ -38,9 +38,11 @@ func (g *Gate) newLeanOutcomes() {
 }
 
 // LeanAdmission is the Outcome Admit answers every admission of the lean path with, nil when
-// the policy has no lean shape: one rule admitted (Admitted), nothing aside counted, no delay,
-// no limit described, no global check. A caller may know it by its address, and count and
-// answer it without reading its fields.
+// the policy has no lean shape: its one rule admitted (Admitted), nothing aside counted, no delay,
+// no limit described. The lean shape has no other rule, shadow rule, concurrency limit, global
+// limit, usage, count or refund, or rate-limit headers (fastShape, lean), so nothing of the
+// admission is held, settled, checked again or rendered later either: a caller may know it by its
+// address, and count and answer it without reading its fields.
 func (g *Gate) LeanAdmission() *Outcome {
 	if !g.lean() || g.fastBucket == nil {
 		return nil

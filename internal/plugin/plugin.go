@@ -79,7 +79,8 @@ type pluginContext struct {
 	operator *operatorEndpoint
 
 	// leanAdmission is the gate's lean admission (admission.Gate.LeanAdmission) when the plugin
-	// has nothing to do for it but count it in leanAdmitted, its rule's counter; nil otherwise.
+	// has nothing to do for it but count it in leanAdmitted, its rule's counter (no debug log);
+	// nil otherwise.
 	leanAdmission *admission.Outcome
 	leanAdmitted  *counter
 }
@@ -176,10 +177,10 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		return types.OnPluginStartStatusFailed
 	}
 	p.gate.RememberRejected() // started: this configuration's rejections are remembered from now
-	// What OnHttpRequestHeaders does for a lean admission after Admit, when the configuration
-	// has none of these, is to count it.
-	if out := p.gate.LeanAdmission(); out != nil && len(out.Admitted) == 1 && !p.debug && !p.hasConcurrency &&
-		!p.settles && !p.hasGlobal && !p.shadowRules && cfg.RateLimitHeaders == config.HeadersOff {
+	// All OnHttpRequestHeaders does after Admit for a lean admission, whose shape leaves nothing
+	// else to do (admission.Gate.LeanAdmission), is to count it, and to log it at debug level. A
+	// step added there that such an admission may need must be added to this condition.
+	if out := p.gate.LeanAdmission(); out != nil && !p.debug {
 		p.leanAdmission, p.leanAdmitted = out, &p.rules[out.Admitted[0]].admitted
 	}
 	abi.Log(abi.LogLevelInfo, "tollgate "+version.Version+": started with "+strconv.Itoa(len(cfg.Rules))+" rule(s), failure_mode "+cfg.FailureMode.String())
