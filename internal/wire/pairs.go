@@ -105,12 +105,16 @@ func DecodePairs(buf []byte) (pairs [][2]string, ok bool) {
 
 // PairsValue returns the first value of key in buf, a map in the format EncodePairs writes, as a
 // slice of buf: no copy, no allocation. Read on every request for each header a decision needs, it
-// checks only the entries it walks through, so a map DecodePairs would refuse for a later entry
-// still answers for an earlier key; an entry that does not fit ends the search (not found).
+// walks the entries by their sizes and checks only the one that answers: the first entry named key
+// answers if it is whole (its name and value in buf, each followed by NUL), and otherwise the key
+// is not found; an entry that ends past buf, and so every one after it, is never an answer. A map
+// DecodePairs would refuse for another entry still answers for a whole one.
 //
 // It reads buf through a pointer, where the checks it makes bound every read: in upstream Go's
 // Wasm each bounds check the compiler would add is a branch and a place the function can be
-// resumed at, and this walk runs several times on every request.
+// resumed at, and every read of memory is a check of its own in wazero's compiled code. The walk
+// runs twice on every request, over every header (the shadow marker's, then the key's), so an
+// entry of another name's length costs one read of its sizes and nothing more.
 func PairsValue(buf []byte, key string) (value []byte, found bool) {
 	if len(buf) < 4 {
 		return nil, false
@@ -123,15 +127,22 @@ func PairsValue(buf []byte, key string) (value []byte, found bool) {
 	// sizes is the offset of the entry's two sizes, at of its name; both stay within buf.
 	sizes, at := uint64(4), 4+8*count
 	for ; count > 0; count-- {
-		s := (*[8]byte)(unsafe.Add(base, sizes))
-		keyLen, valueLen := uint64(binary.LittleEndian.Uint32(s[:4])), uint64(binary.LittleEndian.Uint32(s[4:]))
+		s := binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(base, sizes))[:])
+		keyLen, valueLen := s&0xffffffff, s>>32
 		sizes += 8
-		end := at + keyLen + valueLen + 2 // no overflow: at <= len(buf) < 2^63, both sizes < 2^32
-		if end > n || *(*byte)(unsafe.Add(base, at+keyLen)) != 0 || *(*byte)(unsafe.Add(base, end-1)) != 0 {
-			return nil, false
-		}
-		if keyLen == uint64(len(key)) && sameName(unsafe.Add(base, at), key) {
-			return buf[at+keyLen+1 : end-1], true
+		// No overflow: count <= len(buf)/8 and an entry adds less than 2^34, so at stays below
+		// 2^64 for any buf below 8 GiB (a Wasm memory has at most 4).
+		end := at + keyLen + valueLen + 2
+		if keyLen == uint64(len(key)) {
+			if end > n {
+				return nil, false
+			}
+			if sameName(unsafe.Add(base, at), key) {
+				if *(*byte)(unsafe.Add(base, at+keyLen)) != 0 || *(*byte)(unsafe.Add(base, end-1)) != 0 {
+					return nil, false
+				}
+				return buf[at+keyLen+1 : end-1], true
+			}
 		}
 		at = end
 	}

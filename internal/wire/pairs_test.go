@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -69,6 +70,9 @@ func TestPairsValue(t *testing.T) {
 	headers := EncodePairs([][2]string{
 		{":method", "GET"}, {"x-api-key", "alice"}, {"empty", ""}, {"x-api-key", "bob"}, {"x-api-ke", "short"},
 	})
+	unterminated := bytes.Clone(headers)
+	at := 4 + 8*5 + len(":method")
+	unterminated[at], unterminated[at+len("GET")+1] = 'x', 'x'
 	for _, tc := range []struct {
 		buf         []byte
 		key, want   string
@@ -84,6 +88,8 @@ func TestPairsValue(t *testing.T) {
 		{EncodePairs(nil), "x", "", false},
 		{headers[:len(headers)-1], "x-api-key", "alice", true}, // the damage is past the match
 		{headers[:len(headers)-1], "x-api-ke", "", false},      // the last entry lost its NUL
+		{unterminated, ":method", "", false},                   // the first entry lost its NULs
+		{unterminated, "x-api-key", "alice", true},             // which the walk passes by its sizes
 		{[]byte{0xff, 0xff, 0xff, 0xff}, "x", "", false},       // a count larger than the buffer
 	} {
 		got, found := PairsValue(tc.buf, tc.key)
@@ -94,8 +100,8 @@ func TestPairsValue(t *testing.T) {
 }
 
 // pairsValueReference is PairsValue as its documentation says, with indexes into buf: the
-// entries walked in order, an entry that does not fit (its name and value with their NULs) ending
-// the search, the first entry named key answering.
+// entries walked in order by their sizes, the search ending at an entry that ends past buf, the
+// first entry named key answering if its NULs are in place.
 func pairsValueReference(buf []byte, key string) ([]byte, bool) {
 	if len(buf) < 4 {
 		return nil, false
@@ -108,10 +114,13 @@ func pairsValueReference(buf []byte, key string) ([]byte, bool) {
 	for i := 0; i < count; i++ {
 		keyLen := int(binary.LittleEndian.Uint32(buf[4+8*i:]))
 		valueLen := int(binary.LittleEndian.Uint32(buf[8+8*i:]))
-		if keyLen+valueLen+2 > len(buf)-at || buf[at+keyLen] != 0 || buf[at+keyLen+1+valueLen] != 0 {
+		if keyLen+valueLen+2 > len(buf)-at {
 			return nil, false
 		}
 		if string(buf[at:at+keyLen]) == key {
+			if buf[at+keyLen] != 0 || buf[at+keyLen+1+valueLen] != 0 {
+				return nil, false
+			}
 			return buf[at+keyLen+1 : at+keyLen+1+valueLen], true
 		}
 		at += keyLen + valueLen + 2
