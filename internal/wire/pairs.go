@@ -124,17 +124,18 @@ func PairsValue(buf []byte, key string) (value []byte, found bool) {
 		return nil, false
 	}
 	base, n := unsafe.Pointer(unsafe.SliceData(buf)), uint64(len(buf))
-	// sizes is the offset of the entry's two sizes, at of its name; both stay within buf.
+	// sizes is the offset of the entry's two sizes, which stays within buf; at is the offset of
+	// its name, which may pass buf's end: only an entry of the key's length is checked against it.
 	sizes, at := uint64(4), 4+8*count
 	for ; count > 0; count-- {
 		s := binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(base, sizes))[:])
 		keyLen, valueLen := s&0xffffffff, s>>32
 		sizes += 8
-		// No overflow: count <= len(buf)/8 and an entry adds less than 2^34, so at stays below
-		// 2^64 for any buf below 8 GiB (a Wasm memory has at most 4).
 		end := at + keyLen + valueLen + 2
 		if keyLen == uint64(len(key)) {
-			if end > n {
+			// end < at: the sum passed 2^64, which an entry adds at most 2^33 to, so only in a
+			// buf of over 8 GiB (a Wasm memory has at most 4).
+			if end > n || end < at {
 				return nil, false
 			}
 			if sameName(unsafe.Add(base, at), key) {
