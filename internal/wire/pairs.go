@@ -105,10 +105,11 @@ func DecodePairs(buf []byte) (pairs [][2]string, ok bool) {
 
 // PairsValue returns the first value of key in buf, a map in the format EncodePairs writes, as a
 // slice of buf: no copy, no allocation. Read on every request for each header a decision needs, it
-// walks the entries by their sizes and checks only the one that answers: the first entry named key
-// answers if it is whole (its name and value in buf, each followed by NUL), and otherwise the key
-// is not found; an entry that ends past buf, and so every one after it, is never an answer. A map
-// DecodePairs would refuse for another entry still answers for a whole one.
+// walks the entries by their sizes, checking only those of the key's length: the first entry named
+// key answers if it is whole (its name and value in buf, each followed by NUL), and otherwise the
+// key is not found; an entry that ends past buf, and so every one after it, is never an answer. A
+// map DecodePairs would refuse for another entry still answers for a whole one. A map of 2^30
+// entries or more, beyond any a Wasm memory can hold, is not searched.
 //
 // It reads buf through a pointer, where the checks it makes bound every read: in upstream Go's
 // Wasm each bounds check the compiler would add is a branch and a place the function can be
@@ -120,12 +121,13 @@ func PairsValue(buf []byte, key string) (value []byte, found bool) {
 		return nil, false
 	}
 	count := uint64(binary.LittleEndian.Uint32(buf))
-	if count*8 > uint64(len(buf)-4) {
+	if count*8 > uint64(len(buf)-4) || count >= 1<<30 {
 		return nil, false
 	}
 	base, n := unsafe.Pointer(unsafe.SliceData(buf)), uint64(len(buf))
 	// sizes is the offset of the entry's two sizes, which stays within buf; at is the offset of
 	// its name, which may pass buf's end: only an entry of the key's length is checked against it.
+	// An entry adds at most 2^33 to at, so with fewer than 2^30 entries at stays below 2^64.
 	sizes, at := uint64(4), 4+8*count
 	for ; count > 0; count-- {
 		s := binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(base, sizes))[:])
@@ -133,9 +135,7 @@ func PairsValue(buf []byte, key string) (value []byte, found bool) {
 		sizes += 8
 		end := at + keyLen + valueLen + 2
 		if keyLen == uint64(len(key)) {
-			// end < at: the sum passed 2^64, which an entry adds at most 2^33 to, so only in a
-			// buf of over 8 GiB (a Wasm memory has at most 4).
-			if end > n || end < at {
+			if end > n {
 				return nil, false
 			}
 			if sameName(unsafe.Add(base, at), key) {

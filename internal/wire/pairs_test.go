@@ -73,6 +73,9 @@ func TestPairsValue(t *testing.T) {
 	unterminated := bytes.Clone(headers)
 	at := 4 + 8*5 + len(":method")
 	unterminated[at], unterminated[at+len("GET")+1] = 'x', 'x'
+	overlong := EncodePairs([][2]string{{"aa", "1"}, {"b", "2"}})
+	overlong[8] = 9 // "aa"'s value is 9 bytes long: its entry ends past buf, and so does "b"'s
+	emptyName := EncodePairs([][2]string{{"a", "1"}, {"", "2"}})
 	for _, tc := range []struct {
 		buf         []byte
 		key, want   string
@@ -87,9 +90,11 @@ func TestPairsValue(t *testing.T) {
 		{nil, "x", "", false},
 		{EncodePairs(nil), "x", "", false},
 		{headers[:len(headers)-1], "x-api-key", "alice", true}, // the damage is past the match
-		{headers[:len(headers)-1], "x-api-ke", "", false},      // the last entry lost its NUL
+		{headers[:len(headers)-1], "x-api-ke", "", false},      // the last entry ends past buf
 		{unterminated, ":method", "", false},                   // the first entry lost its NULs
 		{unterminated, "x-api-key", "alice", true},             // which the walk passes by its sizes
+		{overlong, "b", "", false},                             // an entry after one that ends past buf
+		{emptyName, "", "2", true},                             // an empty key is an empty name
 		{[]byte{0xff, 0xff, 0xff, 0xff}, "x", "", false},       // a count larger than the buffer
 	} {
 		got, found := PairsValue(tc.buf, tc.key)
@@ -107,7 +112,7 @@ func pairsValueReference(buf []byte, key string) ([]byte, bool) {
 		return nil, false
 	}
 	count := int(binary.LittleEndian.Uint32(buf))
-	if count > (len(buf)-4)/8 {
+	if count > (len(buf)-4)/8 || count >= 1<<30 {
 		return nil, false
 	}
 	at := 4 + 8*count
