@@ -40,20 +40,54 @@ func SetVMContext(ctx types.VMContext) { vm.root = ctx }
 
 // running names the callback that is running, for recovered's log line. Each callback sets it on
 // entry; the allocator, the only callback that runs inside another, neither sets nor recovers.
-// The callbacks every stream runs clear it as their very last statement, when nothing can panic
-// any more: recovered then knows the callback returned and skips recover, a call on every stream.
-// A callback that does not clear it only costs that call.
-var running string
+// The callbacks every stream runs clear it (noCallback) as their very last statement, when
+// nothing can panic any more: recovered then knows the callback returned and skips recover, a
+// call on every stream. A callback that does not clear it only costs that call.
+var running callbackID
+
+// callbackID is a callback's number, its name in callbackNames: a number, not the name itself, so
+// that setting running is one store, where storing a string's pointer in a variable also checks
+// the garbage collector's write barrier, a load and a branch, on entry and exit of every callback.
+type callbackID uint8
+
+const (
+	noCallback callbackID = iota
+	callbackContextCreate
+	callbackVMStart
+	callbackConfigure
+	callbackRequestHeaders
+	callbackResponseHeaders
+	callbackResponseBody
+	callbackResponseTrailers
+	callbackTick
+	callbackDelete
+	callbackGrpcReceive
+	callbackGrpcClose
+)
+
+var callbackNames = [...]string{
+	callbackContextCreate:    "proxy_on_context_create",
+	callbackVMStart:          "proxy_on_vm_start",
+	callbackConfigure:        "proxy_on_configure",
+	callbackRequestHeaders:   "proxy_on_request_headers",
+	callbackResponseHeaders:  "proxy_on_response_headers",
+	callbackResponseBody:     "proxy_on_response_body",
+	callbackResponseTrailers: "proxy_on_response_trailers",
+	callbackTick:             "proxy_on_tick",
+	callbackDelete:           "proxy_on_delete",
+	callbackGrpcReceive:      "proxy_on_grpc_receive",
+	callbackGrpcClose:        "proxy_on_grpc_close",
+}
 
 // recovered is the deferred call of every callback that has nothing to answer after a panic: one
 // function for all of them. A closure per callback would do the same, but binaryen's -Oz merges
 // such look-alike closures into one shared body behind a call each, one call more per callback.
 func recovered() {
-	if running == "" {
+	if running == noCallback {
 		return // returned normally
 	}
 	if r := recover(); r != nil {
-		logRecovered(running, r)
+		logRecovered(callbackNames[running], r)
 	}
 }
 
@@ -109,7 +143,7 @@ func proxyOnMemoryAllocate(size uint32) unsafe.Pointer {
 //go:wasmexport proxy_on_context_create
 func proxyOnContextCreate(contextID, parentID uint32) {
 	resetArena()
-	running = "proxy_on_context_create"
+	running = callbackContextCreate
 	defer recovered()
 	if parentID == 0 {
 		if vm.root != nil {
@@ -124,7 +158,7 @@ func proxyOnContextCreate(contextID, parentID uint32) {
 		}
 		vm.orphan = 0
 	}
-	running = ""
+	running = noCallback
 }
 
 // lookUpPlugin finds a stream's plugin context; the last one found is remembered, as nearly
@@ -145,7 +179,7 @@ func lookUpPlugin(id uint32) (types.PluginContext, bool) {
 //go:wasmexport proxy_on_vm_start
 func proxyOnVMStart(rootID, vmConfigurationSize uint32) (ok uint32) {
 	resetArena()
-	running = "proxy_on_vm_start"
+	running = callbackVMStart
 	defer recovered()
 	if vm.root == nil {
 		return 0
@@ -158,7 +192,7 @@ func proxyOnVMStart(rootID, vmConfigurationSize uint32) (ok uint32) {
 //go:wasmexport proxy_on_configure
 func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
 	resetArena()
-	running = "proxy_on_configure"
+	running = callbackConfigure
 	defer recovered()
 	plugin, found := vm.plugins[rootID]
 	if !found {
@@ -172,14 +206,14 @@ func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
 //go:wasmexport proxy_on_request_headers
 func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
 	resetArena()
-	running = "proxy_on_request_headers"
+	running = callbackRequestHeaders
 	var stream types.HttpContext
 	defer func() {
-		if running == "" {
+		if running == noCallback {
 			return // returned normally
 		}
 		if r := recover(); r != nil {
-			logRecovered(running, r)
+			logRecovered(callbackNames[running], r)
 			if h, ok := stream.(RequestPanicHandler); ok {
 				action = uint32(h.OnHttpRequestHeadersPanic())
 			}
@@ -195,7 +229,7 @@ func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action ui
 			action = uint32(handler.OnHttpStreamLost())
 		}
 	}
-	running = ""
+	running = noCallback
 	return action
 }
 
@@ -207,13 +241,13 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 		return uint32(types.ActionContinue)
 	}
 	resetArena()
-	running = "proxy_on_response_headers"
+	running = callbackResponseHeaders
 	defer recovered()
 	action = uint32(types.ActionContinue)
 	if stream, ok := vm.streams.get(contextID); ok {
 		action = uint32(stream.OnHttpResponseHeaders(int(numHeaders), endOfStream != 0))
 	}
-	running = ""
+	running = noCallback
 	return action
 }
 
@@ -228,7 +262,7 @@ func proxyOnResponseBody(contextID, bodyBufferLength, endOfStream uint32) uint32
 	if !responseBodies {
 		return uint32(types.ActionContinue)
 	}
-	return onResponseEnd("proxy_on_response_body", contextID, bodyBufferLength, endOfStream != 0, true)
+	return onResponseEnd(callbackResponseBody, contextID, bodyBufferLength, endOfStream != 0, true)
 }
 
 // Spec "HTTP streams": proxy_on_response_trailers, after the last body chunk (whose
@@ -239,15 +273,15 @@ func proxyOnResponseTrailers(contextID, numTrailers uint32) uint32 {
 	if !responseBodies {
 		return uint32(types.ActionContinue)
 	}
-	return onResponseEnd("proxy_on_response_trailers", contextID, numTrailers, false, false)
+	return onResponseEnd(callbackResponseTrailers, contextID, numTrailers, false, false)
 }
 
 // onResponseEnd is proxy_on_response_body (body true: size is the chunk's length) or
 // proxy_on_response_trailers (size is the number of trailers) once a plugin reads them. Each
 // export checks responseBodies itself, so that a module reading neither pays no call more.
-func onResponseEnd(callback string, contextID, size uint32, endOfStream, body bool) (action uint32) {
+func onResponseEnd(which callbackID, contextID, size uint32, endOfStream, body bool) (action uint32) {
 	resetArena()
-	running = callback
+	running = which
 	defer recovered()
 	action = uint32(types.ActionContinue)
 	if stream, ok := vm.streams.get(contextID); ok {
@@ -257,7 +291,7 @@ func onResponseEnd(callback string, contextID, size uint32, endOfStream, body bo
 			action = uint32(stream.OnHttpResponseTrailers(int(size)))
 		}
 	}
-	running = ""
+	running = noCallback
 	return action
 }
 
@@ -271,7 +305,7 @@ func onResponseEnd(callback string, contextID, size uint32, endOfStream, body bo
 //go:wasmexport proxy_on_tick
 func proxyOnTick(rootID uint32) {
 	resetArena()
-	running = "proxy_on_tick"
+	running = callbackTick
 	defer recovered()
 	if plugin, ok := vm.plugins[rootID]; ok {
 		plugin.OnTick()
@@ -286,7 +320,7 @@ func proxyOnTick(rootID uint32) {
 //go:wasmexport proxy_on_delete
 func proxyOnDelete(contextID uint32) {
 	resetArena()
-	running = "proxy_on_delete"
+	running = callbackDelete
 	defer recovered()
 	if len(calls) > 0 { // walking even an empty map costs calls on every stream's end
 		endStreamCalls(contextID)
@@ -300,7 +334,7 @@ func proxyOnDelete(contextID uint32) {
 		}
 		plugin.OnPluginDone()
 	}
-	running = ""
+	running = noCallback
 }
 
 func boolToUint32(b bool) uint32 {

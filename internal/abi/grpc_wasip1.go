@@ -85,7 +85,7 @@ func ResumeHttpRequest() error { return StatusError(proxyContinueStream(0)) }
 //
 //go:wasmexport proxy_on_grpc_receive
 func proxyOnGrpcReceive(rootID, token, responseSize uint32) {
-	answerGrpcCall("proxy_on_grpc_receive", token, GrpcStatusOK, responseSize)
+	answerGrpcCall(callbackGrpcReceive, token, GrpcStatusOK, responseSize)
 }
 
 // Spec "gRPC calls": proxy_on_grpc_close, the end of a failed call.
@@ -97,15 +97,15 @@ func proxyOnGrpcClose(rootID, token, status uint32) {
 		// writes this out: as a shared function, inlined or not, it makes the module larger.
 		status = GrpcStatusInternal
 	}
-	answerGrpcCall("proxy_on_grpc_close", token, status, 0)
+	answerGrpcCall(callbackGrpcClose, token, status, 0)
 }
 
 // answerGrpcCall runs the callback of the call token names, if it still waits for its answer:
 // for status OK with the response of responseSize bytes, else with status and the message of
 // proxy_get_status.
-func answerGrpcCall(callback string, token, status, responseSize uint32) {
+func answerGrpcCall(which callbackID, token, status, responseSize uint32) {
 	resetArena()
-	running = callback
+	running = which
 	defer recovered()
 	call, ok := takeCall(token)
 	if !ok {

@@ -197,9 +197,11 @@ var requestHeaders struct {
 	err   error
 }
 
-// forgetRequestHeaders drops the headers read in this callback (see requestHeaders).
+// forgetRequestHeaders drops the headers read in this callback (see requestHeaders): the next read
+// asks the host again. Their pairs and error stay until then, unread: clearing them would store
+// two pointers, each behind a check of the garbage collector's write barrier, in every callback.
 func forgetRequestHeaders() {
-	requestHeaders.pairs, requestHeaders.read, requestHeaders.err = nil, false, nil
+	requestHeaders.read = false
 }
 
 // GetHttpRequestHeader returns the first value of a request header; ErrorStatusNotFound when
