@@ -198,8 +198,9 @@ var requestHeaders struct {
 }
 
 // forgetRequestHeaders drops the headers read in this callback (see requestHeaders): the next read
-// asks the host again. Their pairs and error stay until then, unread: clearing them would store
-// two pointers, each behind a check of the garbage collector's write barrier, in every callback.
+// asks the host again, and replaces both their pairs and their error, which stay until then,
+// unread: clearing them here would store two pointers, each behind a check of the garbage
+// collector's write barrier, in every callback.
 func forgetRequestHeaders() {
 	requestHeaders.read = false
 }
@@ -235,10 +236,12 @@ func GetHttpRequestHeaders() ([]byte, error) {
 func readRequestHeaders() {
 	beginResult()
 	st := proxyGetHeaderMapPairs(MapRequestHeaders, ptrAddr, ptrSize)
+	var pairs []byte
 	if st == wire.StatusOK {
-		requestHeaders.pairs, st = hostResult()
+		pairs, st = hostResult()
 	}
-	requestHeaders.read, requestHeaders.err = true, StatusError(st)
+	// Both replaced, a failed read's pairs with none: forgetting them left the last read's.
+	requestHeaders.pairs, requestHeaders.read, requestHeaders.err = pairs, true, StatusError(st)
 }
 
 // GetHttpResponseStatus returns the response's :status as a number; only during the
