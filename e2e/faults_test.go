@@ -389,3 +389,41 @@ func TestPluginNameLookupFailureRefusesToStart(t *testing.T) {
 		t.Errorf("the refusal does not name the problem:\n%s", g.logText())
 	}
 }
+
+// A read of the request's headers that fails is not the last request's headers: the request follows
+// failure_mode and is counted in tollgate.internal_errors, and no bucket is charged for it. The
+// module keeps the headers it read until a callback forgets them; a failed read that answered
+// them would decide this request on the last one's key (here alice's, whose bucket is empty).
+func TestFailedHeaderReadIsNotTheLastRequest(t *testing.T) {
+	t.Parallel()
+	g := newRigWith(t, host.Envoy133, `{"failure_mode": "allow", "rules": [{"name": "by-key", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1h"}]}]}`, 1, rigOptions{})
+	if s := g.send(g.vms[0], httpReq("GET", "/", peer, "x-api-key", "alice"), nil).Status; s != 200 {
+		t.Fatalf("alice's first request: %d, want 200", s)
+	}
+	reads := 0
+	g.host.SetHeaderPairsFault(func(mapType uint32) wire.Status {
+		if mapType != 0 { // the request's headers
+			return wire.StatusOK
+		}
+		reads++
+		return wire.StatusInvalidMemoryAccess
+	})
+	resp := g.send(g.vms[0], httpReq("GET", "/", peer, "x-api-key", "bob"), nil)
+	if resp.Status != 200 || g.counter("tollgate.internal_errors") != 1 || reads == 0 {
+		t.Fatalf("bob's request while header reads fail: %d (want 200, the failure mode), internal_errors %d (want 1), %d failed reads: %s",
+			resp.Status, g.counter("tollgate.internal_errors"), reads, resp.Body)
+	}
+	g.host.SetHeaderPairsFault(nil)
+	for _, c := range []struct {
+		key  string
+		want int
+	}{{"alice", 429}, {"bob", 200}, {"bob", 429}} {
+		if s := g.send(g.vms[0], httpReq("GET", "/", peer, "x-api-key", c.key), nil).Status; s != c.want {
+			t.Fatalf("%s after the fault: %d, want %d", c.key, s, c.want)
+		}
+	}
+	if err := g.vms[0].Err(); err != nil {
+		t.Fatal(err)
+	}
+}

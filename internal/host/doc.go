@@ -30,9 +30,9 @@
 //   - Clocks: wall (WASI clock 0) and monotonic (clock 1), both injectable; the manual clock can
 //     also step the monotonic clock backwards or far forwards, which Envoy's never does, to
 //     show a module survives it.
-//   - Fault injection: shared-data operations (SharedData.SetFault) and property lookups
-//     (Host.SetPropertyFault) can be made to fail; SharedData.Stats counts operations, CAS
-//     mismatches and injected faults.
+//   - Fault injection: shared-data operations (SharedData.SetFault), property lookups
+//     (Host.SetPropertyFault) and reads of a whole header map (Host.SetHeaderPairsFault) can be
+//     made to fail; SharedData.Stats counts operations, CAS mismatches and injected faults.
 //   - Metrics with Envoy's id encoding, aggregated by name over all VMs; logs with the VM id.
 //   - poll_oneoff: ENOSYS in the Envoy 1.33–1.38 profile (Go's runtime throws on it), success
 //     with no events from Envoy 1.39.

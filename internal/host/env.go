@@ -276,6 +276,12 @@ func proxyRemoveHeaderMapValue(vm *VM, stack []uint64) {
 // proxy_get_header_map_pairs(map, ptr_ptr, size_ptr): an unavailable map is an empty result, Ok
 // (hostcore.PairsMap), where proxy_get_header_map_value answers BadArgument.
 func proxyGetHeaderMapPairs(vm *VM, stack []uint64) {
+	if fault := vm.host.pairsFault.Load(); fault != nil {
+		if st := (*fault)(uint32(stack[0])); st != wire.StatusOK {
+			ret(stack, st)
+			return
+		}
+	}
 	access, maps := vm.mapAccess()
 	m, st := access.PairsMap(uint32(stack[0]), maps)
 	switch {

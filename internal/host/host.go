@@ -160,6 +160,8 @@ type Host struct {
 	closed   bool
 	// propertyFault, when set, answers proxy_get_property before the host looks the path up.
 	propertyFault atomic.Pointer[func(path []string) wire.Status]
+	// pairsFault, when set, answers proxy_get_header_map_pairs before the host reads the map.
+	pairsFault atomic.Pointer[func(mapType uint32) wire.Status]
 }
 
 // SetPropertyFault installs f, called with the path of every proxy_get_property; a status other
@@ -172,6 +174,18 @@ func (h *Host) SetPropertyFault(f func(path []string) wire.Status) {
 		return
 	}
 	h.propertyFault.Store(&f)
+}
+
+// SetHeaderPairsFault installs f, called with the map type of every proxy_get_header_map_pairs; a
+// status other than wire.StatusOK is returned to the module instead of the pairs (fault injection:
+// a host answers InvalidMemoryAccess when it cannot copy them into the module's memory). nil
+// removes it. Safe to call while VMs run.
+func (h *Host) SetHeaderPairsFault(f func(mapType uint32) wire.Status) {
+	if f == nil {
+		h.pairsFault.Store(nil)
+		return
+	}
+	h.pairsFault.Store(&f)
 }
 
 // ErrImports is wrapped by New when the module imports something the emulated Envoy lacks.
