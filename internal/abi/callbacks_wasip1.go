@@ -262,7 +262,7 @@ func proxyOnResponseBody(contextID, bodyBufferLength, endOfStream uint32) uint32
 	if !responseBodies {
 		return uint32(types.ActionContinue)
 	}
-	return onResponseEnd(callbackResponseBody, contextID, bodyBufferLength, endOfStream != 0, true)
+	return onResponseEnd(callbackResponseBody, contextID, bodyBufferLength, endOfStream != 0)
 }
 
 // Spec "HTTP streams": proxy_on_response_trailers, after the last body chunk (whose
@@ -273,19 +273,20 @@ func proxyOnResponseTrailers(contextID, numTrailers uint32) uint32 {
 	if !responseBodies {
 		return uint32(types.ActionContinue)
 	}
-	return onResponseEnd(callbackResponseTrailers, contextID, numTrailers, false, false)
+	return onResponseEnd(callbackResponseTrailers, contextID, numTrailers, false)
 }
 
-// onResponseEnd is proxy_on_response_body (body true: size is the chunk's length) or
-// proxy_on_response_trailers (size is the number of trailers) once a plugin reads them. Each
-// export checks responseBodies itself, so that a module reading neither pays no call more.
-func onResponseEnd(which callbackID, contextID, size uint32, endOfStream, body bool) (action uint32) {
+// onResponseEnd is proxy_on_response_body (which is callbackResponseBody: size is the chunk's
+// length) or proxy_on_response_trailers (size is the number of trailers) once a plugin reads
+// them. Each export checks responseBodies itself, so that a module reading neither pays no call
+// more.
+func onResponseEnd(which callbackID, contextID, size uint32, endOfStream bool) (action uint32) {
 	resetArena()
 	running = which
 	defer recovered()
 	action = uint32(types.ActionContinue)
 	if stream, ok := vm.streams.get(contextID); ok {
-		if body {
+		if which == callbackResponseBody {
 			action = uint32(stream.OnHttpResponseBody(int(size), endOfStream))
 		} else {
 			action = uint32(stream.OnHttpResponseTrailers(int(size)))
