@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"strconv"
-	"strings"
 	"unsafe"
 
 	"github.com/tollgate-proxy/tollgate/internal/abi"
@@ -35,12 +34,15 @@ const (
 // with a "+" suffix (application/grpc-web is not gRPC to Envoy). Only then does Envoy use the
 // grpc_status of a local reply.
 func isGrpcRequest() bool {
-	ct, err := abi.GetHttpRequestHeader("content-type")
-	if err != nil {
-		return false
-	}
-	rest, ok := strings.CutPrefix(ct, "application/grpc")
-	return ok && (rest == "" || rest[0] == '+')
+	headers, _ := abi.GetHttpRequestHeaders() // none when they cannot be read
+	ct, _ := wire.PairsValue(headers, "content-type")
+	return isGrpcContentType(ct)
+}
+
+// isGrpcContentType is isGrpcRequest's test of the content-type's value. The rejection's sender
+// reads the value itself and inlines this, where isGrpcRequest is one call more.
+func isGrpcContentType(ct []byte) bool {
+	return string(ct) == "application/grpc" || len(ct) > 16 && string(ct[:17]) == "application/grpc+"
 }
 
 // replyGrpcStatus is the grpc_status argument of a local reply: code for a gRPC request, none
@@ -153,7 +155,12 @@ func (h *httpContext) answerLimited(out *admission.Outcome) {
 	if out.InFlightLimited {
 		p.rules[out.Rule].inFlightLimited.add(1)
 	}
-	h.rejectLimited(out)
+	// rejectLimited, written out: one call fewer on every rejection.
+	var more [][2]string
+	if len(out.Limits) > 0 { // rate-limit headers are configured
+		more = h.rateLimit.render(p.cfg.RateLimitHeaders, p.rules, out)
+	}
+	h.sendRejection(detailsRateLimited, out.RetryAfterSeconds(), more)
 }
 
 // retryAfterPlaceholder is replaced in a rejection's body with the Retry-After seconds.
@@ -189,7 +196,9 @@ func (h *httpContext) sendRejection(details string, retryAfter int64, more [][2]
 			buf.builtFor = notBuilt // the next rejection has headers of its own
 		}
 	}
-	grpc := isGrpcRequest()
+	headers, _ := abi.GetHttpRequestHeaders()
+	ct, _ := wire.PairsValue(headers, "content-type")
+	grpc := isGrpcContentType(ct)
 	if err := abi.SendEncodedLocalReply(uint32(p.cfg.Response.Status), details, buf.encoded, grpcBody(grpc, buf.body),
 		replyGrpcStatus(grpc, buf.grpcStatus)); err != nil {
 		p.failed("cannot send a local reply: " + err.Error())

@@ -143,3 +143,25 @@ func replyText(s *abitest.Stream) string {
 	}
 	return "no reply"
 }
+
+// Envoy's test for a gRPC request (Grpc::Common::isGrpcRequestHeaders): content-type
+// application/grpc, alone or with a "+" suffix, compared exactly.
+func TestIsGrpcContentType(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/grpc":        true,
+		"application/grpc+proto":  true,
+		"application/grpc+":       true,
+		"application/grpc-web":    false,
+		"application/grpcx":       false,
+		"application/grp":         false,
+		"Application/grpc":        false,
+		"application/grpc;q=1":    false,
+		"":                        false,
+		"text/plain":              false,
+		"application/grpc-web+pb": false,
+	} {
+		if got := isGrpcContentType([]byte(ct)); got != want {
+			t.Errorf("isGrpcContentType(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}
