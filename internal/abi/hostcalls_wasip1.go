@@ -379,14 +379,15 @@ func SendHttpResponse(status uint32, headers [][2]string, body []byte, grpcStatu
 // Envoy sends to a gRPC client; -1 lets Envoy map the HTTP status.
 func SendLocalReply(status uint32, details string, headers [][2]string, body []byte, grpcStatus int32) error {
 	encodedPairs = wire.AppendPairs(encodedPairs[:0], headers)
-	return SendEncodedLocalReply(status, details, encodedPairs, body, grpcStatus)
+	return StatusError(SendEncodedLocalReply(status, details, encodedPairs, body, grpcStatus))
 }
 
 // SendEncodedLocalReply is SendLocalReply with the headers already serialized (wire.AppendPairs,
-// wire.PairsTemplate).
-func SendEncodedLocalReply(status uint32, details string, pairs, body []byte, grpcStatus int32) error {
-	return StatusError(proxySendLocalResponse(status, stringData(details), uint32(len(details)), bytesData(body), uint32(len(body)),
-		bytesData(pairs), uint32(len(pairs)), grpcStatus))
+// wire.PairsTemplate). It answers with the host's status, as the shared-data calls do: small
+// enough to inline then, it costs a rejection no call of its own.
+func SendEncodedLocalReply(status uint32, details string, pairs, body []byte, grpcStatus int32) wire.Status {
+	return proxySendLocalResponse(status, unsafe.Pointer(unsafe.StringData(details)), uint32(len(details)),
+		unsafe.Pointer(unsafe.SliceData(body)), uint32(len(body)), unsafe.Pointer(unsafe.SliceData(pairs)), uint32(len(pairs)), grpcStatus)
 }
 
 // GetSharedData returns the value and CAS of a shared-data key; StatusNotFound when absent. The

@@ -129,11 +129,11 @@ func SendLocalReply(status uint32, details string, headers [][2]string, body []b
 	return StatusError(nativeHost().SendLocalReply(status, details, headers, body, grpcStatus))
 }
 
-// SendEncodedLocalReply is SendLocalReply with the headers already serialized. Malformed pairs
-// count as no headers, as in Envoy's host.
-func SendEncodedLocalReply(status uint32, details string, pairs, body []byte, grpcStatus int32) error {
+// SendEncodedLocalReply is SendLocalReply with the headers already serialized, answering with
+// the host's status. Malformed pairs count as no headers, as in Envoy's host.
+func SendEncodedLocalReply(status uint32, details string, pairs, body []byte, grpcStatus int32) wire.Status {
 	headers, _ := wire.DecodePairs(pairs)
-	return SendLocalReply(status, details, headers, body, grpcStatus)
+	return nativeHost().SendLocalReply(status, details, headers, body, grpcStatus)
 }
 
 // GetSharedData returns the value and CAS of a shared-data key; StatusNotFound when absent.

@@ -445,8 +445,8 @@ func (h *httpContext) answerRefused(out *admission.Outcome) types.Action {
 		r.build(p, out)
 	}
 	grpc := isGrpcRequest()
-	if err := abi.SendEncodedLocalReply(r.status, r.details, r.pairs, grpcBody(grpc, r.body), replyGrpcStatus(grpc, r.grpcStatus)); err != nil {
-		p.failed("cannot send a local reply: " + err.Error())
+	if st := abi.SendEncodedLocalReply(r.status, r.details, r.pairs, grpcBody(grpc, r.body), replyGrpcStatus(grpc, r.grpcStatus)); st != wire.StatusOK {
+		p.failed("cannot send a local reply: " + abi.StatusError(st).Error())
 	}
 	return types.ActionPause
 }

@@ -199,9 +199,9 @@ func (h *httpContext) sendRejection(details string, retryAfter int64, more [][2]
 	headers, _ := abi.GetHttpRequestHeaders()
 	ct, _ := wire.PairsValue(headers, "content-type")
 	grpc := isGrpcContentType(ct)
-	if err := abi.SendEncodedLocalReply(uint32(p.cfg.Response.Status), details, buf.encoded, grpcBody(grpc, buf.body),
-		replyGrpcStatus(grpc, buf.grpcStatus)); err != nil {
-		p.failed("cannot send a local reply: " + err.Error())
+	if st := abi.SendEncodedLocalReply(uint32(p.cfg.Response.Status), details, buf.encoded, grpcBody(grpc, buf.body),
+		replyGrpcStatus(grpc, buf.grpcStatus)); st != wire.StatusOK {
+		p.failed("cannot send a local reply: " + abi.StatusError(st).Error())
 	}
 }
 
