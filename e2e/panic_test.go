@@ -89,7 +89,8 @@ func TestPanicCreatingTheStreamIsRecovered(t *testing.T) {
 	if s := g.send(vm, keyReq("alice"), nil).Status; s != 200 {
 		t.Fatalf("the stream whose context panicked: %d", s)
 	}
-	if !strings.Contains(g.logText(), "recovered panic in proxy_on_context_create") {
+	// The context is made when the request headers arrive, so the panic is that callback's.
+	if !strings.Contains(g.logText(), "recovered panic in proxy_on_request_headers: tollgate_faults: forced panic in NewHttpContext") {
 		t.Errorf("the recovered panic was not logged:\n%s", g.logText())
 	}
 	// Only the first request (which armed the fault) was charged.

@@ -20,22 +20,24 @@ var vm = struct {
 	root    types.VMContext
 	plugins map[uint32]types.PluginContext
 	streams streamTable
-	// orphan is a stream whose context is being created, or failed to be (with its plugin).
-	orphan, orphanParent uint32
+	// making is the plugin of a stream whose context is being made (findStream), 0 otherwise:
+	// if NewHttpContext panics in a request headers callback, that plugin answers the request.
+	making uint32
 	// lastPlugin is the plugin context last looked up for a new stream (lookUpPlugin).
 	lastPluginID uint32
 	lastPlugin   types.PluginContext
 }{
 	plugins: map[uint32]types.PluginContext{},
-	streams: streamTable{spilled: map[uint32]types.HttpContext{}},
+	streams: streamTable{spilled: map[uint32]streamEntry{}},
 }
 
 // SetVMContext registers the plugin's VM context. Call it from an init function: in a c-shared
 // module main never runs, and init functions run inside _initialize.
 func SetVMContext(ctx types.VMContext) { vm.root = ctx }
 
-// Every callback recovers a panic, once, at its entry: an escaped panic traps the VM, and Envoy
-// then fails every stream on that worker. The deferred function calls recover itself (a deferred
+// Every callback that runs the plugin's code recovers a panic, once, at its entry: an escaped
+// panic traps the VM, and Envoy then fails every stream on that worker. (A stream's creation, and
+// the delete of a stream without a context, run none, and spare the recover.) The deferred function calls recover itself (a deferred
 // helper would be one more call on every callback); logRecovered (dispatch.go) logs what it caught.
 
 // running names the callback that is running, for recovered's log line. Each callback sets it on
@@ -87,6 +89,7 @@ func recovered() {
 		return // returned normally
 	}
 	if r := recover(); r != nil {
+		vm.making = 0
 		logRecovered(callbackNames[running], r)
 	}
 }
@@ -138,28 +141,66 @@ func proxyOnMemoryAllocate(size uint32) unsafe.Pointer {
 	return lastAlloc
 }
 
-// Spec "Context lifecycle": proxy_on_context_create; parent 0 means a root (plugin) context.
+// Spec "Context lifecycle": proxy_on_context_create; parent 0 means a root (plugin) context. A
+// stream is only entered in the table: its plugin makes its context when a callback first
+// reaches it (streamContext), so that nothing here runs the plugin's code, and nothing needs a
+// recover.
 //
 //go:wasmexport proxy_on_context_create
 func proxyOnContextCreate(contextID, parentID uint32) {
+	if parentID != 0 {
+		vm.streams.add(contextID, parentID, takeSpare(parentID))
+		return
+	}
+	createPlugin(contextID)
+}
+
+// createPlugin makes a root context.
+func createPlugin(contextID uint32) {
 	resetArena()
 	running = callbackContextCreate
 	defer recovered()
-	if parentID == 0 {
-		if vm.root != nil {
-			vm.plugins[contextID] = vm.root.NewPluginContext(contextID)
-		}
-	} else if plugin, ok := lookUpPlugin(parentID); ok {
-		// Remembered until the context exists: if NewHttpContext panics, the stream's request
-		// headers still arrive, and the plugin decides what a stream without context gets.
-		vm.orphan, vm.orphanParent = contextID, parentID
-		if stream := plugin.NewHttpContext(contextID); stream != nil {
-			vm.streams.add(contextID, stream)
-		}
-		vm.orphan = 0
+	if vm.root != nil {
+		vm.plugins[contextID] = vm.root.NewPluginContext(contextID)
 	}
 	running = noCallback
 }
+
+// streamContext is the context of the stream a callback reaches, made by its plugin the first
+// time (findStream); nil for a stream the table does not know, or one without a context. The
+// newest stream's, once made, is found without a call.
+func streamContext(id uint32) (ctx types.HttpContext) {
+	if ctx = vm.streams.slot.ctx; ctx == nil || id != vm.streams.id {
+		ctx = findStream(id)
+	}
+	return ctx
+}
+
+// findStream is streamContext for a stream in the table's map, or whose context is yet to be
+// made, which it makes. Until NewHttpContext returns the stream is done: if it panics, or makes
+// none, the stream gets no context and no callback of the plugin's after this one (in a request
+// headers callback the plugin answers for it first, StreamLossHandler).
+func findStream(id uint32) types.HttpContext {
+	s, _ := vm.streams.get(id)
+	if s.ctx != nil || s.done || s.parent == 0 {
+		return s.ctx
+	}
+	vm.streams.set(id, streamEntry{parent: s.parent, done: true})
+	plugin, ok := lookUpPlugin(s.parent)
+	if !ok {
+		return nil
+	}
+	vm.making = s.parent
+	ctx := plugin.NewHttpContext(id)
+	vm.making = 0
+	if ctx != nil {
+		vm.streams.set(id, streamEntry{parent: s.parent, ctx: ctx})
+	}
+	return ctx
+}
+
+// requestHeadersRunning is whether a request headers callback is running (ReleaseStream).
+func requestHeadersRunning() bool { return running == callbackRequestHeaders }
 
 // lookUpPlugin finds a stream's plugin context; the last one found is remembered, as nearly
 // every stream has the same parent.
@@ -207,6 +248,7 @@ func proxyOnConfigure(rootID, pluginConfigurationSize uint32) (ok uint32) {
 func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action uint32) {
 	resetArena()
 	running = callbackRequestHeaders
+	letGo, requestStream = false, contextID
 	var stream types.HttpContext
 	defer func() {
 		if running == noCallback {
@@ -214,19 +256,22 @@ func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action ui
 		}
 		if r := recover(); r != nil {
 			logRecovered(callbackNames[running], r)
+			letGo = false
 			if h, ok := stream.(RequestPanicHandler); ok {
 				action = uint32(h.OnHttpRequestHeadersPanic())
+			} else if parent := vm.making; parent != 0 { // NewHttpContext panicked
+				vm.making = 0
+				if handler, ok := vm.plugins[parent].(StreamLossHandler); ok {
+					action = uint32(handler.OnHttpStreamLost())
+				}
 			}
 		}
 	}()
-	stream, ok := vm.streams.get(contextID)
 	action = uint32(types.ActionContinue)
-	if ok {
+	if stream = streamContext(contextID); stream != nil {
 		action = uint32(stream.OnHttpRequestHeaders(int(numHeaders), endOfStream != 0))
-	} else if contextID == vm.orphan && contextID != 0 {
-		vm.orphan = 0
-		if handler, ok := vm.plugins[vm.orphanParent].(StreamLossHandler); ok {
-			action = uint32(handler.OnHttpStreamLost())
+		if letGo { // ReleaseStream
+			letStreamGo(&vm.streams, contextID, stream)
 		}
 	}
 	running = noCallback
@@ -244,7 +289,7 @@ func proxyOnResponseHeaders(contextID, numHeaders, endOfStream uint32) (action u
 	running = callbackResponseHeaders
 	defer recovered()
 	action = uint32(types.ActionContinue)
-	if stream, ok := vm.streams.get(contextID); ok {
+	if stream := streamContext(contextID); stream != nil {
 		action = uint32(stream.OnHttpResponseHeaders(int(numHeaders), endOfStream != 0))
 	}
 	running = noCallback
@@ -285,7 +330,7 @@ func onResponseEnd(which callbackID, contextID, size uint32, endOfStream bool) (
 	running = which
 	defer recovered()
 	action = uint32(types.ActionContinue)
-	if stream, ok := vm.streams.get(contextID); ok {
+	if stream := streamContext(contextID); stream != nil {
 		if which == callbackResponseBody {
 			action = uint32(stream.OnHttpResponseBody(int(size), endOfStream))
 		} else {
@@ -315,21 +360,46 @@ func proxyOnTick(rootID uint32) {
 
 // Spec "Context lifecycle": proxy_on_delete, the last call for a context. A stream's
 // HttpContext.OnHttpStreamDone runs here (no header map is available any more), so the plugin
-// can recycle it. A root context's PluginContext.OnPluginDone runs here too, its result ignored:
+// can recycle it, unless the plugin let the context go before (ReleaseStream) or never made one. A root context's PluginContext.OnPluginDone runs here too, its result ignored:
 // the plugin is going away, and this is its last chance to hand over what it kept.
 //
 //go:wasmexport proxy_on_delete
 func proxyOnDelete(contextID uint32) {
+	if len(calls) > 0 { // walking even an empty map costs calls on every stream's end
+		deleteContext(contextID)
+		return
+	}
+	s, isStream := vm.streams.remove(contextID)
+	if !isStream {
+		deleteContext(contextID) // a root context
+		return
+	}
+	if s.ctx == nil {
+		return // a stream without a context (let go, or never reached) runs nothing
+	}
+	resetArena()
+	running = callbackDelete
+	defer recovered() // open-coded: nothing of it runs on the returns above
+	s.ctx.OnHttpStreamDone()
+	running = noCallback
+}
+
+// deleteContext deletes a stream whose gRPC calls may be pending (they are cancelled first), or a
+// root context.
+func deleteContext(contextID uint32) {
 	resetArena()
 	running = callbackDelete
 	defer recovered()
-	if len(calls) > 0 { // walking even an empty map costs calls on every stream's end
-		endStreamCalls(contextID)
-	}
-	if stream, ok := vm.streams.remove(contextID); ok {
-		stream.OnHttpStreamDone()
+	endStreamCalls(contextID)
+	if s, ok := vm.streams.remove(contextID); ok {
+		if s.ctx != nil {
+			s.ctx.OnHttpStreamDone()
+		}
 	} else if plugin, ok := vm.plugins[contextID]; ok {
 		delete(vm.plugins, contextID)
+		if spareParent == contextID {
+			spare = nil // no stream of a plugin deleted is created any more
+		}
 		if vm.lastPluginID == contextID {
 			vm.lastPluginID, vm.lastPlugin = 0, nil
 		}

@@ -34,43 +34,126 @@ var responseHeaders bool
 // long as the VM lives (another plugin of the same VM may need it).
 func ReadResponseHeaders() { responseHeaders = true }
 
-// streamTable maps stream context ids to their contexts. Envoy usually runs a stream's callbacks
+// streamTable maps stream context ids to their streams. Envoy usually runs a stream's callbacks
 // one after the other (create, request headers, response headers, delete), so the newest stream
 // sits in a slot of its own and costs no map operation; when another stream is created while it
 // is alive, it moves to the map.
 type streamTable struct {
 	id      uint32 // 0: the slot is empty (context ids start at 1)
-	ctx     types.HttpContext
-	spilled map[uint32]types.HttpContext
+	slot    streamEntry
+	spilled map[uint32]streamEntry
 }
 
-func (t *streamTable) add(id uint32, ctx types.HttpContext) {
+// streamEntry is a stream's entry. Its plugin makes its context when a callback first reaches the
+// stream, not when Envoy creates it (proxy_on_context_create then runs no plugin code, which
+// spares it a recover), and may let it go once its request is decided for good (ReleaseStream):
+// the stream's later callbacks, its delete among them, then run nothing of the plugin's.
+type streamEntry struct {
+	parent uint32            // the plugin context's id
+	ctx    types.HttpContext // nil until made, and once let go
+	// done: the stream has no context and will get none (let go, or its plugin made none).
+	done bool
+}
+
+// add enters a stream, with its context if it has one already (a spare), nil otherwise.
+func (t *streamTable) add(id, parent uint32, ctx types.HttpContext) {
 	if t.id != 0 {
-		t.spilled[t.id] = t.ctx
+		t.spilled[t.id] = t.slot
 	}
-	t.id, t.ctx = id, ctx
+	t.id, t.slot = id, streamEntry{parent: parent, ctx: ctx}
 }
 
-func (t *streamTable) get(id uint32) (types.HttpContext, bool) {
+func (t *streamTable) get(id uint32) (streamEntry, bool) {
 	if id != 0 && id == t.id {
-		return t.ctx, true
+		return t.slot, true
 	}
-	ctx, ok := t.spilled[id]
-	return ctx, ok
+	s, ok := t.spilled[id]
+	return s, ok
 }
 
-// remove deletes a stream and returns its context.
-func (t *streamTable) remove(id uint32) (types.HttpContext, bool) {
+// set replaces the entry of a stream in the table.
+func (t *streamTable) set(id uint32, s streamEntry) {
 	if id != 0 && id == t.id {
-		ctx := t.ctx
-		t.id, t.ctx = 0, nil
-		return ctx, true
+		t.slot = s
+	} else if _, ok := t.spilled[id]; ok {
+		t.spilled[id] = s
 	}
-	ctx, ok := t.spilled[id]
+}
+
+// markDone makes a stream done, without a context, and returns its plugin's id.
+func (t *streamTable) markDone(id uint32) (parent uint32) {
+	if id != 0 && id == t.id {
+		parent, t.slot = t.slot.parent, streamEntry{done: true}
+	} else if s, ok := t.spilled[id]; ok {
+		parent, t.spilled[id] = s.parent, streamEntry{done: true}
+	}
+	return parent
+}
+
+// remove deletes a stream and returns its entry.
+func (t *streamTable) remove(id uint32) (streamEntry, bool) {
+	if id != 0 && id == t.id {
+		s := t.slot
+		t.id, t.slot = 0, streamEntry{}
+		return s, true
+	}
+	s, ok := t.spilled[id]
 	if ok {
 		delete(t.spilled, id)
 	}
-	return ctx, ok
+	return s, ok
+}
+
+// What ReleaseStream leaves for the request headers callback that runs it: letGo is set when the
+// plugin let the stream go, which the callback then marks done when the plugin returns. spare is
+// a context let go, kept for the next stream of the same plugin (spareParent): that stream gets
+// it when it is created, instead of a new one from NewHttpContext.
+var (
+	letGo       bool
+	spare       types.HttpContext
+	spareParent uint32
+)
+
+// requestStream is the stream of the request headers callback running, or of the last one.
+var requestStream uint32
+
+// RequestStreamID is the id of the stream whose request headers callback is running: the id of a
+// context that serves another stream than the one it was made for (ReleaseStream).
+func RequestStreamID() uint32 { return requestStream }
+
+// ReleaseStream, called during OnHttpRequestHeaders, tells the ABI that the request is decided
+// for good and that nothing the plugin would do in the stream's later callbacks is left: when
+// OnHttpRequestHeaders returns, the ABI lets the stream go, and its response headers, body and
+// trailers callbacks and its delete run nothing of the plugin's (no OnHttpStreamDone). When it
+// returns true the ABI keeps the stream's context, as it is, for the next stream of the same
+// plugin, which gets it without NewHttpContext: the context then learns its stream's id from
+// RequestStreamID. When false, the context is the plugin's again, as after OnHttpStreamDone.
+// Called from any other callback, it does nothing and returns false.
+func ReleaseStream() (kept bool) {
+	if !requestHeadersRunning() {
+		return false
+	}
+	letGo = true
+	return spare == nil
+}
+
+// letStreamGo marks a stream done once its plugin let it go, and keeps its context as the spare
+// if ReleaseStream said so.
+func letStreamGo(t *streamTable, id uint32, ctx types.HttpContext) {
+	letGo = false
+	if parent := t.markDone(id); spare == nil {
+		spare, spareParent = ctx, parent
+	}
+}
+
+// takeSpare is the spare context if it is parent's, for a stream being created; nil otherwise.
+func takeSpare(parent uint32) types.HttpContext {
+	ctx := spare
+	if ctx == nil || parent != spareParent {
+		return nil
+	}
+	spare = nil
+	return ctx
 }
 
 // What both builds do with a panic a callback recovered: the wasip1 callbacks
@@ -133,7 +216,7 @@ func CancelGrpcCall(token uint32) error {
 func PendingGrpcCalls() int { return len(calls) }
 
 // takeCall forgets a call being answered and makes its stream the effective context; false if
-// the call is unknown (cancelled) or its stream is gone.
+// the call is unknown (cancelled) or its stream is gone (or has no context: one let go made none).
 func takeCall(token uint32) (pendingCall, bool) {
 	call, ok := calls[token]
 	if !ok {
@@ -143,7 +226,7 @@ func takeCall(token uint32) (pendingCall, bool) {
 	if call.stream == 0 {
 		return call, true
 	}
-	if _, alive := vm.streams.get(call.stream); !alive || SetEffectiveContext(call.stream) != nil {
+	if s, _ := vm.streams.get(call.stream); s.ctx == nil || SetEffectiveContext(call.stream) != nil {
 		return call, false
 	}
 	return call, true

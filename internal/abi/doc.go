@@ -21,7 +21,10 @@
 //     function exists in both builds with the same signature.
 //   - dispatch.go: what the callbacks of both builds share, so that unit tests run the module's
 //     own code: the stream table, what a recovered panic does, and the books of gRPC calls (each
-//     build supplies its vm, its calls and the host functions they use).
+//     build supplies its vm, its calls and the host functions they use). A stream's context is
+//     made when a callback first reaches the stream, and a plugin may let a stream go once its
+//     request is decided for good (ReleaseStream): the stream's later callbacks then skip it, and
+//     its context serves the plugin's next stream.
 //   - enums.go: the ABI's enums, and the mapping of host statuses (package wire) to the
 //     SDK's error values.
 //   - grpc.go, grpc_wasip1.go, grpc_native.go (and dispatch.go): unary gRPC callouts

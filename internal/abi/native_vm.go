@@ -58,8 +58,10 @@ type NativeVM struct {
 	root    types.VMContext
 	plugins map[uint32]types.PluginContext
 	streams streamTable
-	// orphan is a stream whose context is being created, or failed to be (with its plugin).
-	orphan, orphanParent uint32
+	// making is the plugin of a stream whose context is being made (streamContext), 0 otherwise.
+	making uint32
+	// inRequest is set while a request headers callback runs (ReleaseStream).
+	inRequest bool
 }
 
 // registered is the VM context the plugin registered with SetVMContext.
@@ -82,8 +84,9 @@ func StartNativeVM(host NativeHost, root types.VMContext) *NativeVM {
 		root = registered
 	}
 	responseBodies, responseHeaders = false, false // a new VM's
+	letGo, spare, spareParent, requestStream = false, nil, 0, 0
 	vm = &NativeVM{host: host, root: root, plugins: map[uint32]types.PluginContext{},
-		streams: streamTable{spilled: map[uint32]types.HttpContext{}}}
+		streams: streamTable{spilled: map[uint32]streamEntry{}}}
 	calls = map[uint32]pendingCall{}
 	return vm
 }
@@ -113,27 +116,43 @@ func recoverIn(callback string, r any) bool {
 	return true
 }
 
-// ContextCreate is proxy_on_context_create; parent 0 creates a root (plugin) context.
+// ContextCreate is proxy_on_context_create; parent 0 creates a root (plugin) context. A stream
+// is only entered in the table: its context is made when a callback first reaches it.
 func (v *NativeVM) ContextCreate(contextID, parentID uint32) {
+	if parentID != 0 {
+		v.streams.add(contextID, parentID, takeSpare(parentID))
+		return
+	}
 	defer func() { recoverIn("proxy_on_context_create", recover()) }()
-	if parentID == 0 {
-		if v.root != nil {
-			v.plugins[contextID] = v.root.NewPluginContext(contextID)
-		}
-		return
+	if v.root != nil {
+		v.plugins[contextID] = v.root.NewPluginContext(contextID)
 	}
-	plugin, ok := v.plugins[parentID]
-	if !ok {
-		return
-	}
-	// Remembered until the context exists: if NewHttpContext panics, the stream's request
-	// headers still arrive, and the plugin decides what a stream without context gets.
-	v.orphan, v.orphanParent = contextID, parentID
-	if stream := plugin.NewHttpContext(contextID); stream != nil {
-		v.streams.add(contextID, stream)
-	}
-	v.orphan = 0
 }
+
+// streamContext is the context of the stream a callback reaches, made the first time (as the
+// wasip1 build's findStream makes it); nil for a stream the table does not know, or one without
+// a context. The stream is done until NewHttpContext returns one.
+func (v *NativeVM) streamContext(id uint32) types.HttpContext {
+	s, _ := v.streams.get(id)
+	if s.ctx != nil || s.done || s.parent == 0 {
+		return s.ctx
+	}
+	v.streams.set(id, streamEntry{parent: s.parent, done: true})
+	plugin, ok := v.plugins[s.parent]
+	if !ok {
+		return nil
+	}
+	v.making = s.parent
+	ctx := plugin.NewHttpContext(id)
+	v.making = 0
+	if ctx != nil {
+		v.streams.set(id, streamEntry{parent: s.parent, ctx: ctx})
+	}
+	return ctx
+}
+
+// requestHeadersRunning is whether a request headers callback is running (ReleaseStream).
+func requestHeadersRunning() bool { return vm != nil && vm.inRequest }
 
 // VMStart is proxy_on_vm_start; false fails the VM.
 func (v *NativeVM) VMStart(vmConfigurationSize int) (ok bool) {
@@ -151,25 +170,30 @@ func (v *NativeVM) Configure(rootID uint32, pluginConfigurationSize int) (ok boo
 // RequestHeaders is proxy_on_request_headers. A panic is logged, and the stream's
 // RequestPanicHandler, if any, answers.
 func (v *NativeVM) RequestHeaders(contextID uint32, numHeaders int, endOfStream bool) (action types.Action) {
-	stream, ok := v.streams.get(contextID)
+	letGo, requestStream, v.inRequest = false, contextID, true
+	var stream types.HttpContext
 	defer func() {
+		v.inRequest = false
 		if recoverIn("proxy_on_request_headers", recover()) {
-			action = types.ActionContinue
+			action, letGo = types.ActionContinue, false
 			if h, ok := stream.(RequestPanicHandler); ok {
 				action = h.OnHttpRequestHeadersPanic()
+			} else if parent := v.making; parent != 0 { // NewHttpContext panicked
+				v.making = 0
+				if handler, ok := v.plugins[parent].(StreamLossHandler); ok {
+					action = handler.OnHttpStreamLost()
+				}
 			}
 		}
 	}()
-	if ok {
-		return stream.OnHttpRequestHeaders(numHeaders, endOfStream)
+	if stream = v.streamContext(contextID); stream == nil {
+		return types.ActionContinue
 	}
-	if contextID == v.orphan && contextID != 0 {
-		v.orphan = 0
-		if handler, ok := v.plugins[v.orphanParent].(StreamLossHandler); ok {
-			return handler.OnHttpStreamLost()
-		}
+	action = stream.OnHttpRequestHeaders(numHeaders, endOfStream)
+	if letGo { // ReleaseStream
+		letStreamGo(&v.streams, contextID, stream)
 	}
-	return types.ActionContinue
+	return action
 }
 
 // ResponseHeaders is proxy_on_response_headers.
@@ -207,10 +231,10 @@ func (v *NativeVM) ResponseTrailers(contextID uint32, numTrailers int) types.Act
 func (v *NativeVM) streamCallback(name string, contextID uint32, callback func(types.HttpContext) types.Action) (action types.Action) {
 	defer func() {
 		if recoverIn(name, recover()) {
-			action = types.ActionContinue
+			action, v.making = types.ActionContinue, 0
 		}
 	}()
-	if stream, ok := v.streams.get(contextID); ok {
+	if stream := v.streamContext(contextID); stream != nil {
 		return callback(stream)
 	}
 	return types.ActionContinue
@@ -225,14 +249,20 @@ func (v *NativeVM) Tick(rootID uint32) {
 }
 
 // Delete is proxy_on_delete, the last call for a context: a stream's OnHttpStreamDone (after
-// its pending gRPC calls are cancelled), or a root context's OnPluginDone.
+// its pending gRPC calls are cancelled) unless it has no context, or a root context's
+// OnPluginDone.
 func (v *NativeVM) Delete(contextID uint32) {
 	defer func() { recoverIn("proxy_on_delete", recover()) }()
 	endStreamCalls(contextID)
-	if stream, ok := v.streams.remove(contextID); ok {
-		stream.OnHttpStreamDone()
+	if s, ok := v.streams.remove(contextID); ok {
+		if s.ctx != nil {
+			s.ctx.OnHttpStreamDone()
+		}
 	} else if plugin, ok := v.plugins[contextID]; ok {
 		delete(v.plugins, contextID)
+		if spareParent == contextID {
+			spare = nil
+		}
 		plugin.OnPluginDone()
 	}
 }

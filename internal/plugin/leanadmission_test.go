@@ -108,3 +108,48 @@ func (v *recordingVM) NewPluginContext(uint32) types.PluginContext {
 	v.plugin = &pluginContext{}
 	return v.plugin
 }
+
+// The streams of a configuration of the lean shape are let go at their request headers
+// (abi.ReleaseStream), whether admitted (a known key or a new one), limited or refused: their end
+// runs nothing of the plugin's, and their context, kept by the ABI, serves the next stream without
+// going through the free list. Every stream of a configuration without the lean shape ends as
+// before, its context put on the free list by OnHttpStreamDone.
+func TestLeanStreamsAreLetGo(t *testing.T) {
+	withHeaders := `{"rate_limit_headers": "draft", "rules": [{"name": "api", "key": [{"header": "x-api-key"}],
+	  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "10s"}]}]}`
+	tests := []struct {
+		name, config string
+		freeAfter    string // the free list's length after each stream's end
+	}{
+		{"lean", leanConfig, "[0 0 0 0 0]"},
+		{"rate-limit headers", withHeaders, "[1 1 1 1 1]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vm := &recordingVM{}
+			host, status := abitest.Start(t, abitest.Options{VMContext: vm, Configuration: []byte(tt.config), PluginName: "test",
+				LogLevel: abi.LogLevelInfo})
+			if status != types.OnPluginStartStatusOK {
+				t.Fatalf("plugin start: %v; logs %v", status, host.Logs())
+			}
+			var free, statuses []int
+			for _, key := range []string{"alice", "alice", "alice", "", "bob"} { // admitted twice, limited, refused, admitted
+				s, _ := host.Request(keyed(key, "/"))
+				if s.Continued() {
+					s.ResponseHeaders(200, nil)
+					statuses = append(statuses, 200)
+				} else {
+					statuses = append(statuses, s.Reply().Status)
+				}
+				s.End()
+				free = append(free, len(vm.plugin.free))
+			}
+			if got := fmt.Sprint(statuses); got != "[200 200 429 401 200]" {
+				t.Errorf("statuses %s", got)
+			}
+			if got := fmt.Sprint(free); got != tt.freeAfter {
+				t.Errorf("free contexts after each stream %s, want %s", got, tt.freeAfter)
+			}
+		})
+	}
+}

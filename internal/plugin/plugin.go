@@ -83,6 +83,10 @@ type pluginContext struct {
 	// nil otherwise.
 	leanAdmission *admission.Outcome
 	leanAdmitted  *counter
+	// letsGo: the lean shape leaves nothing of a request it decided to its stream's later
+	// callbacks, and its stream is let go (release); not in the fault build, whose response
+	// headers callback may have a panic to force.
+	letsGo bool
 }
 
 // notBuilt is replyBuffers.builtFor when the buffers hold no rejection to send again.
@@ -105,7 +109,7 @@ type replyBuffers struct {
 }
 
 func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPluginStartStatus {
-	p.leanAdmission, p.leanAdmitted = nil, nil // set again once this configuration has started
+	p.leanAdmission, p.leanAdmitted, p.letsGo = nil, nil, false // set again once this configuration has started
 	if pluginConfigurationSize > config.MaxSize {
 		// Refused before it is copied into the VM's memory.
 		abi.Log(abi.LogLevelCritical, "tollgate: invalid configuration: "+config.ErrTooLarge.Problems[0].String())
@@ -178,10 +182,12 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	}
 	p.gate.RememberRejected() // started: this configuration's rejections are remembered from now
 	// All OnHttpRequestHeaders does after Admit for a lean admission, whose shape leaves nothing
-	// else to do (admission.Gate.LeanAdmission), is to count it, and to log it at debug level. A
-	// step added there that such an admission may need must be added to this condition.
+	// else to do (admission.Gate.LeanAdmission), is to count it, and to log it at debug level;
+	// then it lets the stream go (release). A step added there that such an admission may need
+	// must be added to this condition.
 	if out := p.gate.LeanAdmission(); out != nil && !p.debug {
 		p.leanAdmission, p.leanAdmitted = out, &p.rules[out.Admitted[0]].admitted
+		p.letsGo = !faultsBuilt
 	}
 	abi.Log(abi.LogLevelInfo, "tollgate "+version.Version+": started with "+strconv.Itoa(len(cfg.Rules))+" rule(s), failure_mode "+cfg.FailureMode.String())
 	return types.OnPluginStartStatusOK
@@ -249,6 +255,17 @@ func (h *httpContext) OnHttpStreamDone() {
 	}
 	h.responseHeaders, h.global = nil, nil
 	h.plugin.free = append(h.plugin.free, h)
+}
+
+// release lets the stream go at the end of a request the lean shape decided
+// (admission.Gate.LeanAdmission, letsGo): nothing of it is held, settled, checked again or
+// rendered later, so the stream needs no more callbacks, and abi.ReleaseStream spares them,
+// OnHttpStreamDone's own at its delete included. The ABI keeps the context for the plugin's next
+// stream, or gives it back, and it goes on the free list as OnHttpStreamDone would put it.
+func (h *httpContext) release() {
+	if !abi.ReleaseStream() {
+		h.plugin.free = append(h.plugin.free, h)
+	}
 }
 
 // ruleName is the name of the rule with the given index in the configuration.
@@ -325,6 +342,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	}
 	p.req.err = nil
 	if h.slotWait == nil {
+		h.id = abi.RequestStreamID() // a context let go serves another stream (release)
 		headers, err := abi.GetHttpRequestHeaders()
 		if _, marked := wire.PairsValue(headers, ShadowHeader); marked || err != nil {
 			// The edit makes the ABI forget the headers it read: the decision reads them as they
@@ -350,6 +368,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	// that, together, cost an admitted request about 3 % of its time (BENCHMARKS.md, section 1).
 	if out == p.leanAdmission && p.req.err == nil {
 		p.leanAdmitted.add(1)
+		if !faultsBuilt { // letsGo, known here
+			h.release()
+		}
 		return types.ActionContinue
 	}
 	if p.hasConcurrency {
@@ -391,15 +412,25 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		if len(out.Limits) > 0 { // rate-limit headers are configured
 			h.responseHeaders = h.rateLimit.render(p.cfg.RateLimitHeaders, p.rules, out)
 		}
+		if p.letsGo { // the lean shape's admission the general way (a new key)
+			h.release()
+		}
 		return types.ActionContinue
 	case admission.Exempt:
 		p.exempt.add(1)
 		return types.ActionContinue
 	case admission.Limited:
 		h.answerLimited(out)
+		if p.letsGo {
+			h.release()
+		}
 		return types.ActionPause
 	default:
-		return h.answerRefused(out)
+		action := h.answerRefused(out)
+		if p.letsGo { // a missing key refused, or a failure: nothing is held either
+			h.release()
+		}
+		return action
 	}
 }
 

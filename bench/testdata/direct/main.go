@@ -115,6 +115,7 @@ func place(o uint64) *rememberedBucket {
 }
 
 func (*httpContext) OnHttpRequestHeaders(int, bool) types.Action {
+	abi.ReleaseStream() // nothing is kept per stream: the stream is let go, as Tollgate lets a lean one go
 	headers, err := abi.GetHttpRequestHeaders()
 	if err != nil {
 		return types.ActionContinue

@@ -2,7 +2,8 @@
 // decides nothing. Per request it makes the surface probe's crossings (bench/testdata/surface),
 // in the same order and with the same values, but each callback reaches it the way it reaches
 // Tollgate's plugin: through the ABI layer's exports, with their recovery from panics, their
-// scratch arena, their table of stream contexts and the plugin's interfaces. It reads the
+// scratch arena, their table of stream contexts (each stream let go at its request headers, as
+// Tollgate lets go those its lean shape decides) and the plugin's interfaces. It reads the
 // request's headers, the monotonic clock and the key's shared value, and writes the value back
 // with the CAS it was read with, or, configured with "reject", answers with Tollgate's 429 for
 // the benchmark's limit and remembers the key, answering it again without reading shared data.
@@ -63,6 +64,7 @@ const keyPrefix = "tollgate/glueabi/"
 var keyBuf [256]byte
 
 func (*httpContext) OnHttpRequestHeaders(int, bool) types.Action {
+	abi.ReleaseStream() // nothing is kept per stream: the stream is let go, as Tollgate lets a lean one go
 	headers, err := abi.GetHttpRequestHeaders()
 	if err != nil {
 		return types.ActionContinue

@@ -113,6 +113,96 @@ func TestStreamLost(t *testing.T) {
 	}
 }
 
+// A stream's context is made when its request headers arrive, not when the stream is created; a
+// stream whose context could not be made gets no callback of the plugin's after that.
+func TestStreamContextMadeWhenReached(t *testing.T) {
+	host, vm := start(t, abitest.Options{})
+	s := host.NewStream()
+	if len(vm.plugin.made) != 0 {
+		t.Fatalf("contexts made at the stream's creation: %v", vm.plugin.made)
+	}
+	s.RequestHeaders(mode("go"))
+	s.ResponseHeaders(200, nil)
+	s.End()
+	want := fmt.Sprint([]uint32{s.ID()})
+	if got := fmt.Sprint(vm.plugin.made, vm.plugin.responded, vm.plugin.done); got != want+" "+want+" "+want {
+		t.Errorf("made, responded, done: %s; want the stream in each", got)
+	}
+	vm.plugin.loseNext = true
+	lost, _ := host.Request(mode("go"))
+	lost.ResponseHeaders(200, nil)
+	lost.End()
+	if len(vm.plugin.made) != 1 || len(vm.plugin.responded) != 1 || len(vm.plugin.done) != 1 {
+		t.Errorf("the lost stream reached the plugin: made %v, responded %v, done %v",
+			vm.plugin.made, vm.plugin.responded, vm.plugin.done)
+	}
+}
+
+// A stream let go (ReleaseStream) gets no more callbacks: neither its response headers nor its
+// end reach the plugin. Its context serves the next stream, with no NewHttpContext, and learns
+// that stream's id; that stream is the plugin's as any other.
+func TestReleasedStream(t *testing.T) {
+	host, vm := start(t, abitest.Options{})
+	first, _ := host.Request(mode("release"))
+	first.ResponseHeaders(200, nil)
+	first.End()
+	if fmt.Sprint(vm.plugin.kept) != "[true]" || len(vm.plugin.responded) != 0 || len(vm.plugin.done) != 0 {
+		t.Fatalf("kept %v, responded %v, done %v; want the context kept, and nothing after", vm.plugin.kept,
+			vm.plugin.responded, vm.plugin.done)
+	}
+	next, _ := host.Request(mode("go"))
+	next.ResponseHeaders(200, nil)
+	next.End()
+	if len(vm.plugin.made) != 1 || vm.plugin.served[1] != vm.plugin.served[0] {
+		t.Errorf("made %v; the next stream must get the first one's context", vm.plugin.made)
+	}
+	want := fmt.Sprint([]uint32{next.ID()})
+	if got := fmt.Sprint(vm.plugin.responded, vm.plugin.done); got != want+" "+want {
+		t.Errorf("responded, done: %s; want the next stream in each", got)
+	}
+	if !next.Continued() || next.ID() == first.ID() {
+		t.Errorf("next stream %d continued %v", next.ID(), next.Continued())
+	}
+}
+
+// With streams interleaved, one context is kept for the next stream and the other given back to
+// the plugin (ReleaseStream false); a stream created while the kept one waits takes it.
+func TestReleasedStreamsInterleaved(t *testing.T) {
+	host, vm := start(t, abitest.Options{})
+	a, b := host.NewStream(), host.NewStream()
+	a.RequestHeaders(mode("release"))
+	b.RequestHeaders(mode("release"))
+	c := host.NewStream()
+	c.RequestHeaders(mode("go"))
+	for _, s := range []*abitest.Stream{a, b, c} {
+		s.End()
+	}
+	if got := fmt.Sprint(vm.plugin.kept); got != "[true false]" {
+		t.Errorf("kept %s, want the first context only", got)
+	}
+	if got, want := fmt.Sprint(vm.plugin.made), fmt.Sprint([]uint32{a.ID(), b.ID()}); got != want {
+		t.Errorf("made %s, want %s: c takes a's context", got, want)
+	}
+	if vm.plugin.served[2] != vm.plugin.served[0] || vm.plugin.served[2].id != c.ID() {
+		t.Errorf("c ran on another context than a's, or with id %d", vm.plugin.served[2].id)
+	}
+	if got := fmt.Sprint(vm.plugin.done); got != fmt.Sprint([]uint32{c.ID()}) {
+		t.Errorf("done %s, want c only", got)
+	}
+}
+
+// ReleaseStream does nothing outside a request headers callback.
+func TestReleaseStreamOnlyInRequestHeaders(t *testing.T) {
+	host, vm := start(t, abitest.Options{})
+	var kept bool
+	host.CallAsRoot(func() { kept = abi.ReleaseStream() })
+	s, _ := host.Request(mode("go"))
+	s.End()
+	if kept || fmt.Sprint(vm.plugin.done) != fmt.Sprint([]uint32{s.ID()}) {
+		t.Errorf("kept %v, done %v: the stream after must not be let go", kept, vm.plugin.done)
+	}
+}
+
 // A paused request goes on, or is answered, on a later tick, at the clock of that tick; one
 // whose client went away is told it ended.
 func TestTickResumesPausedRequests(t *testing.T) {

@@ -32,9 +32,16 @@ type probePlugin struct {
 	paused     map[uint32]bool
 	grpcAnswer map[uint32]string // by stream: what its call's callback saw
 	done       []uint32
-	requests   abi.Counter
-	inFlight   abi.Gauge
-	loseNext   bool // the next NewHttpContext panics
+	// made are the streams NewHttpContext made a context for, served the contexts each request
+	// headers callback ran on, kept what each ReleaseStream returned, and responded the streams
+	// whose response headers reached the plugin.
+	made      []uint32
+	served    []*probeStream
+	kept      []bool
+	responded []uint32
+	requests  abi.Counter
+	inFlight  abi.Gauge
+	loseNext  bool // the next NewHttpContext panics
 	// propertyErr is what setting a property in the root context (at the start) returned.
 	propertyErr error
 	// lateRead is what reading a request header in the last response headers' callback gave.
@@ -80,6 +87,7 @@ func (p *probePlugin) NewHttpContext(id uint32) types.HttpContext {
 		p.loseNext = false
 		panic("no context for you")
 	}
+	p.made = append(p.made, id)
 	return &probeStream{plugin: p, id: id}
 }
 
@@ -98,6 +106,8 @@ type probeStream struct {
 }
 
 func (s *probeStream) OnHttpRequestHeaders(int, bool) types.Action {
+	s.id = abi.RequestStreamID() // a context kept by ReleaseStream serves another stream
+	s.plugin.served = append(s.plugin.served, s)
 	_ = s.plugin.requests.Increment(1)
 	_ = s.plugin.inFlight.Set(uint64(s.id))
 	mode, _ := abi.GetHttpRequestHeader("x-mode")
@@ -116,6 +126,9 @@ func (s *probeStream) OnHttpRequestHeaders(int, bool) types.Action {
 	case "misuse":
 		_ = abi.ResumeHttpRequest()
 		return types.ActionPause
+	case "release":
+		s.plugin.kept = append(s.plugin.kept, abi.ReleaseStream())
+		return types.ActionContinue
 	case "self":
 		// Its own context made effective again: the headers stay the callback's to change.
 		_ = abi.SetEffectiveContext(s.id)
@@ -151,6 +164,7 @@ func (s *probeStream) OnHttpRequestHeadersPanic() types.Action {
 }
 
 func (s *probeStream) OnHttpResponseHeaders(int, bool) types.Action {
+	s.plugin.responded = append(s.plugin.responded, s.id)
 	_, s.plugin.lateRead = abi.GetHttpRequestHeader("x-mode")
 	status, err := abi.GetHttpResponseStatus()
 	if err == nil {
