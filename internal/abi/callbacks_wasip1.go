@@ -23,7 +23,8 @@ var vm = struct {
 	// making is the plugin of a stream whose context is being made (findStream), 0 otherwise:
 	// if NewHttpContext panics in a request headers callback, that plugin answers the request.
 	making uint32
-	// lastPlugin is the plugin context last looked up for a new stream (lookUpPlugin).
+	// lastPlugin is the plugin context last looked up when a stream's context was made
+	// (lookUpPlugin).
 	lastPluginID uint32
 	lastPlugin   types.PluginContext
 }{
@@ -37,11 +38,14 @@ func SetVMContext(ctx types.VMContext) { vm.root = ctx }
 
 // Every callback that runs the plugin's code recovers a panic, once, at its entry: an escaped
 // panic traps the VM, and Envoy then fails every stream on that worker. (A stream's creation, and
-// the delete of a stream without a context, run none, and spare the recover.) The deferred function calls recover itself (a deferred
-// helper would be one more call on every callback); logRecovered (dispatch.go) logs what it caught.
+// the delete of a stream without a context, run none, and spare the recover.) The deferred
+// function calls recover itself (a deferred helper would be one more call on every callback);
+// logRecovered (dispatch.go) logs what it caught. The plugin's answers to a panic
+// (RequestPanicHandler, StreamLossHandler) run in the request headers callback's deferred
+// function, after the recover: they must not panic.
 
-// running names the callback that is running, for recovered's log line. Each callback sets it on
-// entry; the allocator, the only callback that runs inside another, neither sets nor recovers.
+// running names the callback that is running, for recovered's log line. Each callback that runs
+// plugin code sets it on entry; the allocator, the only callback that runs inside another, neither sets nor recovers.
 // The callbacks every stream runs clear it (noCallback) as their very last statement, when
 // nothing can panic any more: recovered then knows the callback returned and skips recover, a
 // call on every stream. A callback that does not clear it only costs that call.
@@ -256,7 +260,7 @@ func proxyOnRequestHeaders(contextID, numHeaders, endOfStream uint32) (action ui
 		}
 		if r := recover(); r != nil {
 			logRecovered(callbackNames[running], r)
-			letGo = false
+			letGo, running = false, noCallback // no ReleaseStream in the answers below
 			if h, ok := stream.(RequestPanicHandler); ok {
 				action = uint32(h.OnHttpRequestHeadersPanic())
 			} else if parent := vm.making; parent != 0 { // NewHttpContext panicked

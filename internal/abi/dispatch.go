@@ -124,17 +124,18 @@ func RequestStreamID() uint32 { return requestStream }
 // ReleaseStream, called during OnHttpRequestHeaders, tells the ABI that the request is decided
 // for good and that nothing the plugin would do in the stream's later callbacks is left: when
 // OnHttpRequestHeaders returns, the ABI lets the stream go, and its response headers, body and
-// trailers callbacks and its delete run nothing of the plugin's (no OnHttpStreamDone). When it
-// returns true the ABI keeps the stream's context, as it is, for the next stream of the same
-// plugin, which gets it without NewHttpContext: the context then learns its stream's id from
-// RequestStreamID. When false, the context is the plugin's again, as after OnHttpStreamDone.
-// Called from any other callback, it does nothing and returns false.
-func ReleaseStream() (kept bool) {
+// trailers callbacks and its delete run nothing of the plugin's (no OnHttpStreamDone). Then
+// (released) either the ABI keeps the stream's context, as it is, for the next stream of the same
+// plugin, which gets it without NewHttpContext (kept: the context then learns its stream's id from
+// RequestStreamID), or the context is the plugin's again, as after OnHttpStreamDone. Called from
+// any other callback, or from a plugin's answer to a panic, it does nothing (not released): the
+// context is still its stream's. The plugin must return right after it.
+func ReleaseStream() (released, kept bool) {
 	if !requestHeadersRunning() {
-		return false
+		return false, false
 	}
 	letGo = true
-	return spare == nil
+	return true, spare == nil
 }
 
 // letStreamGo marks a stream done once its plugin let it go, and keeps its context as the spare

@@ -168,7 +168,8 @@ func (v *NativeVM) Configure(rootID uint32, pluginConfigurationSize int) (ok boo
 }
 
 // RequestHeaders is proxy_on_request_headers. A panic is logged, and the stream's
-// RequestPanicHandler, if any, answers.
+// RequestPanicHandler answers, if any, or the plugin's StreamLossHandler if the stream's context
+// could not be made. ReleaseStream does nothing in those answers.
 func (v *NativeVM) RequestHeaders(contextID uint32, numHeaders int, endOfStream bool) (action types.Action) {
 	letGo, requestStream, v.inRequest = false, contextID, true
 	var stream types.HttpContext

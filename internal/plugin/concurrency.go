@@ -10,7 +10,8 @@ import (
 // created, however it ends (response complete, reset, local reply: envoy
 // source/extensions/common/wasm/context.cc, Context::onDestroy, run from the connection
 // manager's deferred stream destroy on every path), and the ABI layer turns it into
-// OnHttpStreamDone, where the slots are released. The slots are kept right after the
+// OnHttpStreamDone, where the slots are released (a configuration with a concurrency limit never
+// lets its streams go: release). The slots are kept right after the
 // decision, before anything else can answer the request (a failure mode, a global limit), so
 // every later end releases them; a slot whose end never comes (the VM died) is freed once
 // its slot_timeout has passed (twice at most).

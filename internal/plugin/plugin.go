@@ -231,8 +231,8 @@ func (p *pluginContext) NewHttpContext(contextID uint32) types.HttpContext {
 	return &httpContext{plugin: p, id: contextID}
 }
 
-// OnHttpStreamDone runs when Envoy deletes the stream's context: the context goes back to its
-// plugin's free list.
+// OnHttpStreamDone runs when Envoy deletes the stream's context (unless the stream was let go:
+// release): the context goes back to its plugin's free list.
 func (h *httpContext) OnHttpStreamDone() {
 	// Each step is checked here: a call on every stream's end otherwise.
 	if h.held {
@@ -263,7 +263,7 @@ func (h *httpContext) OnHttpStreamDone() {
 // OnHttpStreamDone's own at its delete included. The ABI keeps the context for the plugin's next
 // stream, or gives it back, and it goes on the free list as OnHttpStreamDone would put it.
 func (h *httpContext) release() {
-	if !abi.ReleaseStream() {
+	if released, kept := abi.ReleaseStream(); released && !kept {
 		h.plugin.free = append(h.plugin.free, h)
 	}
 }

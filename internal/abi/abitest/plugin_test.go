@@ -127,7 +127,11 @@ func (s *probeStream) OnHttpRequestHeaders(int, bool) types.Action {
 		_ = abi.ResumeHttpRequest()
 		return types.ActionPause
 	case "release":
-		s.plugin.kept = append(s.plugin.kept, abi.ReleaseStream())
+		released, kept := abi.ReleaseStream()
+		if !released {
+			panic("ReleaseStream in a request headers callback did nothing")
+		}
+		s.plugin.kept = append(s.plugin.kept, kept)
 		return types.ActionContinue
 	case "self":
 		// Its own context made effective again: the headers stay the callback's to change.
