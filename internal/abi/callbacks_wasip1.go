@@ -45,7 +45,8 @@ func SetVMContext(ctx types.VMContext) { vm.root = ctx }
 // function, after the recover: they must not panic.
 
 // running names the callback that is running, for recovered's log line. Each callback that runs
-// plugin code sets it on entry; the allocator, the only callback that runs inside another, neither sets nor recovers.
+// plugin code sets it on entry; the allocator, the only callback that runs inside another,
+// neither sets nor recovers.
 // The callbacks every stream runs clear it (noCallback) as their very last statement, when
 // nothing can panic any more: recovered then knows the callback returned and skips recover, a
 // call on every stream. A callback that does not clear it only costs that call.
@@ -364,7 +365,8 @@ func proxyOnTick(rootID uint32) {
 
 // Spec "Context lifecycle": proxy_on_delete, the last call for a context. A stream's
 // HttpContext.OnHttpStreamDone runs here (no header map is available any more), so the plugin
-// can recycle it, unless the plugin let the context go before (ReleaseStream) or never made one. A root context's PluginContext.OnPluginDone runs here too, its result ignored:
+// can recycle it, unless the plugin let the context go before (ReleaseStream) or never made one.
+// A root context's PluginContext.OnPluginDone runs here too, its result ignored:
 // the plugin is going away, and this is its last chance to hand over what it kept.
 //
 //go:wasmexport proxy_on_delete
