@@ -153,19 +153,15 @@ type applied struct {
 // still to make (Global) and what was charged (Charge), to give back if the request is rejected
 // after all.
 func (g *Gate) Admit(req Request, store Store, now int64) *Outcome {
-	// A policy of the lean shape decides its common case in one function (lean.go); a request
-	// whose key header it cannot take goes the general way, with the header as read.
-	lean := g.lean()
-	if lean {
-		if out := g.admitLean(req, store, now); out != nil {
-			return out
-		}
-		req = &g.held
+	// A policy of the lean shape decides its common case in one function (lean.go).
+	if g.lean() {
+		value, found := req.Header(g.fast.key[0].Header)
+		return g.AdmitLean(req, value, found, store, now)
 	}
-	return g.admitGeneral(req, store, now, lean)
+	return g.admitGeneral(req, store, now, false)
 }
 
-// admitGeneral is Admit for every request admitLean leaves. lean: admitLean read the key header
+// admitGeneral is Admit for every request AdmitLean leaves. lean: AdmitLean read the key header
 // already, and req is g.held, which answers it.
 func (g *Gate) admitGeneral(req Request, store Store, now int64, lean bool) *Outcome {
 	out := g.resetOutcome()

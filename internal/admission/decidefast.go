@@ -9,7 +9,7 @@ import (
 // A known key's decision, written out: the common case of the request path (a rule of the fast
 // shape whose one limit is a plain token bucket, and a key whose bucket is in its row) without
 // decide's general machinery, which it hands every other case to (table.go). A rule of the lean
-// shape (no rate-limit headers, nothing settled) has its common case decided by admitLean
+// shape (no rate-limit headers, nothing settled) has its common case decided by AdmitLean
 // instead (lean.go), with the same steps and no applied limit; decideFast decides it for the
 // rules with rate-limit headers or count and refund, whose Outcome needs the applied limit.
 
@@ -45,7 +45,7 @@ func (g *Gate) decideFast(store Store, group []applied, now int64) (Verdict, *ap
 		if [4]byte(v) != tag || binary.LittleEndian.Uint32(v[4:]) != l.fingerprint || !tb.b.Valid(state) {
 			break // read decides on it, or on the slot after it
 		}
-		// What read records of a live bucket, and its decision. From here to the write, admitLean
+		// What read records of a live bucket, and its decision. From here to the write, AdmitLean
 		// (lean.go) does the same on the lean shape: a change to one is a change to both.
 		a.skip, a.drew, a.writeOwner, a.row = false, false, a.owner, 0
 		a.place, a.slot, a.stamp = placeLive, index*uint64(g.rowSlots)+uint64(i), max(now, int64(binary.LittleEndian.Uint64(v[48:])))

@@ -55,7 +55,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 	settlements := []string{``, `, "count": {"statuses": ["401"]}`, `, "refund": {"statuses": ["5xx"]}`}
 	r := rand.New(rand.NewPCG(3, 4))
 	longKey := strings.Repeat("k", fastKeyBytes+1)
-	leanAnswers := 0 // decisions admitLean answered itself
+	leanAnswers := 0 // decisions AdmitLean answered itself
 	defer func() {
 		if leanAnswers < 1000 {
 			t.Errorf("the lean path answered %d decisions, want at least 1000", leanAnswers)

@@ -50,23 +50,48 @@ func (g *Gate) LeanAdmission() *Outcome {
 	return &g.leanOut.allowed
 }
 
-// admitLean decides req when its policy has the lean shape. It returns nil when the key header
-// is missing or empty and the rule lets such requests through, or is too long, having kept it in
-// g.held for Admit's general way; any other case it decides itself, the uncommon ones as
-// gatherFast and decideFast would (a missing key refused, a row without the key's live bucket
-// decided by decide).
-func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
+// LeanRejection is the Outcome Admit answers every rejection of the lean path with, nil when the
+// policy has no lean shape: Limited by its one rule, with the RetryAfter of the rejection it
+// answers last (set anew for each), nothing aside counted, no limit described, nothing held.
+// As LeanAdmission's, a caller may know it by its address.
+func (g *Gate) LeanRejection() *Outcome {
+	if !g.lean() || g.fastBucket == nil {
+		return nil
+	}
+	return &g.leanOut.limited
+}
+
+// LeanKeyHeader is the header whose value is the lean shape's one key, "" when the policy has no
+// lean shape: a caller that has the request's headers at hand reads it and decides by AdmitLean.
+func (g *Gate) LeanKeyHeader() string {
+	if !g.lean() {
+		return ""
+	}
+	return g.fast.key[0].Header
+}
+
+// AdmitLean is Admit for a request whose key header (LeanKeyHeader) the caller read already:
+// value and found as req.Header would answer them. The plugin reads it with the headers it reads
+// anyway, and spares the call through Request. A policy that has no lean shape is decided the
+// general way, whatever value says.
+//
+// For the lean shape it decides the common cases itself, the uncommon ones as gatherFast and
+// decideFast would (a missing key refused, a row without the key's live bucket decided by
+// decide), and a key header missing or empty that the rule lets through, or too long, the general
+// way (leanAside).
+func (g *Gate) AdmitLean(req Request, value string, found bool, store Store, now int64) *Outcome {
+	if !g.lean() {
+		return g.admitGeneral(req, store, now, false)
+	}
 	r, tb := g.fast, g.fastBucket
 	l := &r.limits[0]
-	name := r.key[0].Header
-	value, found := req.Header(name)
 	if !found || value == "" || len(value) > fastKeyBytes {
-		return g.leanAside(req, name, value, found)
+		return g.leanAside(req, value, found, store, now)
 	}
 	// The partition key, written after the owner-hash prefix and hashed there (writeOneKey).
 	buf := g.writeOneKey(l, value)
 	if len(buf)-len(l.ownerPrefix) > g.table.MaxKeyBytes {
-		return g.leanAside(req, name, value, found)
+		return g.leanAside(req, value, found, store, now)
 	}
 	owner, cost := sipHash24(g.secret[0], g.secret[1], buf), r.cost.Units
 
@@ -126,24 +151,24 @@ func (g *Gate) admitLean(req Request, store Store, now int64) *Outcome {
 	return g.leanGeneral(store, owner, now)
 }
 
-// The lean path's uncommon ends, functions of their own that admitLean only calls (noinline, else
-// some come back inlined): admitLean's body is half as long without them ("Uncommon ends").
+// The lean path's uncommon ends, functions of their own that AdmitLean only calls (noinline, else
+// some come back inlined): AdmitLean's body is half as long without them ("Uncommon ends").
 
 // leanAside answers a request whose key header is missing, empty or too long for the lean path:
 // a missing key refused here, as gatherFast refuses it (not the general way's matcher and key
-// builder for every request of a flood without the key), anything else kept in g.held for
-// Admit's general way (nil).
+// builder for every request of a flood without the key), anything else the general way, with
+// the header as read (g.held).
 //
 //go:noinline
-func (g *Gate) leanAside(req Request, name, value string, found bool) *Outcome {
+func (g *Gate) leanAside(req Request, value string, found bool, store Store, now int64) *Outcome {
 	r := g.fast
 	if (!found || value == "") && r.missingKey.Action == config.MissingKeyReject {
 		out := g.resetOutcome()
 		g.refuseMissing(r, g.describe(&r.key[0]))
 		return out
 	}
-	g.held = heldHeader{Request: req, name: name, value: value, found: found}
-	return nil
+	g.held = heldHeader{Request: req, name: r.key[0].Header, value: value, found: found}
+	return g.admitGeneral(&g.held, store, now, true)
 }
 
 // leanWriteFailed decides a request whose lean write failed: a write that lost its race goes to

@@ -202,7 +202,7 @@ func fastShape(cfg *config.Config) bool {
 		r.Usage == nil
 }
 
-// lean reports whether the policy has the lean shape, whose common case admitLean decides
+// lean reports whether the policy has the lean shape, whose common case AdmitLean decides
 // (lean.go): the fast rule's plain token bucket, remembered when too low, at a constant cost above
 // 0, and no rate-limit headers. (Derived on each use: tests turn the fast path and the headers on
 // and off after Compile.)

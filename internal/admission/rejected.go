@@ -146,7 +146,7 @@ func (m *rejectedBuckets) forget() {
 // takeAgain decides a request of cost at now on e, a bucket remembered as too low, with tb, the
 // bucket's algorithm: rejected while e still rejects it (next and decision say how), not once
 // the refill since reaches the cost, when e is forgotten and shared data is to decide. Small
-// enough to be inlined in both its callers, decideFast's rejectedAgain and admitLean.
+// enough to be inlined in both its callers, decideFast's rejectedAgain and AdmitLean.
 func (e *rejectedBucket) takeAgain(tb *tokenBucket, now, cost int64) (next limiter.BucketState, decision limiter.Decision, rejected bool) {
 	next, decision = tb.b.Take(e.state, now, cost)
 	if decision.Allowed {

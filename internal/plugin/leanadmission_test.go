@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/tetratelabs/proxy-wasm-go-sdk/proxywasm/types"
@@ -28,15 +29,17 @@ var leanSteps = []struct {
 	{0, keyed("bob", "/")},
 	{4e9, keyed("alice", "/")},
 	{10e9, keyed("alice", "/")},
-	{10e9, keyed("", "/")}, // no key: refused
+	{10e9, keyed("", "/")},                       // no key: refused
+	{10e9, keyed(strings.Repeat("k", 300), "/")}, // too long for the lean path: the general way
 	{10e9, keyed("bob", "/")},
 	{25e9, keyed("alice", "/", [2]string{ShadowHeader, "api"})},
 }
 
 // A lean admission is counted and continued at once when the configuration leaves nothing else
-// to do for it; at debug level (a log line per decision) it goes the general way. Both must
-// answer, forward, count and store the same: the same steps are run at both levels and compared,
-// the second run's shared data starting with the hash secret the first stored.
+// to do for it, and a lean rejection counted and answered at once; at debug level (a log line
+// per decision) both go the general way. Both ways must answer, forward, count and store the
+// same: the same steps are run at both levels and compared, the second run's shared data
+// starting with the hash secret the first stored.
 func TestLeanAdmissionAnswersAsTheGeneralWay(t *testing.T) {
 	secret := hostcore.NewSharedData()
 	var quick, general []string
@@ -50,8 +53,10 @@ func TestLeanAdmissionAnswersAsTheGeneralWay(t *testing.T) {
 			t.Errorf("line %d: answered at once %s\n          the general way %s", i, quick[i], general[i])
 		}
 	}
-	if want := "tollgate.rule.api.admitted=6"; len(quick) > len(leanSteps) && quick[len(leanSteps)] != want {
-		t.Errorf("%s, want %s", quick[len(leanSteps)], want)
+	for i, want := range []string{"tollgate.rule.api.admitted=7", "tollgate.rule.api.limited=2"} {
+		if n := len(leanSteps) + i; len(quick) > n && quick[n] != want {
+			t.Errorf("%s, want %s", quick[n], want)
+		}
 	}
 }
 
@@ -76,6 +81,9 @@ func runLeanSteps(t *testing.T, level abi.LogLevel, quick bool, secret *hostcore
 	}
 	if got := vm.plugin.leanAdmission != nil; got != quick {
 		t.Fatalf("at log level %v: lean admissions answered at once %v, want %v", level, got, quick)
+	}
+	if got := vm.plugin.leanRejection != nil; got != quick {
+		t.Fatalf("at log level %v: lean rejections answered at once %v, want %v", level, got, quick)
 	}
 	var seen []string
 	for _, step := range leanSteps {

@@ -83,6 +83,15 @@ type pluginContext struct {
 	// nil otherwise.
 	leanAdmission *admission.Outcome
 	leanAdmitted  *counter
+	// leanRejection is the gate's lean rejection (admission.Gate.LeanRejection) under the same
+	// condition, with no operator endpoint either: the plugin has nothing to do for it but count
+	// it in leanLimited, its rule's counter, and send the rejection; nil otherwise.
+	leanRejection *admission.Outcome
+	leanLimited   *counter
+	// leanKeyHeader is the lean shape's key header (admission.Gate.LeanKeyHeader), read by the
+	// plugin with the headers it reads for the shadow marker; "" when the policy has no lean
+	// shape.
+	leanKeyHeader string
 	// letsGo: the lean shape leaves nothing of a request it decided to its stream's later
 	// callbacks, and its stream is let go (release); not in the fault build, whose response
 	// headers callback may have a panic to force.
@@ -109,7 +118,8 @@ type replyBuffers struct {
 }
 
 func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPluginStartStatus {
-	p.leanAdmission, p.leanAdmitted, p.letsGo = nil, nil, false // set again once this configuration has started
+	// Set again once this configuration has started.
+	p.leanAdmission, p.leanAdmitted, p.leanRejection, p.leanLimited, p.leanKeyHeader, p.letsGo = nil, nil, nil, nil, "", false
 	if pluginConfigurationSize > config.MaxSize {
 		// Refused before it is copied into the VM's memory.
 		abi.Log(abi.LogLevelCritical, "tollgate: invalid configuration: "+config.ErrTooLarge.Problems[0].String())
@@ -183,12 +193,18 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	p.gate.RememberRejected() // started: this configuration's rejections are remembered from now
 	// All OnHttpRequestHeaders does after Admit for a lean admission, whose shape leaves nothing
 	// else to do (admission.Gate.LeanAdmission), is to count it, and to log it at debug level;
-	// then it lets the stream go (release). A step added there that such an admission may need
-	// must be added to this condition.
+	// then it lets the stream go (release). For a lean rejection, it counts it, tells the
+	// operator endpoint's top list, logs it at debug level and sends the rejection. A step added
+	// there that such an admission or rejection may need must be added to these conditions.
 	if out := p.gate.LeanAdmission(); out != nil && !p.debug {
 		p.leanAdmission, p.leanAdmitted = out, &p.rules[out.Admitted[0]].admitted
 		p.letsGo = !faultsBuilt
+		if p.operator == nil {
+			out := p.gate.LeanRejection()
+			p.leanRejection, p.leanLimited = out, &p.rules[out.Rule].limited
+		}
 	}
+	p.leanKeyHeader = p.gate.LeanKeyHeader()
 	abi.Log(abi.LogLevelInfo, "tollgate "+version.Version+": started with "+strconv.Itoa(len(cfg.Rules))+" rule(s), failure_mode "+cfg.FailureMode.String())
 	return types.OnPluginStartStatusOK
 }
@@ -341,6 +357,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		}
 	}
 	p.req.err = nil
+	// The lean shape's key, read with the headers as they are, when they need no edit.
+	var key []byte
+	keyRead, keyFound := false, false
 	if h.slotWait == nil {
 		h.id = abi.RequestStreamID() // a context let go serves another stream (release)
 		headers, err := abi.GetHttpRequestHeaders()
@@ -350,6 +369,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 			if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
 				p.failed("cannot remove " + ShadowHeader + ": " + err.Error())
 			}
+		} else if p.leanKeyHeader != "" {
+			key, keyFound = wire.PairsValue(headers, p.leanKeyHeader)
+			keyRead = true
 		}
 	}
 	now, err := abi.MonotonicNanos()
@@ -358,9 +380,12 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		return h.failOpenOrDeny()
 	}
 	var out *admission.Outcome
-	if w := h.slotWait; w == nil {
+	switch w := h.slotWait; {
+	case keyRead:
+		out = p.gate.AdmitLean(&p.req, arenaString(key), keyFound, sharedData, now)
+	case w == nil:
 		out = p.gate.Admit(&p.req, sharedData, now)
-	} else { // decided again while it waits for a free slot (slotwait.go)
+	default: // decided again while it waits for a free slot (slotwait.go)
 		out = p.gate.AdmitBy(&p.req, sharedData, now, w.deadline)
 	}
 	// The lean admission, when the configuration leaves nothing else to do for it (OnPluginStart
@@ -372,6 +397,16 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 			h.release()
 		}
 		return types.ActionContinue
+	}
+	// The lean rejection, likewise: counted and answered without the checks below (answerLimited
+	// without its own).
+	if out == p.leanRejection {
+		p.leanLimited.add(1)
+		h.sendRejection(detailsRateLimited, out.RetryAfterSeconds(), nil)
+		if !faultsBuilt { // letsGo, known here
+			h.release()
+		}
+		return types.ActionPause
 	}
 	if p.hasConcurrency {
 		h.holdSlots(out)
