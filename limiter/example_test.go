@@ -37,6 +37,31 @@ func ExampleBucket() {
 	// 3500 ms: allowed, 1 left
 }
 
+// RetryAt answers a rejected request again without another Take: while nothing is taken from
+// the bucket, the request is rejected until RetryAt, with the wait to it, as Take would say.
+func ExampleDecision_RetryAt() {
+	bucket, err := limiter.NewBucket(limiter.BucketLimit{Capacity: 1, RefillTokens: 1, RefillInterval: time.Second})
+	if err != nil {
+		panic(err)
+	}
+	state, _ := bucket.Take(bucket.Initial(0), 0, 1) // the token taken at 0
+	_, d := bucket.Take(state, 200*int64(time.Millisecond), 1)
+	retryAt, _ := d.RetryAt(state, 200*int64(time.Millisecond))
+	for _, ms := range []int64{400, 900, 1000} {
+		now := ms * int64(time.Millisecond)
+		_, again := bucket.Take(state, now, 1)
+		if now < retryAt {
+			fmt.Printf("%4d ms: rejected, retry after %v (Take: %v)\n", ms, time.Duration(retryAt-now), again.RetryAfter)
+		} else {
+			fmt.Printf("%4d ms: admitted (Take: %v)\n", ms, again.Allowed)
+		}
+	}
+	// Output:
+	//  400 ms: rejected, retry after 600ms (Take: 600ms)
+	//  900 ms: rejected, retry after 100ms (Take: 100ms)
+	// 1000 ms: admitted (Take: true)
+}
+
 // Give undoes a Take that another limit overruled: a request admitted by
 // this bucket but rejected by a second limit gets its token back.
 func ExampleBucket_Give() {

@@ -76,6 +76,21 @@ type Decision struct {
 	Reset      duration.Duration // time until the bucket is full again after this decision (0 if full)
 }
 
+// RetryAt is the instant from which the request that Take(s, now, n) rejected with d is
+// admitted, while nothing is taken from the bucket; false when there is none (the request is
+// larger than the bucket) or it does not fit in an int64. The level gains the same credits
+// every nanosecond, so the wait shrinks by exactly the time that passes: Take(s, t, n) rejects
+// the request at every t before RetryAt, with RetryAfter RetryAt - max(t, s.Last), and admits it
+// from RetryAt on. A caller that keeps s after a rejection can answer the same request again
+// from RetryAt alone, with no Take, for as long as it knows nothing was taken.
+func (d Decision) RetryAt(s BucketState, now int64) (int64, bool) {
+	if d.Allowed || d.RetryAfter == never {
+		return 0, false
+	}
+	at := after(max(now, s.Last), uint64(d.RetryAfter))
+	return at, at != math.MaxInt64
+}
+
 // NewBucket validates l and precomputes its units. It rejects non-positive
 // fields; any positive numbers are exact.
 func NewBucket(l BucketLimit) (Bucket, error) {

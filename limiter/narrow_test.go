@@ -177,3 +177,39 @@ func TestTakeAtTheInstantItFills(t *testing.T) {
 		}
 	}
 }
+
+// RetryAt: a request Take rejected is rejected again at every instant before RetryAt, with the
+// wait to it, and admitted from RetryAt on, on every kind of bucket and state; instants before
+// the state's Last count as Last.
+func TestRetryAt(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for checked := 0; checked < 50_000; {
+		b := randomEdgyBucket(r)
+		s := randomEdgyState(r, b)
+		if s.Last < -1<<61 || s.Last > 1<<61 {
+			s.Last = r.Int64N(1 << 50)
+		}
+		n := 1 + r.Int64N(min(b.Limit().Capacity, 1e6)+1)
+		now := s.Last - int64(time.Second) + r.Int64N(int64(10*time.Second))
+		_, d := b.Take(s, now, n)
+		at, ok := d.RetryAt(s, now)
+		if d.Allowed || d.RetryAfter == duration.Duration(math.MaxInt64) || at > 1<<62 {
+			if ok && (d.Allowed || d.RetryAfter == duration.Duration(math.MaxInt64)) {
+				t.Fatalf("%+v, %+v at %d, n %d: %+v, RetryAt %d", b.Limit(), s, now, n, d, at)
+			}
+			continue
+		}
+		if !ok {
+			t.Fatalf("%+v, %+v at %d, n %d: %+v, no RetryAt", b.Limit(), s, now, n, d)
+		}
+		checked++
+		from := min(now, s.Last) - int64(time.Second)
+		for _, instant := range []int64{from, now, at - 1, at, at + 1, from + r.Int64N(at-from+1), at + r.Int64N(1e12)} {
+			_, again := b.Take(s, instant, n)
+			if instant < at && (again.Allowed || int64(again.RetryAfter) != at-max(instant, s.Last)) ||
+				instant >= at && !again.Allowed {
+				t.Fatalf("%+v, %+v, n %d, rejected at %d (RetryAt %d): at %d %+v", b.Limit(), s, n, now, at, instant, again)
+			}
+		}
+	}
+}

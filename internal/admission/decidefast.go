@@ -54,7 +54,7 @@ func (g *Gate) decideFast(store Store, group []applied, now int64) (Verdict, *ap
 		a.next = bucketCells(next)
 		if !a.decision.Allowed {
 			if m != nil {
-				m.remember(a.owner, state)
+				m.remember(a.owner, state, a.decision, now)
 			}
 			return Limited, a, nil
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
@@ -98,8 +99,8 @@ func (g *Gate) AdmitLean(req Request, value string, found bool, store Store, now
 	m := g.remembered()
 	if m != nil {
 		if e := m.find(owner); e != nil {
-			if _, decision, rejected := e.takeAgain(tb, now, cost); rejected {
-				return g.leanLimited(decision)
+			if wait, rejected := e.rejectsAt(now); rejected {
+				return g.leanLimited(wait)
 			}
 		}
 	}
@@ -125,9 +126,9 @@ func (g *Gate) AdmitLean(req Request, value string, found bool, store Store, now
 		next, decision := tb.b.Take(state, now, cost)
 		if !decision.Allowed {
 			if m != nil {
-				m.remember(owner, state)
+				m.remember(owner, state, decision, now)
 			}
-			return g.leanLimited(decision)
+			return g.leanLimited(decision.RetryAfter)
 		}
 		stamp := max(now, int64(binary.LittleEndian.Uint64(v[48:])))
 		// The slot as encodeSlot writes it: its tag, fingerprint and owner are as read.
@@ -197,10 +198,10 @@ func (g *Gate) leanGeneral(store Store, owner uint64, now int64) *Outcome {
 	return g.finish(store, group, verdict, worst, err, now)
 }
 
-// leanLimited is the Outcome of a lean rejection.
-func (g *Gate) leanLimited(decision limiter.Decision) *Outcome {
+// leanLimited is the Outcome of a lean rejection, which the request may retry after wait.
+func (g *Gate) leanLimited(wait duration.Duration) *Outcome {
 	out := &g.leanOut.limited
-	out.RetryAfter = decision.RetryAfter
+	out.RetryAfter = wait
 	return out
 }
 

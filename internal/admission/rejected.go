@@ -1,8 +1,10 @@
 package admission
 
 import (
+	"math"
 	"math/bits"
 
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
@@ -44,13 +46,15 @@ const (
 )
 
 // rejectedBucket is one remembered bucket: its owner (0 for none; an owner of 0 is never
-// remembered) and its state as read when it rejected.
+// remembered), its state as read when it rejected, and the instant from which the rejected
+// request's cost is admitted (limiter.Decision.RetryAt; math.MinInt64 when there is none).
 type rejectedBucket struct {
-	owner uint64
-	state limiter.BucketState
+	owner   uint64
+	state   limiter.BucketState
+	retryAt int64
 }
 
-// rejectedBuckets is the memory: 4,096 buckets, 128 KiB.
+// rejectedBuckets is the memory: 4,096 buckets, 160 KiB.
 type rejectedBuckets struct {
 	holder *Gate // the Gate that remembers in it (holdRejected)
 	sets   [1 << rejectedSetBits][rejectedWays]rejectedBucket
@@ -108,18 +112,23 @@ func (m *rejectedBuckets) find(owner uint64) *rejectedBucket {
 	return nil
 }
 
-// remember keeps state as owner's bucket, in place of what it remembered of owner, or else in
-// an empty place of the set, or else in place of the set's next victim.
-func (m *rejectedBuckets) remember(owner uint64, state limiter.BucketState) {
+// remember keeps state as owner's bucket, which rejected a request at now with d, in place of
+// what it remembered of owner, or else in an empty place of the set, or else in place of the
+// set's next victim.
+func (m *rejectedBuckets) remember(owner uint64, state limiter.BucketState, d limiter.Decision, now int64) {
 	if owner == 0 {
 		return
+	}
+	retryAt, ok := d.RetryAt(state, now)
+	if !ok {
+		retryAt = math.MinInt64 // rejectsAt never answers; takeAgain's Take does
 	}
 	s := setOf(owner)
 	set, place := &m.sets[s], -1
 	for i := range set {
 		switch {
 		case set[i].owner == owner:
-			set[i].state = state
+			set[i].state, set[i].retryAt = state, retryAt
 			return
 		case set[i].owner == 0 && place < 0:
 			place = i
@@ -129,7 +138,7 @@ func (m *rejectedBuckets) remember(owner uint64, state limiter.BucketState) {
 		v := &m.victim[s]
 		place, *v = int(*v), (*v+1)%rejectedWays
 	}
-	set[place] = rejectedBucket{owner: owner, state: state}
+	set[place] = rejectedBucket{owner: owner, state: state, retryAt: retryAt}
 	m.used[s/64] |= 1 << (s % 64)
 }
 
@@ -143,10 +152,23 @@ func (m *rejectedBuckets) forget() {
 	}
 }
 
+// rejectsAt decides the request of e's rule at now on e, a bucket remembered as too low, from
+// the instant its refill reaches the request's cost (limiter.Decision.RetryAt), with no Take:
+// rejected while now is before it, after the wait to it (the RetryAfter Take would give), not
+// from it on, when e is forgotten and shared data is to decide. AdmitLean's way, whose Outcome
+// reads no more of the decision; decideFast's (rejectedAgain) needs the bucket's level too.
+func (e *rejectedBucket) rejectsAt(now int64) (wait duration.Duration, rejected bool) {
+	if t := max(now, e.state.Last); t < e.retryAt {
+		return duration.Duration(e.retryAt - t), true
+	}
+	e.owner = 0
+	return 0, false
+}
+
 // takeAgain decides a request of cost at now on e, a bucket remembered as too low, with tb, the
 // bucket's algorithm: rejected while e still rejects it (next and decision say how), not once
 // the refill since reaches the cost, when e is forgotten and shared data is to decide. Small
-// enough to be inlined in both its callers, decideFast's rejectedAgain and AdmitLean.
+// enough to be inlined in decideFast's rejectedAgain.
 func (e *rejectedBucket) takeAgain(tb *tokenBucket, now, cost int64) (next limiter.BucketState, decision limiter.Decision, rejected bool) {
 	next, decision = tb.b.Take(e.state, now, cost)
 	if decision.Allowed {

@@ -124,8 +124,8 @@ func TestRejectedBucketsReplacedInTurn(t *testing.T) {
 	m := new(rejectedBuckets)
 	const top = uint64(5) << (64 - rejectedSetBits) // one set, whatever the low bits
 	for i := range uint64(rejectedWays + 2) {
-		m.remember(top|i+1, limiter.BucketState{Tokens: int64(i)})
-		m.remember(top|i+1, limiter.BucketState{Tokens: int64(i), Last: 1}) // again: in place
+		m.remember(top|i+1, limiter.BucketState{Tokens: int64(i)}, limiter.Decision{}, 0)
+		m.remember(top|i+1, limiter.BucketState{Tokens: int64(i), Last: 1}, limiter.Decision{}, 0) // again: in place
 	}
 	for i := range uint64(rejectedWays + 2) {
 		e := m.find(top | i + 1)
@@ -133,7 +133,7 @@ func TestRejectedBucketsReplacedInTurn(t *testing.T) {
 			t.Errorf("owner %d: remembered %+v, want it kept %v", i+1, e, kept)
 		}
 	}
-	m.remember(0, limiter.BucketState{})
+	m.remember(0, limiter.BucketState{}, limiter.Decision{}, 0)
 	if m.find(0) != nil {
 		t.Error("an owner of 0 is remembered")
 	}
