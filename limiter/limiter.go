@@ -78,7 +78,7 @@ type Decision struct {
 
 // RetryAt is the instant from which the request that Take(s, now, n) rejected with d is
 // admitted, while nothing is taken from the bucket; false when there is none (the request is
-// larger than the bucket) or it does not fit in an int64. The level gains the same credits
+// larger than the bucket) or it is not below math.MaxInt64. The level gains the same credits
 // every nanosecond, so the wait shrinks by exactly the time that passes: Take(s, t, n) rejects
 // the request at every t before RetryAt, with RetryAfter RetryAt - max(t, s.Last), and admits it
 // from RetryAt on. A caller that keeps s after a rejection can answer the same request again
@@ -88,7 +88,10 @@ func (d Decision) RetryAt(s BucketState, now int64) (int64, bool) {
 		return 0, false
 	}
 	at := after(max(now, s.Last), uint64(d.RetryAfter))
-	return at, at != math.MaxInt64
+	if at == math.MaxInt64 { // saturated: the instant does not fit
+		return 0, false
+	}
+	return at, true
 }
 
 // NewBucket validates l and precomputes its units. It rejects non-positive

@@ -180,8 +180,32 @@ func TestTakeAtTheInstantItFills(t *testing.T) {
 
 // RetryAt: a request Take rejected is rejected again at every instant before RetryAt, with the
 // wait to it, and admitted from RetryAt on, on every kind of bucket and state; instants before
-// the state's Last count as Last.
+// the state's Last count as Last. A request larger than the bucket, or one whose instant would
+// not fit in an int64, has none.
 func TestRetryAt(t *testing.T) {
+	day := duration.Duration(24 * time.Hour)
+	b := mustBucket(t, limiter.BucketLimit{Capacity: 2, RefillTokens: 1, RefillInterval: day})
+	empty := func(last int64) limiter.BucketState { return limiter.BucketState{Last: last} }
+	for _, c := range []struct {
+		name   string
+		s      limiter.BucketState
+		now, n int64
+		at     int64
+		ok     bool
+	}{
+		{"empty, one token", empty(1000), 1000, 1, 1000 + int64(day), true},
+		{"an instant behind Last", empty(1000), 10, 1, 1000 + int64(day), true},
+		{"two tokens", empty(1000), 1000 + int64(day)/2, 2, 1000 + 2*int64(day), true},
+		{"larger than the bucket", empty(1000), 1000, 3, 0, false},
+		{"beyond int64", empty(math.MaxInt64 - 1000), math.MaxInt64 - 1000, 1, 0, false},
+		{"admitted", limiter.BucketState{Tokens: 2, Last: 1000}, 1000, 1, 0, false},
+	} {
+		_, d := b.Take(c.s, c.now, c.n)
+		if at, ok := d.RetryAt(c.s, c.now); at != c.at || ok != c.ok {
+			t.Errorf("%s: %+v: RetryAt %d, %v; want %d, %v", c.name, d, at, ok, c.at, c.ok)
+		}
+	}
+
 	r := rand.New(rand.NewPCG(5, 6))
 	for checked := 0; checked < 50_000; {
 		b := randomEdgyBucket(r)
@@ -193,14 +217,19 @@ func TestRetryAt(t *testing.T) {
 		now := s.Last - int64(time.Second) + r.Int64N(int64(10*time.Second))
 		_, d := b.Take(s, now, n)
 		at, ok := d.RetryAt(s, now)
-		if d.Allowed || d.RetryAfter == duration.Duration(math.MaxInt64) || at > 1<<62 {
-			if ok && (d.Allowed || d.RetryAfter == duration.Duration(math.MaxInt64)) {
+		switch {
+		case d.Allowed || d.RetryAfter == duration.Duration(math.MaxInt64):
+			if ok {
 				t.Fatalf("%+v, %+v at %d, n %d: %+v, RetryAt %d", b.Limit(), s, now, n, d, at)
 			}
 			continue
-		}
-		if !ok {
-			t.Fatalf("%+v, %+v at %d, n %d: %+v, no RetryAt", b.Limit(), s, now, n, d)
+		case !ok: // only when the instant does not fit in an int64
+			if int64(d.RetryAfter) < math.MaxInt64-max(now, s.Last) {
+				t.Fatalf("%+v, %+v at %d, n %d: %+v, no RetryAt", b.Limit(), s, now, n, d)
+			}
+			continue
+		case at > 1<<62: // the instants checked below would not fit
+			continue
 		}
 		checked++
 		from := min(now, s.Last) - int64(time.Second)

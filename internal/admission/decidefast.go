@@ -10,8 +10,10 @@ import (
 // shape whose one limit is a plain token bucket, and a key whose bucket is in its row) without
 // decide's general machinery, which it hands every other case to (table.go). A rule of the lean
 // shape (no rate-limit headers, nothing settled) has its common case decided by AdmitLean
-// instead (lean.go), with the same steps and no applied limit; decideFast decides it for the
-// rules with rate-limit headers or count and refund, whose Outcome needs the applied limit.
+// instead (lean.go), with the same steps and no applied limit (but for a remembered rejection,
+// which it answers from its retry instant, rejectsAt, where this takes from the state,
+// takeAgain); decideFast decides it for the rules with rate-limit headers or count and refund,
+// whose Outcome needs the applied limit and the bucket's level.
 
 // decideFast is decide for the fast rule's one limit when it is a plain token bucket
 // (Policy.fastBucket) and the key has its bucket in its row, the common case of a known key:

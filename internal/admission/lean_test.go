@@ -10,7 +10,7 @@ import (
 // AdmitLean, given the key header as a caller read it, answers as Admit, which reads it through
 // the Request: two gates of one policy, each with its own store, run the same steps at fixed
 // instants, one by Admit and one by AdmitLean, and must give the same verdicts, Retry-After and
-// stored rows. The steps cover each of the lean path's ends: a new key, a known one, a rejection
+// stored rows, AdmitLean without reading the header again. The steps cover each of the lean path's ends: a new key, a known one, a rejection
 // from shared data and then from the VM's memory, a missing and an empty key (refused), a key too
 // long for the lean path (the general way), and the refill admitting again.
 func TestAdmitLeanAnswersAsAdmit(t *testing.T) {
@@ -40,7 +40,8 @@ func TestAdmitLeanAnswersAsAdmit(t *testing.T) {
 	}
 	admitStore, leanStore := newMemStore(), newMemStore()
 	for i, s := range steps {
-		req := fakeRequest{headers: map[string]string{}, source: "192.0.2.1:5000"}
+		reads := 0
+		req := countingRequest{fakeRequest{headers: map[string]string{}, source: "192.0.2.1:5000"}, &reads}
 		if s.found {
 			req.headers["x-api-key"] = s.key
 		}
@@ -56,10 +57,16 @@ func TestAdmitLeanAnswersAsAdmit(t *testing.T) {
 			}
 			return fmt.Sprintf("verdict %d", out.Verdict)
 		}
-		got := answer(byAdmit.Admit(req, admitStore, now))
 		lean := answer(byLean.AdmitLean(req, s.key, s.found, leanStore, now))
+		leanReads := reads
+		got := answer(byAdmit.Admit(req, admitStore, now))
 		if got != s.want || lean != s.want {
 			t.Errorf("step %d (%q at %v): Admit %s, AdmitLean %s; want %s", i, s.key, s.at, got, lean, s.want)
+		}
+		// The header is the caller's to read: AdmitLean reads it from nothing else, Admit once.
+		if leanReads != 0 || reads != 1 {
+			t.Errorf("step %d (%q at %v): AdmitLean read the request's headers %d times, Admit %d; want 0 and 1",
+				i, s.key, s.at, leanReads, reads-leanReads)
 		}
 	}
 	if a, l := fmt.Sprint(admitStore.data.Entries(testVMID)), fmt.Sprint(leanStore.data.Entries(testVMID)); a != l {

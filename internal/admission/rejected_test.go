@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-proxy/tollgate/config"
+	"github.com/tollgate-proxy/tollgate/internal/duration"
 	"github.com/tollgate-proxy/tollgate/limiter"
 )
 
@@ -141,6 +143,40 @@ func TestRejectedBucketsReplacedInTurn(t *testing.T) {
 	for i := range uint64(rejectedWays + 2) {
 		if m.find(top|i+1) != nil {
 			t.Fatalf("owner %d remembered after forget", i+1)
+		}
+	}
+}
+
+// A remembered bucket answers its rejected request again from its retry instant (rejectsAt):
+// rejected until the instant, with the wait to it (from the state's Last when the clock reads
+// behind it), forgotten from it on; and never when the rejection had no retry instant below
+// math.MaxInt64, whose key is then read again.
+func TestRejectsAtItsRetryInstant(t *testing.T) {
+	const owner = uint64(7) << (64 - rejectedSetBits)
+	never := limiter.Decision{RetryAfter: duration.Duration(math.MaxInt64)}
+	steps := []struct {
+		name      string
+		last, now int64 // the state's Last, and the instant the request was rejected at
+		d         limiter.Decision
+		at        int64 // the instant asked
+		wait      duration.Duration
+		rejected  bool
+	}{
+		{"before the instant", 100, 100, limiter.Decision{RetryAfter: 50}, 120, 30, true},
+		{"a clock behind Last", 100, 100, limiter.Decision{RetryAfter: 50}, 90, 50, true},
+		{"at the instant", 100, 100, limiter.Decision{RetryAfter: 50}, 150, 0, false},
+		{"never admitted", 100, 100, never, 120, 0, false},
+		{"an instant beyond int64", math.MaxInt64 - 10, math.MaxInt64 - 10, limiter.Decision{RetryAfter: 20}, math.MaxInt64 - 5, 0, false},
+	}
+	for _, s := range steps {
+		m := new(rejectedBuckets)
+		m.remember(owner, limiter.BucketState{Last: s.last}, s.d, s.now)
+		wait, rejected := m.find(owner).rejectsAt(s.at)
+		if wait != s.wait || rejected != s.rejected {
+			t.Errorf("%s: rejectsAt(%d) = %v, %v; want %v, %v", s.name, s.at, wait, rejected, s.wait, s.rejected)
+		}
+		if remembered := m.find(owner) != nil; remembered != s.rejected {
+			t.Errorf("%s: remembered after the request %v, want %v", s.name, remembered, s.rejected)
 		}
 	}
 }

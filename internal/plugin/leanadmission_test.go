@@ -161,3 +161,28 @@ func TestLeanStreamsAreLetGo(t *testing.T) {
 		})
 	}
 }
+
+// A request whose headers cannot be read follows failure_mode, under the lean shape as the
+// general way: its key is not taken as missing (a 401) from headers that were never read.
+func TestUnreadableHeadersFollowTheFailureMode(t *testing.T) {
+	for name, level := range map[string]abi.LogLevel{"info": abi.LogLevelInfo, "debug": abi.LogLevelDebug} {
+		t.Run(name, func(t *testing.T) {
+			host, status := abitest.Start(t, abitest.Options{VMContext: &recordingVM{}, Configuration: []byte(leanConfig),
+				PluginName: "test", LogLevel: level})
+			if status != types.OnPluginStartStatusOK {
+				t.Fatalf("plugin start: %v; logs %v", status, host.Logs())
+			}
+			req := keyed("alice", "/")
+			req.UnreadableHeaders = true
+			stream, _ := host.Request(req)
+			if got := outcome(stream); got != "continued" {
+				t.Errorf("%s, want continued (failure_mode allow)", got)
+			}
+			stream.End()
+			host.Tick()
+			if got := host.Counter("tollgate.internal_errors"); got != 1 {
+				t.Errorf("%d internal errors counted, want 1", got)
+			}
+		})
+	}
+}

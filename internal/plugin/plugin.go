@@ -191,9 +191,9 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 		return types.OnPluginStartStatusFailed
 	}
 	p.gate.RememberRejected() // started: this configuration's rejections are remembered from now
-	// All OnHttpRequestHeaders does after Admit for a lean admission, whose shape leaves nothing
-	// else to do (admission.Gate.LeanAdmission), is to count it, and to log it at debug level;
-	// then it lets the stream go (release). For a lean rejection, it counts it, tells the
+	// All OnHttpRequestHeaders does after the decision (AdmitLean, or Admit) for a lean admission,
+	// whose shape leaves nothing else to do (admission.Gate.LeanAdmission), is to count it, and to
+	// log it at debug level; then it lets the stream go (release). For a lean rejection, it counts it, tells the
 	// operator endpoint's top list, logs it at debug level and sends the rejection. A step added
 	// there that such an admission or rejection may need must be added to these conditions.
 	if out := p.gate.LeanAdmission(); out != nil && !p.debug {

@@ -107,6 +107,9 @@ func (c hostcalls) mapAccess() (hostcore.MapAccess, hostcore.StreamMaps) {
 // HeaderPairs is proxy_get_header_map_pairs: every header in the map format (hostcore.PairsMap:
 // a map the callback cannot see is no headers, Ok, as in Envoy).
 func (c hostcalls) HeaderPairs(m abi.MapType) ([]byte, wire.Status) {
+	if m == abi.MapRequestHeaders && c.current != nil && c.current.req.UnreadableHeaders {
+		return nil, wire.StatusInternalFailure
+	}
 	access, maps := c.mapAccess()
 	headers, st := access.PairsMap(uint32(m), maps)
 	if headers == nil {

@@ -19,6 +19,10 @@ type Request struct {
 	Attributes map[string]string
 	// EndOfStream is true for a request without a body.
 	EndOfStream bool
+	// UnreadableHeaders makes every read of the request's headers as a whole
+	// (proxy_get_header_map_pairs) fail with InternalFailure: the plugin's way for headers it
+	// cannot read, which Envoy's host gives no test a way to reach.
+	UnreadableHeaders bool
 }
 
 // Reply is a local reply as Envoy sent it.
