@@ -193,9 +193,10 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 	p.gate.RememberRejected() // started: this configuration's rejections are remembered from now
 	// All OnHttpRequestHeaders does after the decision (AdmitLean, or Admit) for a lean admission,
 	// whose shape leaves nothing else to do (admission.Gate.LeanAdmission), is to count it, and to
-	// log it at debug level; then it lets the stream go (release). For a lean rejection, it counts it, tells the
-	// operator endpoint's top list, logs it at debug level and sends the rejection. A step added
-	// there that such an admission or rejection may need must be added to these conditions.
+	// log it at debug level; then it lets the stream go (release). For a lean rejection, it counts
+	// it, tells the operator endpoint's top list, logs it at debug level and sends the rejection.
+	// A step added there that such an admission or rejection may need must be added to these
+	// conditions.
 	if out := p.gate.LeanAdmission(); out != nil && !p.debug {
 		p.leanAdmission, p.leanAdmitted = out, &p.rules[out.Admitted[0]].admitted
 		p.letsGo = !faultsBuilt
