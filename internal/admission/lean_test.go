@@ -39,6 +39,17 @@ func TestAdmitLeanAnswersAsAdmit(t *testing.T) {
 		t.Fatalf("LeanKeyHeader %q, want x-api-key", got)
 	}
 	admitStore, leanStore := newMemStore(), newMemStore()
+	answer := func(out *Outcome) string {
+		switch out.Verdict {
+		case Limited:
+			return fmt.Sprintf("limited %v", out.RetryAfter)
+		case MissingKey:
+			return "missing_key"
+		case Allow:
+			return "allow"
+		}
+		return fmt.Sprintf("verdict %d", out.Verdict)
+	}
 	for i, s := range steps {
 		reads := 0
 		req := countingRequest{fakeRequest{headers: map[string]string{}, source: "192.0.2.1:5000"}, &reads}
@@ -46,17 +57,6 @@ func TestAdmitLeanAnswersAsAdmit(t *testing.T) {
 			req.headers["x-api-key"] = s.key
 		}
 		now := 1000*sec + int64(s.at)
-		answer := func(out *Outcome) string {
-			switch out.Verdict {
-			case Limited:
-				return fmt.Sprintf("limited %v", out.RetryAfter)
-			case MissingKey:
-				return "missing_key"
-			case Allow:
-				return "allow"
-			}
-			return fmt.Sprintf("verdict %d", out.Verdict)
-		}
 		lean := answer(byLean.AdmitLean(req, s.key, s.found, leanStore, now))
 		leanReads := reads
 		got := answer(byAdmit.Admit(req, admitStore, now))

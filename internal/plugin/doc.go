@@ -8,8 +8,8 @@
 //
 //   - request headers (plugin.go): a request under the operator endpoint's prefix is answered by
 //     the endpoint (operator.go, operator_ops.go) and goes no further; for any other, the shadow
-//     marker a client sent is removed, the Gate decides,
-//     and the verdict becomes the ABI's answer: continue (marking shadow-limited requests for
+//     marker a client sent is removed, the Gate decides (reading the request and shared data
+//     through attributes.go), and the verdict becomes the ABI's answer: continue (marking shadow-limited requests for
 //     the upstream), the configured rejection with an exact Retry-After, the rule's status for a
 //     request without its key, 400 for a bad cost header, or the failure mode when shared data
 //     fails;
