@@ -25,13 +25,16 @@ var leanSteps = []struct {
 }{
 	{0, keyed("alice", "/")},
 	{0, keyed("alice", "/", [2]string{ShadowHeader, "api"})},
-	{0, keyed("alice", "/")}, // limited
+	{0, keyed("alice", "/")},                                 // limited
+	{0, keyed("alice", "/", [2]string{ShadowHeader, "api"})}, // limited, the marker left unread
 	{0, keyed("bob", "/")},
 	{4e9, keyed("alice", "/")},
 	{10e9, keyed("alice", "/")},
-	{10e9, keyed("", "/")},                       // no key: refused
-	{10e9, keyed(strings.Repeat("k", 300), "/")}, // too long for the lean path: the general way
+	{10e9, keyed("", "/")},                                 // no key: refused
+	{10e9, keyed("", "/", [2]string{ShadowHeader, "api"})}, // refused, with the marker
+	{10e9, keyed(strings.Repeat("k", 300), "/")},           // too long for the lean path: the general way
 	{10e9, keyed("bob", "/")},
+	{10e9, keyed("carol", "/", [2]string{ShadowHeader, "api"})}, // a new key: decide's
 	{25e9, keyed("alice", "/", [2]string{ShadowHeader, "api"})},
 }
 
@@ -53,7 +56,7 @@ func TestLeanAdmissionAnswersAsTheGeneralWay(t *testing.T) {
 			t.Errorf("line %d: answered at once %s\n          the general way %s", i, quick[i], general[i])
 		}
 	}
-	for i, want := range []string{"tollgate.rule.api.admitted=7", "tollgate.rule.api.limited=2"} {
+	for i, want := range []string{"tollgate.rule.api.admitted=8", "tollgate.rule.api.limited=3"} {
 		if n := len(leanSteps) + i; len(quick) > n && quick[n] != want {
 			t.Errorf("%s, want %s", quick[n], want)
 		}
@@ -91,6 +94,9 @@ func runLeanSteps(t *testing.T, level abi.LogLevel, quick bool, secret *hostcore
 		stream, _ := host.Request(step.req)
 		got := outcome(stream)
 		if stream.Continued() {
+			if _, marked := hostcore.HeaderValue(stream.Forwarded(), ShadowHeader); marked {
+				t.Errorf("at log level %v: the client's %s reached the upstream: %q", level, ShadowHeader, stream.Forwarded())
+			}
 			got += fmt.Sprintf(" forwarded %q", stream.Forwarded())
 			stream.ResponseHeaders(200, [][2]string{{"x-upstream", "1"}})
 			got += fmt.Sprintf(" response %q", stream.ResponseHeadersSent())
@@ -104,6 +110,32 @@ func runLeanSteps(t *testing.T, level abi.LogLevel, quick bool, secret *hostcore
 		seen = append(seen, fmt.Sprintf("%s=%d", name, host.Counter(name)))
 	}
 	return append(seen, fmt.Sprintf("%q", data.Entries("")))
+}
+
+// A rule keyed on the shadow marker's header has the lean shape, but the plugin decides it the
+// general way, which removes a client's marker first: the key is then missing, as it always was,
+// whether the request carries the marker or not.
+func TestRuleKeyedOnTheShadowMarker(t *testing.T) {
+	config := `{"rules": [{"name": "api", "key": [{"header": "` + ShadowHeader + `"}],
+	  "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "10s"}]}]}`
+	vm := &recordingVM{}
+	host, status := abitest.Start(t, abitest.Options{VMContext: vm, Configuration: []byte(config), PluginName: "test",
+		LogLevel: abi.LogLevelInfo})
+	if status != types.OnPluginStartStatusOK {
+		t.Fatalf("plugin start: %v; logs %v", status, host.Logs())
+	}
+	if vm.plugin.gate.LeanKeyHeader() != ShadowHeader || vm.plugin.leanKeyHeader != "" {
+		t.Fatalf("the gate's lean key header %q, the plugin's %q: want %q and none",
+			vm.plugin.gate.LeanKeyHeader(), vm.plugin.leanKeyHeader, ShadowHeader)
+	}
+	for i, req := range []abitest.Request{keyed("", "/", [2]string{ShadowHeader, "api"}), keyed("", "/")} {
+		stream, _ := host.Request(req)
+		if got := outcome(stream); got != "401 ra=" {
+			t.Errorf("request %d: %s, want 401 ra= (the key missing)", i, got)
+		}
+		stream.End()
+	}
+	checkCounters(t, host, map[string]uint64{"tollgate.rule.api.missing_key": 2, "tollgate.rule.api.admitted": 0})
 }
 
 // recordingVM keeps the plugin context it made, for a test to look into.

@@ -87,9 +87,9 @@ type pluginContext struct {
 	// it in leanLimited, its rule's counter, and send the rejection; nil otherwise.
 	leanRejection *admission.Outcome
 	leanLimited   *counter
-	// leanKeyHeader is the lean shape's key header (admission.Gate.LeanKeyHeader), read by the
-	// plugin with the headers it reads for the shadow marker; "" when the policy has no lean
-	// shape.
+	// leanKeyHeader is the lean shape's key header (admission.Gate.LeanKeyHeader), which the
+	// plugin reads itself, before it looks for the shadow marker; "" when the policy has no lean
+	// shape, or when the key header is the marker.
 	leanKeyHeader string
 	// letsGo: the lean shape leaves nothing of a request it decided to its stream's later
 	// callbacks, and its stream is let go (release); not in the fault build, whose response
@@ -204,7 +204,11 @@ func (p *pluginContext) OnPluginStart(pluginConfigurationSize int) types.OnPlugi
 			p.leanRejection, p.leanLimited = out, &p.rules[out.Rule].limited
 		}
 	}
-	p.leanKeyHeader = p.gate.LeanKeyHeader()
+	// The lean shape's key header, unless it is the shadow marker: a client's marker is removed
+	// before the general way decides, so that a rule keyed on it finds none.
+	if p.leanKeyHeader = p.gate.LeanKeyHeader(); p.leanKeyHeader == ShadowHeader {
+		p.leanKeyHeader = ""
+	}
 	abi.Log(abi.LogLevelInfo, "tollgate "+version.Version+": started with "+strconv.Itoa(len(cfg.Rules))+" rule(s), failure_mode "+cfg.FailureMode.String())
 	return types.OnPluginStartStatusOK
 }
@@ -342,12 +346,15 @@ func (h *httpContext) OnHttpRequestHeadersPanic() types.Action {
 
 // OnHttpRequestHeaders decides a request. The operator endpoint's requests are answered before
 // anything else: never charged, and never forwarded (so the shadow marker is nothing to them).
-// The shadow marker a client sent is removed from every other request before anything else,
-// whatever the configuration and whether the request is exempt: an upstream must be able to trust
-// it (a request decided again while it waits for a slot lost it already). Looking first costs no
-// host call (the headers are read once, all of them, for the decision too), so only a request
-// that carries one pays for the removal; one whose headers cannot be read is treated as carrying
-// one. Written out here, not in a function: one guest call fewer on every request.
+// The shadow marker a client sent is removed from every other request that may reach the
+// upstream, whatever the configuration and whether the request is exempt: an upstream must be
+// able to trust it (a request decided again while it waits for a slot lost it already). Looking
+// costs no host call (the headers are read once, all of them, for the decision too), so only a
+// request that carries one pays for the removal; one whose headers cannot be read is treated as
+// carrying one. The general way removes it before the decision, which then reads the headers
+// without it. The lean shape decides by its key header alone, which is never the marker
+// (OnPluginStart), so the marker changes nothing of its decision: it looks after deciding, and
+// a request its decision answers at once, which never reaches the upstream, spares the look.
 func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) types.Action {
 	p := h.plugin
 	faultPoint("request")
@@ -357,21 +364,17 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		}
 	}
 	p.req.err = nil
-	// The lean shape's key, read with the headers as they are, when they need no edit.
+	// The lean shape's key, read with the headers as they are.
 	var key []byte
 	keyRead, keyFound := false, false
 	if h.slotWait == nil {
 		h.id = abi.RequestStreamID() // a context let go serves another stream (release)
 		headers, err := abi.GetHttpRequestHeaders()
-		if _, marked := wire.PairsValue(headers, ShadowHeader); marked || err != nil {
-			// The edit makes the ABI forget the headers it read: the decision reads them as they
-			// are now, without the marker.
-			if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
-				p.failed("cannot remove " + ShadowHeader + ": " + err.Error())
-			}
-		} else if p.leanKeyHeader != "" {
+		if err == nil && p.leanKeyHeader != "" {
 			key, keyFound = wire.PairsValue(headers, p.leanKeyHeader)
 			keyRead = true
+		} else if err != nil || hasShadowMarker(headers) {
+			h.unmark()
 		}
 	}
 	now, err := abi.MonotonicNanos()
@@ -392,6 +395,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	// says when): counted and continued without the checks below, each a load and a branch
 	// that, together, cost an admitted request about 3 % of its time (BENCHMARKS.md, section 1).
 	if out == p.leanAdmission && p.req.err == nil {
+		if headers, _ := abi.GetHttpRequestHeaders(); hasShadowMarker(headers) {
+			h.unmark()
+		}
 		p.leanAdmitted.add(1)
 		if !faultsBuilt { // letsGo, known here
 			h.release()
@@ -399,7 +405,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		return types.ActionContinue
 	}
 	// The lean rejection, likewise: counted and answered without the checks below (answerLimited
-	// without its own).
+	// without its own), and without a look for the marker.
 	if out == p.leanRejection {
 		p.leanLimited.add(1)
 		h.sendRejection(detailsRateLimited, out.RetryAfterSeconds(), nil)
@@ -407,6 +413,11 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 			h.release()
 		}
 		return types.ActionPause
+	}
+	if keyRead { // any other decision of the lean shape's
+		if headers, _ := abi.GetHttpRequestHeaders(); hasShadowMarker(headers) {
+			h.unmark()
+		}
 	}
 	if p.hasConcurrency {
 		h.holdSlots(out)
@@ -466,6 +477,21 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 			h.release()
 		}
 		return action
+	}
+}
+
+// hasShadowMarker is whether headers, the request's, carry the shadow marker. Small enough to be
+// inlined: a call to wire.PairsValue and no more.
+func hasShadowMarker(headers []byte) bool {
+	_, marked := wire.PairsValue(headers, ShadowHeader)
+	return marked
+}
+
+// unmark removes the shadow marker from the request's headers (OnHttpRequestHeaders). The edit
+// makes the ABI forget the headers it read: what reads them next reads them without the marker.
+func (h *httpContext) unmark() {
+	if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
+		h.plugin.failed("cannot remove " + ShadowHeader + ": " + err.Error())
 	}
 }
 

@@ -1,18 +1,21 @@
 // Command direct is the direct-decision probe: Tollgate's ABI layer (internal/abi), as in the
 // glue probe (bench/testdata/glue), with a plugin that decides the benchmarks' requests as any
 // limiter of their one rule must, written for that rule in one function. Per request it makes
-// the surface probe's crossings, with the same values, and between them: it looks for the shadow
-// marker and the key among the headers by name, reads the clock, hashes the owner nearly as
-// Tollgate does (SipHash-2-4 under a key, of the rule's and limit's prefix and the key, without
-// the key's length Tollgate writes before it), answers a key it found too low from its memory
-// while the refill cannot admit it, and otherwise reads the key's bucket, takes a token from it
-// (Tollgate's limiter.Bucket) and writes it back with the CAS it was read with. A rejection
-// looks at the request's content-type (a gRPC request gets a gRPC status) and sends the 429 with
-// its Retry-After in seconds, rendered again only when they change.
+// the surface probe's crossings, with the same values, and between them: it looks for the key
+// among the headers by name, reads the clock, hashes the owner nearly as Tollgate does
+// (SipHash-2-4 under a key, of the rule's and limit's prefix and the key, without the key's
+// length Tollgate writes before it), answers a key it found too low from its memory while the
+// refill cannot admit it, and otherwise reads the key's bucket, takes a token from it (Tollgate's
+// limiter.Bucket), looks for the shadow marker among the headers and writes the bucket back with
+// the CAS it was read with. A rejection, which never reaches the upstream, looks for no marker,
+// as Tollgate's lean shape does not: it looks at the request's content-type (a gRPC request gets
+// a gRPC status) and sends the 429 with its Retry-After in seconds, rendered again only when they
+// change.
 //
 // It has none of Tollgate's generality: no other rule, key or algorithm, no key table (a key's
 // bucket under a name of its own, as the surface probe's), no counters, no failure modes; a
-// request that carries the shadow marker, or no key, continues undecided. Its time over the
+// request without its key, or one it would admit that carries the shadow marker, continues
+// undecided. Its time over the
 // clocked floor's, measured in the same host and run (BenchmarkDirect), is what deciding the
 // benchmarks' requests costs on the ABI layer as it is with the decision written directly;
 // Tollgate's time over it, what Tollgate's generality and structure add.
@@ -120,9 +123,6 @@ func (*httpContext) OnHttpRequestHeaders(int, bool) types.Action {
 	if err != nil {
 		return types.ActionContinue
 	}
-	if _, marked := wire.PairsValue(headers, "x-tollgate-shadow-limited"); marked {
-		return types.ActionContinue
-	}
 	key, found := wire.PairsValue(headers, "x-api-key")
 	if !found || len(key) == 0 || len(key) > len(keyBuf)-len(keyPrefix) {
 		return types.ActionContinue
@@ -158,6 +158,9 @@ func (*httpContext) OnHttpRequestHeaders(int, bool) types.Action {
 	if !d.Allowed {
 		*place(o) = rememberedBucket{o, state}
 		return reject(headers, int64(d.RetryAfter))
+	}
+	if _, marked := wire.PairsValue(headers, "x-tollgate-shadow-limited"); marked {
+		return types.ActionContinue // looked for only now, as Tollgate does: a rejection never goes upstream
 	}
 	binary.LittleEndian.PutUint64(value[16:], uint64(next.Tokens))
 	binary.LittleEndian.PutUint64(value[24:], uint64(next.Credits))
