@@ -72,18 +72,25 @@ func sipHash24(k0, k1 uint64, msg []byte) uint64 {
 		v1 ^= v2
 		v2 = bits.RotateLeft64(v2, 32)
 	}
-	n := len(msg)
-	for len(msg) >= 8 {
-		m := binary.LittleEndian.Uint64(msg)
+	n, i := len(msg), 0
+	for ; n-i >= 8; i += 8 {
+		m := binary.LittleEndian.Uint64(msg[i:])
 		v3 ^= m
 		round()
 		round()
 		v0 ^= m
-		msg = msg[8:]
 	}
+	// The last block: the r bytes left, then the length in the top byte. A message of 8 bytes
+	// or more (every owner's but the shortest) has them at the top of its last 8, read as one
+	// number; a shorter one is read a byte at a time, in a loop whose every turn, in upstream
+	// Go's Wasm, goes through the function's dispatch loop.
 	last := uint64(n) << 56
-	for i, b := range msg {
-		last |= uint64(b) << (8 * i)
+	if r := n - i; r > 0 && n >= 8 {
+		last |= binary.LittleEndian.Uint64(msg[n-8:]) >> (64 - 8*r)
+	} else {
+		for j, b := range msg[i:] {
+			last |= uint64(b) << (8 * j)
+		}
 	}
 	v3 ^= last
 	round()
