@@ -24,9 +24,20 @@ func TestPanicWhileDecidingFollowsFailureMode(t *testing.T) {
 			g := newRigWith(t, host.Envoy133, failureConfig(mode), 1, rigOptions{wasm: faultModule(t)})
 			vm := g.vms[0]
 			upstreamCalls := 0
-			upstream := func(h [][2]string) (*host.Response, error) { upstreamCalls++; return okUpstream(h) }
+			upstream := func(h [][2]string) (*host.Response, error) {
+				upstreamCalls++
+				for _, kv := range h {
+					if kv[0] == "x-tollgate-shadow-limited" {
+						t.Errorf("the client's shadow marker reached the upstream: %q", h)
+					}
+				}
+				return okUpstream(h)
+			}
 			for i := 0; i < 3; i++ {
-				resp := g.send(vm, faultReq("request"), upstream)
+				// The marker a client sent: the panic comes before the lean shape looks for it.
+				req := faultReq("request")
+				req.Headers = append(req.Headers, [2]string{"x-tollgate-shadow-limited", "api"})
+				resp := g.send(vm, req, upstream)
 				if resp.Status != wantStatus(mode) {
 					t.Fatalf("panicking request %d: status %d, want %d", i, resp.Status, wantStatus(mode))
 				}

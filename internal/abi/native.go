@@ -173,8 +173,20 @@ func SetTickPeriod(milliseconds uint32) error {
 	return StatusError(nativeHost().SetTickPeriod(milliseconds))
 }
 
-// MonotonicNanos reads the host's monotonic clock.
-func MonotonicNanos() (int64, error) { return nativeHost().Monotonic(), nil }
+// MonotonicNanos reads the host's monotonic clock; an error when the host's clock fails
+// (ClockFailer).
+func MonotonicNanos() (int64, error) {
+	h := nativeHost()
+	if f, ok := h.(ClockFailer); ok && f.ClockFails() {
+		return 0, StatusError(wire.StatusInternalFailure)
+	}
+	return h.Monotonic(), nil
+}
+
+// ClockFailer is implemented by a NativeHost whose monotonic clock can fail, as a WASI
+// clock_time_get that answers an errno does in the wasip1 build: tests drive the plugin's answer
+// to it. Envoy's clock does not fail.
+type ClockFailer interface{ ClockFails() bool }
 
 // WallNanos reads the host's wall clock, in nanoseconds of Unix time.
 func WallNanos() (int64, error) { return nativeHost().Wall(), nil }

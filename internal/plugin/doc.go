@@ -7,10 +7,11 @@
 // rule's counters and hooks) and defines the counters. A stream then goes through, top-down:
 //
 //   - request headers (plugin.go): a request under the operator endpoint's prefix is answered by
-//     the endpoint (operator.go, operator_ops.go) and goes no further; for any other, the shadow
-//     marker a client sent is removed, the Gate decides (reading the request and shared data
-//     through attributes.go), and the verdict becomes the ABI's answer: continue (marking shadow-limited requests for
-//     the upstream), the configured rejection with an exact Retry-After, the rule's status for a
+//     the endpoint (operator.go, operator_ops.go) and goes no further; for any other, the Gate
+//     decides (reading the request and shared data through attributes.go), the shadow marker a
+//     client sent is removed from a request that may reach the upstream (marker.go: before the
+//     decision on the general way, after it under the lean shape), and the verdict becomes the
+//     ABI's answer: continue (marking shadow-limited requests for the upstream), the configured rejection with an exact Retry-After, the rule's status for a
 //     request without its key, 400 for a bad cost header, or the failure mode when shared data
 //     fails;
 //   - hold (held.go): a request may wait before it goes on, for its tokens (delay.go), for a free

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate-proxy/tollgate/internal/abi"
 	"github.com/tollgate-proxy/tollgate/internal/abi/abitest"
+	"github.com/tollgate-proxy/tollgate/internal/hostcore"
 	"github.com/tollgate-proxy/tollgate/internal/wire"
 )
 
@@ -100,15 +101,21 @@ func TestPanicsFollowTheFailureMode(t *testing.T) {
 			if st != types.OnPluginStartStatusOK {
 				t.Fatalf("plugin start: %v", st)
 			}
-			req := keyed("k", "/")
+			// The panicking request carries a client's shadow marker, which must not reach the
+			// upstream when it continues: the panic came before the plugin looked for it.
+			marker := [2]string{ShadowHeader, "api"}
+			req := keyed("k", "/", marker)
 			if tt.where == "request" {
-				req = keyed("k", "/", [2]string{"x-panic", "1"})
+				req = keyed("k", "/", marker, [2]string{"x-panic", "1"})
 			} else {
 				vm.loseNext = true
 			}
 			stream, _ := host.Request(req)
 			if got := outcome(stream); got != tt.outcome {
 				t.Errorf("the panicking request: %s, want %s", got, tt.outcome)
+			}
+			if _, marked := hostcore.HeaderValue(stream.Forwarded(), ShadowHeader); marked {
+				t.Errorf("the client's %s reached the upstream: %q", ShadowHeader, stream.Forwarded())
 			}
 			if got := host.LogsAt(abi.LogLevelError); len(got) != 1 || got[0] != tt.logged {
 				t.Errorf("error logs %q, want %q", got, tt.logged)
@@ -117,6 +124,43 @@ func TestPanicsFollowTheFailureMode(t *testing.T) {
 			next, _ := host.Request(keyed("k", "/"))
 			if outcome(next) != "continued" {
 				t.Errorf("the next request: %s, want continued", outcome(next))
+			}
+			checkCounters(t, host, map[string]uint64{"tollgate.internal_errors": 1, "tollgate.rule.api.admitted": 1})
+		})
+	}
+}
+
+// When the monotonic clock cannot be read, a request gets the failure mode, and one that
+// continues loses a client's shadow marker, whether the plugin had looked for it yet (the lean
+// shape looks after its decision) or not.
+func TestClockFailureFollowsTheFailureMode(t *testing.T) {
+	general := `{"rules": [{"name": "api", "key": [{"header": "x-api-key"}, {"header": "x-tenant"}],
+	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1m"}]}], "failure_mode": "allow"}`
+	tests := []struct{ name, config, outcome string }{
+		{"lean, allow", failureConfig("allow"), "continued"},
+		{"lean, deny", failureConfig("deny"), "503 ra="},
+		{"general, allow", general, "continued"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			host, st := abitest.Start(t, abitest.Options{VMContext: NewVMContext(), Configuration: []byte(tt.config),
+				PluginName: "test", LogLevel: abi.LogLevelInfo})
+			if st != types.OnPluginStartStatusOK {
+				t.Fatalf("plugin start: %v", st)
+			}
+			host.FailClock(true)
+			stream, _ := host.Request(keyed("k", "/", [2]string{"x-tenant", "t"}, [2]string{ShadowHeader, "api"}))
+			if got := outcome(stream); got != tt.outcome {
+				t.Errorf("with the clock failing: %s, want %s", got, tt.outcome)
+			}
+			if _, marked := hostcore.HeaderValue(stream.Forwarded(), ShadowHeader); marked {
+				t.Errorf("the client's %s reached the upstream: %q", ShadowHeader, stream.Forwarded())
+			}
+			stream.End()
+			host.FailClock(false)
+			next, _ := host.Request(keyed("k", "/", [2]string{"x-tenant", "t"}))
+			if got := outcome(next); got != "continued" {
+				t.Errorf("with the clock back: %s, want continued", got)
 			}
 			checkCounters(t, host, map[string]uint64{"tollgate.internal_errors": 1, "tollgate.rule.api.admitted": 1})
 		})

@@ -18,7 +18,7 @@ const leanConfig = `{"rules": [{"name": "api", "key": [{"header": "x-api-key"}],
   "limits": [{"capacity": 2, "refill_tokens": 1, "refill_interval": "10s"}]}]}`
 
 // leanSteps are requests at instants (ns since the start) that the lean shape admits, limits and
-// refuses, one with the shadow marker a client may send.
+// refuses, some with the shadow marker a client may send.
 var leanSteps = []struct {
 	at  int64
 	req abitest.Request

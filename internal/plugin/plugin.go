@@ -25,10 +25,6 @@ func (*vmContext) NewPluginContext(contextID uint32) types.PluginContext {
 	return &pluginContext{}
 }
 
-// ShadowHeader is added to requests that a shadow rule would have limited, for the upstream;
-// its value lists those rules.
-const ShadowHeader = "x-tollgate-shadow-limited"
-
 type pluginContext struct {
 	types.DefaultPluginContext
 	cfg *config.Config
@@ -311,7 +307,7 @@ const maxLoggedFailures = 32
 // NewHttpContext): like any internal error, by the failure mode.
 func (p *pluginContext) OnHttpStreamLost() types.Action {
 	p.failed("recovered panic while creating a stream context")
-	return (&httpContext{plugin: p}).failOpenOrDeny()
+	return (&httpContext{plugin: p}).failRequest()
 }
 
 type httpContext struct {
@@ -341,7 +337,7 @@ type httpContext struct {
 // the VM, and the request gets the failure mode. The ABI layer recovers and calls it.
 func (h *httpContext) OnHttpRequestHeadersPanic() types.Action {
 	h.plugin.failed("recovered panic while deciding a request")
-	return h.failOpenOrDeny()
+	return h.failRequest()
 }
 
 // OnHttpRequestHeaders decides a request. The operator endpoint's requests are answered before
@@ -380,6 +376,9 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	now, err := abi.MonotonicNanos()
 	if err != nil {
 		p.failed("cannot read the monotonic clock: " + err.Error())
+		if keyRead { // the lean shape, before its look for the marker
+			return h.failRequest()
+		}
 		return h.failOpenOrDeny()
 	}
 	var out *admission.Outcome
@@ -395,7 +394,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	// says when): counted and continued without the checks below, each a load and a branch
 	// that, together, cost an admitted request about 3 % of its time (BENCHMARKS.md, section 1).
 	if out == p.leanAdmission && p.req.err == nil {
-		if headers, _ := abi.GetHttpRequestHeaders(); hasShadowMarker(headers) {
+		if headers, err := abi.GetHttpRequestHeaders(); err != nil || hasShadowMarker(headers) {
 			h.unmark()
 		}
 		p.leanAdmitted.add(1)
@@ -415,7 +414,7 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 		return types.ActionPause
 	}
 	if keyRead { // any other decision of the lean shape's
-		if headers, _ := abi.GetHttpRequestHeaders(); hasShadowMarker(headers) {
+		if headers, err := abi.GetHttpRequestHeaders(); err != nil || hasShadowMarker(headers) {
 			h.unmark()
 		}
 	}
@@ -480,21 +479,6 @@ func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) typ
 	}
 }
 
-// hasShadowMarker is whether headers, the request's, carry the shadow marker. Small enough to be
-// inlined: a call to wire.PairsValue and no more.
-func hasShadowMarker(headers []byte) bool {
-	_, marked := wire.PairsValue(headers, ShadowHeader)
-	return marked
-}
-
-// unmark removes the shadow marker from the request's headers (OnHttpRequestHeaders). The edit
-// makes the ABI forget the headers it read: what reads them next reads them without the marker.
-func (h *httpContext) unmark() {
-	if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
-		h.plugin.failed("cannot remove " + ShadowHeader + ": " + err.Error())
-	}
-}
-
 // countAside counts and logs what a decision met besides its verdict: keys missing or costs
 // invalid for rules that let the request through, a full key table, a shadow rule's failure, a
 // value in shared data that Tollgate did not write.
@@ -541,23 +525,6 @@ func (h *httpContext) answerRefused(out *admission.Outcome) types.Action {
 		p.failed("cannot send a local reply: " + abi.StatusError(st).Error())
 	}
 	return types.ActionPause
-}
-
-// markShadow sets the shadow header to the rules that would have limited the request (the one
-// the client may have sent is gone already).
-func (h *httpContext) markShadow(out *admission.Outcome) {
-	p := h.plugin
-	if len(out.ShadowLimited) == 0 {
-		return
-	}
-	names := make([]string, len(out.ShadowLimited))
-	for j, i := range out.ShadowLimited {
-		p.rules[i].shadowLimited.add(1)
-		names[j] = p.ruleName(i)
-	}
-	if err := abi.AddHttpRequestHeader(ShadowHeader, strings.Join(names, ",")); err != nil {
-		p.failed("cannot mark a shadow-limited request: " + err.Error())
-	}
 }
 
 // failOpenOrDeny applies the failure mode: allow lets the request through; deny answers 503.

@@ -14,11 +14,11 @@
 //
 // It has none of Tollgate's generality: no other rule, key or algorithm, no key table (a key's
 // bucket under a name of its own, as the surface probe's), no counters, no failure modes; a
-// request without its key, or one it would admit that carries the shadow marker, continues
-// undecided. Its time over the
-// clocked floor's, measured in the same host and run (BenchmarkDirect), is what deciding the
-// benchmarks' requests costs on the ABI layer as it is with the decision written directly;
-// Tollgate's time over it, what Tollgate's generality and structure add.
+// request without its key continues undecided, and one it would admit that carries the shadow
+// marker continues uncharged, its bucket not written back. Its time over the clocked floor's,
+// measured in the same host and run (BenchmarkDirect), is what deciding the benchmarks' requests
+// costs on the ABI layer as it is with the decision written directly; Tollgate's time over it,
+// what Tollgate's generality and structure add.
 package main
 
 import (

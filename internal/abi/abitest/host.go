@@ -63,6 +63,7 @@ type Host struct {
 	current     *Stream
 	configuring bool
 	mono, wall  int64
+	clockFails  bool
 	logLevel    abi.LogLevel
 	logs        []LogLine
 	metrics     metrics
@@ -127,6 +128,10 @@ func (h *Host) Monotonic() int64 { return h.mono }
 
 // Wall is the wall clock's reading.
 func (h *Host) Wall() int64 { return h.wall }
+
+// FailClock makes every read of the monotonic clock fail from now on (fails true), or succeed
+// again (abi.ClockFailer).
+func (h *Host) FailClock(fails bool) { h.clockFails = fails }
 
 // SetMonotonic sets the monotonic clock (a test may step it backwards; Envoy's never does).
 func (h *Host) SetMonotonic(ns int64) { h.mono = ns }

@@ -14,6 +14,9 @@ type hostcalls struct{ *Host }
 
 var _ abi.NativeHost = hostcalls{}
 
+// ClockFails implements abi.ClockFailer (Host.FailClock).
+func (c hostcalls) ClockFails() bool { return c.clockFails }
+
 // Log is proxy_log: a line below the host's level is dropped.
 func (c hostcalls) Log(level abi.LogLevel, msg string) {
 	if level >= c.logLevel {
