@@ -34,7 +34,7 @@ func TestPanicWhileDecidingFollowsFailureMode(t *testing.T) {
 				return okUpstream(h)
 			}
 			for i := 0; i < 3; i++ {
-				// The marker a client sent: the panic comes before the lean shape looks for it.
+				// The marker a client sent: the panic comes before the plugin looks for it.
 				req := faultReq("request")
 				req.Headers = append(req.Headers, [2]string{"x-tollgate-shadow-limited", "api"})
 				resp := g.send(vm, req, upstream)

@@ -11,9 +11,9 @@
 //     decides (reading the request and shared data through attributes.go), the shadow marker a
 //     client sent is removed from a request that may reach the upstream (marker.go: before the
 //     decision on the general way, after it under the lean shape), and the verdict becomes the
-//     ABI's answer: continue (marking shadow-limited requests for the upstream), the configured rejection with an exact Retry-After, the rule's status for a
-//     request without its key, 400 for a bad cost header, or the failure mode when shared data
-//     fails;
+//     ABI's answer: continue (marking shadow-limited requests for the upstream), the configured
+//     rejection with an exact Retry-After, the rule's status for a request without its key, 400
+//     for a bad cost header, or the failure mode when shared data fails;
 //   - hold (held.go): a request may wait before it goes on, for its tokens (delay.go), for a free
 //     slot of a concurrency limit (slotwait.go), or for the rate limit service (global.go,
 //     lease.go); ticks and gRPC answers resume it;

@@ -74,7 +74,7 @@ func (p *panickyPlugin) NewHttpContext(id uint32) types.HttpContext {
 
 type panickyStream struct{ *httpContext }
 
-// OnHttpRequestHeaders panics for a request with x-panic, past the plugin's own work.
+// OnHttpRequestHeaders panics for a request with x-panic, before the plugin's own work.
 func (s *panickyStream) OnHttpRequestHeaders(n int, end bool) types.Action {
 	if _, err := abi.GetHttpRequestHeader("x-panic"); err == nil {
 		panic("boom")
@@ -87,26 +87,33 @@ func (s *panickyStream) OnHttpRequestHeaders(n int, end bool) types.Action {
 func TestPanicsFollowTheFailureMode(t *testing.T) {
 	tests := []struct {
 		mode, where, outcome, logged string
+		general                      bool // a configuration without the lean shape
 	}{
-		{"allow", "request", "continued", "tollgate: recovered panic while deciding a request (failure_mode allow)"},
-		{"deny", "request", "503 ra=", "tollgate: recovered panic while deciding a request (failure_mode deny)"},
-		{"allow", "context", "continued", "tollgate: recovered panic while creating a stream context (failure_mode allow)"},
-		{"deny", "context", "503 ra=", "tollgate: recovered panic while creating a stream context (failure_mode deny)"},
+		{"allow", "request", "continued", "tollgate: recovered panic while deciding a request (failure_mode allow)", false},
+		{"deny", "request", "503 ra=", "tollgate: recovered panic while deciding a request (failure_mode deny)", false},
+		{"allow", "context", "continued", "tollgate: recovered panic while creating a stream context (failure_mode allow)", false},
+		{"deny", "context", "503 ra=", "tollgate: recovered panic while creating a stream context (failure_mode deny)", false},
+		{"allow", "request", "continued", "tollgate: recovered panic while deciding a request (failure_mode allow)", true},
+		{"allow", "context", "continued", "tollgate: recovered panic while creating a stream context (failure_mode allow)", true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.mode+" "+tt.where, func(t *testing.T) {
+		config, shape := failureConfig(tt.mode), "lean"
+		if tt.general {
+			config, shape = strings.Replace(config, `[{"header": "x-api-key"}]`, `[{"header": "x-api-key"}, {"header": "x-tenant"}]`, 1), "general"
+		}
+		t.Run(tt.mode+" "+tt.where+" "+shape, func(t *testing.T) {
 			vm := &panickyVM{}
-			host, st := abitest.Start(t, abitest.Options{VMContext: vm, Configuration: []byte(failureConfig(tt.mode)),
+			host, st := abitest.Start(t, abitest.Options{VMContext: vm, Configuration: []byte(config),
 				PluginName: "test", LogLevel: abi.LogLevelInfo})
 			if st != types.OnPluginStartStatusOK {
 				t.Fatalf("plugin start: %v", st)
 			}
 			// The panicking request carries a client's shadow marker, which must not reach the
 			// upstream when it continues: the panic came before the plugin looked for it.
-			marker := [2]string{ShadowHeader, "api"}
-			req := keyed("k", "/", marker)
+			marker, tenant := [2]string{ShadowHeader, "api"}, [2]string{"x-tenant", "t"}
+			req := keyed("k", "/", tenant, marker)
 			if tt.where == "request" {
-				req = keyed("k", "/", marker, [2]string{"x-panic", "1"})
+				req = keyed("k", "/", tenant, marker, [2]string{"x-panic", "1"})
 			} else {
 				vm.loseNext = true
 			}
@@ -121,7 +128,7 @@ func TestPanicsFollowTheFailureMode(t *testing.T) {
 				t.Errorf("error logs %q, want %q", got, tt.logged)
 			}
 			stream.End()
-			next, _ := host.Request(keyed("k", "/"))
+			next, _ := host.Request(keyed("k", "/", tenant))
 			if outcome(next) != "continued" {
 				t.Errorf("the next request: %s, want continued", outcome(next))
 			}

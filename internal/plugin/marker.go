@@ -25,8 +25,9 @@ func hasShadowMarker(headers []byte) bool {
 	return marked
 }
 
-// unmark removes the shadow marker from the request's headers (OnHttpRequestHeaders). The edit
-// makes the ABI forget the headers it read: what reads them next reads them without the marker.
+// unmark removes the shadow marker from the request's headers (OnHttpRequestHeaders,
+// failRequest). The edit makes the ABI forget the headers it read: what reads them next reads
+// them without the marker.
 func (h *httpContext) unmark() {
 	if err := abi.RemoveHttpRequestHeader(ShadowHeader); err != nil {
 		h.plugin.failed("cannot remove " + ShadowHeader + ": " + err.Error())

@@ -350,7 +350,8 @@ func (h *httpContext) OnHttpRequestHeadersPanic() types.Action {
 // carrying one. The general way removes it before the decision, which then reads the headers
 // without it. The lean shape decides by its key header alone, which is never the marker
 // (OnPluginStart), so the marker changes nothing of its decision: it looks after deciding, and
-// a request its decision answers at once, which never reaches the upstream, spares the look.
+// a request its decision answers at once, which never reaches the upstream, spares the look. A
+// request the failure mode lets through before the look loses the marker too (failRequest).
 func (h *httpContext) OnHttpRequestHeaders(numHeaders int, endOfStream bool) types.Action {
 	p := h.plugin
 	faultPoint("request")

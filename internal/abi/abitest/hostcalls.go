@@ -12,7 +12,10 @@ import (
 // methods are the test's.
 type hostcalls struct{ *Host }
 
-var _ abi.NativeHost = hostcalls{}
+var (
+	_ abi.NativeHost  = hostcalls{}
+	_ abi.ClockFailer = hostcalls{}
+)
 
 // ClockFails implements abi.ClockFailer (Host.FailClock).
 func (c hostcalls) ClockFails() bool { return c.clockFails }
