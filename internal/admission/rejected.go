@@ -121,9 +121,9 @@ func (m *rejectedBuckets) remember(owner uint64, state limiter.BucketState, d li
 	}
 	retryAt, ok := d.RetryAt(state, now)
 	if !ok {
-		// No instant below math.MaxInt64 (a wait beyond int64's nanoseconds): rejectsAt never answers, and
-		// the lean path reads the key's bucket again, as exact as a read is (takeAgain still
-		// answers from the state).
+		// No instant below math.MaxInt64 (a wait beyond int64's nanoseconds): rejectsAt never
+		// answers, and the lean path reads the key's bucket again, as exact as a read is
+		// (takeAgain still answers from the state).
 		retryAt = math.MinInt64
 	}
 	s := setOf(owner)

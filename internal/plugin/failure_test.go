@@ -18,6 +18,12 @@ func failureConfig(mode string) string {
 	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1m"}]}], "failure_mode": "` + mode + `"}`
 }
 
+// generalFailureConfig is failureConfig with a key of two parts: a configuration without the lean
+// shape, decided the general way.
+func generalFailureConfig(mode string) string {
+	return strings.Replace(failureConfig(mode), `[{"header": "x-api-key"}]`, `[{"header": "x-api-key"}, {"header": "x-tenant"}]`, 1)
+}
+
 // When shared data fails, every request gets the failure mode; the error is logged once and
 // counted every time. When it recovers, the limits apply again.
 func TestSharedDataFailureFollowsTheFailureMode(t *testing.T) {
@@ -99,7 +105,7 @@ func TestPanicsFollowTheFailureMode(t *testing.T) {
 	for _, tt := range tests {
 		config, shape := failureConfig(tt.mode), "lean"
 		if tt.general {
-			config, shape = strings.Replace(config, `[{"header": "x-api-key"}]`, `[{"header": "x-api-key"}, {"header": "x-tenant"}]`, 1), "general"
+			config, shape = generalFailureConfig(tt.mode), "general"
 		}
 		t.Run(tt.mode+" "+tt.where+" "+shape, func(t *testing.T) {
 			vm := &panickyVM{}
@@ -141,12 +147,10 @@ func TestPanicsFollowTheFailureMode(t *testing.T) {
 // continues loses a client's shadow marker, whether the plugin had looked for it yet (the lean
 // shape looks after its decision) or not.
 func TestClockFailureFollowsTheFailureMode(t *testing.T) {
-	general := `{"rules": [{"name": "api", "key": [{"header": "x-api-key"}, {"header": "x-tenant"}],
-	  "limits": [{"capacity": 1, "refill_tokens": 1, "refill_interval": "1m"}]}], "failure_mode": "allow"}`
 	tests := []struct{ name, config, outcome string }{
 		{"lean, allow", failureConfig("allow"), "continued"},
 		{"lean, deny", failureConfig("deny"), "503 ra="},
-		{"general, allow", general, "continued"},
+		{"general, allow", generalFailureConfig("allow"), "continued"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

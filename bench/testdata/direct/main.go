@@ -160,7 +160,8 @@ func (*httpContext) OnHttpRequestHeaders(int, bool) types.Action {
 		return reject(headers, int64(d.RetryAfter))
 	}
 	if _, marked := wire.PairsValue(headers, "x-tollgate-shadow-limited"); marked {
-		return types.ActionContinue // looked for only now, as Tollgate does: a rejection never goes upstream
+		// Looked for only now, as Tollgate does: a rejection never goes upstream.
+		return types.ActionContinue
 	}
 	binary.LittleEndian.PutUint64(value[16:], uint64(next.Tokens))
 	binary.LittleEndian.PutUint64(value[24:], uint64(next.Credits))
