@@ -114,9 +114,9 @@ func DecodePairs(buf []byte) (pairs [][2]string, ok bool) {
 // It reads buf through a pointer, where the checks it makes bound every read: in upstream Go's
 // Wasm each bounds check the compiler would add is a branch and a place the function can be
 // resumed at, and every read of memory is a check of its own in wazero's compiled code. The walk
-// runs twice on most requests, over every header (the key's, then the shadow marker's or a
-// rejection's content-type), so an entry of another name's length costs one read of its sizes and
-// nothing more.
+// runs on every request, over every header, once for each name the request path looks up (under
+// the lean shape twice: the key's, then the shadow marker's or a rejection's content-type), so an
+// entry of another name's length costs one read of its sizes and nothing more.
 func PairsValue(buf []byte, key string) (value []byte, found bool) {
 	if len(buf) < 4 {
 		return nil, false
